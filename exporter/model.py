@@ -1,0 +1,119 @@
+"""Plain data the exporter works on: what the kubelet reported, and what sysfs says.
+
+The kubelet client turns protobuf messages into these types, and everything downstream
+(accounting, rendering, the snapshot command) sees only them. Keeping protobuf out of the
+accounting makes it testable with hand-written data and independent of the wire format.
+
+NUMA locality is kept exactly as reported: ``numa_ids`` is ``None`` when the kubelet sent no
+topology, otherwise the tuple of ids it named (possibly empty, possibly with unknown or negative
+ids). Deciding what an id means is the accounting's job, not the client's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NumaIds = tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEntry:
+    """One ``ContainerDevices`` entry: the kubelet sends one per device per NUMA node."""
+
+    resource: str
+    device_ids: tuple[str, ...]
+    numa_ids: NumaIds
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBlock:
+    """One ``ContainerMemory`` block; ``size`` in bytes, possibly spanning NUMA nodes."""
+
+    memory_type: str
+    size: int
+    numa_ids: NumaIds
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One DRA device prepared for a container, named by (driver, pool, device)."""
+
+    driver: str
+    pool: str
+    device: str
+    claim_name: str
+    claim_namespace: str
+    share_id: str | None = None
+    cdi_devices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerAssignment:
+    """The exclusive resources of one container (sidecars included, in kubelet order)."""
+
+    name: str
+    cpu_ids: tuple[int, ...] = ()
+    memory: tuple[MemoryBlock, ...] = ()
+    devices: tuple[DeviceEntry, ...] = ()
+    dra_devices: tuple[DraDevice, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAssignment:
+    """A pod from ``List``; ``cpu_ids``/``memory`` are pod-level and overlap the containers'."""
+
+    namespace: str
+    name: str
+    containers: tuple[ContainerAssignment, ...] = ()
+    cpu_ids: tuple[int, ...] = ()
+    memory: tuple[MemoryBlock, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Allocatable:
+    """``GetAllocatableResources``: what could be assigned (healthy devices only)."""
+
+    cpu_ids: tuple[int, ...] = ()
+    memory: tuple[MemoryBlock, ...] = ()
+    devices: tuple[DeviceEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSnapshot:
+    """One consistent read of the kubelet.
+
+    ``allocatable`` is ``None`` when the kubelet does not offer ``GetAllocatableResources``
+    (old, disabled, or not reached yet). ``api_version`` is ``"v1"`` or ``"v1alpha1"``; under
+    v1alpha1 only devices are known, without topology.
+    """
+
+    pods: tuple[PodAssignment, ...]
+    allocatable: Allocatable | None
+    api_version: str = "v1"
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    """One NUMA node as sysfs describes it."""
+
+    numa_id: int
+    cpus: frozenset[int]
+    memory_bytes: int | None = None
+    # hugepage size in bytes -> number of pages configured on this node
+    hugepages: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The node's NUMA layout from sysfs: which CPU sits on which NUMA node."""
+
+    numa_nodes: dict[int, NumaNode]
+    cpu_to_numa: dict[int, int]
+
+    @classmethod
+    def from_nodes(cls, nodes: list[NumaNode]) -> "Topology":
+        cpu_to_numa: dict[int, int] = {}
+        for node in sorted(nodes, key=lambda n: n.numa_id):
+            for cpu in node.cpus:
+                cpu_to_numa.setdefault(cpu, node.numa_id)
+        return cls({node.numa_id: node for node in nodes}, cpu_to_numa)

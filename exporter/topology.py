@@ -1,0 +1,156 @@
+"""Read the node's NUMA layout from sysfs.
+
+The podresources API names CPUs by id but never says which NUMA node they sit on; the kernel
+does, in ``devices/system/node/node<N>/cpulist``. Memory and hugepage totals come from the same
+directories and are shown by the ``snapshot`` command.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from .model import NumaNode, Topology
+
+log = logging.getLogger(__name__)
+
+_NODE_DIR = re.compile(r"^node(\d+)$")
+_HUGEPAGES_DIR = re.compile(r"^hugepages-(\d+)kB$")
+_MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB")
+
+
+class TopologyError(Exception):
+    """sysfs could not be read or parsed."""
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """Parse the kernel's list format: ``0-15,32-47``, ``3``, ``0-31:2/4`` or empty.
+
+    Raises ``ValueError`` on anything else, so a corrupt file is reported, not misread.
+    """
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return frozenset()
+    for part in text.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?", part)
+        if not match:
+            raise ValueError(f"bad cpulist element {part!r} in {text!r}")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
+            raise ValueError(f"bad cpulist range {part!r} in {text!r}")
+        if match.group(3) is not None:
+            used, group = int(match.group(3)), int(match.group(4))
+            if used == 0 or group == 0 or used > group:
+                raise ValueError(f"bad cpulist stride {part!r} in {text!r}")
+            cpus.update(c for c in range(first, last + 1) if (c - first) % group < used)
+        else:
+            cpus.update(range(first, last + 1))
+    return frozenset(cpus)
+
+
+def format_cpulist(cpus: set[int] | frozenset[int] | list[int]) -> str:
+    """The inverse of :func:`parse_cpulist` (ranges, no strides): ``{0,1,2,5}`` -> ``0-2,5``."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    index = 0
+    while index < len(ordered):
+        start = end = ordered[index]
+        while index + 1 < len(ordered) and ordered[index + 1] == end + 1:
+            index += 1
+            end = ordered[index]
+        parts.append(str(start) if start == end else f"{start}-{end}")
+        index += 1
+    return ",".join(parts)
+
+
+def read_topology(sysfs_root: str | Path) -> Topology:
+    """Read every ``node<N>`` under ``<sysfs_root>/devices/system/node``.
+
+    A machine without that directory (NUMA support compiled out) is treated as one node 0
+    holding every online CPU, which is what the kubelet assumes too.
+    """
+    root = Path(sysfs_root)
+    node_root = root / "devices" / "system" / "node"
+    online = _read_online_cpus(root)
+    nodes: list[NumaNode] = []
+    try:
+        entries = sorted(node_root.iterdir()) if node_root.is_dir() else []
+    except OSError as error:
+        raise TopologyError(f"cannot list {node_root}: {error}") from error
+    for entry in entries:
+        match = _NODE_DIR.match(entry.name)
+        if not match or not entry.is_dir():
+            continue
+        numa_id = int(match.group(1))
+        cpulist_path = entry / "cpulist"
+        try:
+            cpus = parse_cpulist(cpulist_path.read_text())
+        except OSError as error:
+            raise TopologyError(f"cannot read {cpulist_path}: {error}") from error
+        except ValueError as error:
+            raise TopologyError(f"{cpulist_path}: {error}") from error
+        if online is not None:
+            cpus = cpus & online
+        nodes.append(NumaNode(
+            numa_id=numa_id,
+            cpus=cpus,
+            memory_bytes=_read_memtotal(entry / "meminfo"),
+            hugepages=_read_hugepages(entry / "hugepages"),
+        ))
+    if not nodes:
+        if online is None:
+            raise TopologyError(
+                f"no NUMA nodes under {node_root} and no {root / 'devices/system/cpu/online'}; "
+                "is --sysfs-root pointing at a sysfs tree?")
+        log.info("no NUMA information under %s; treating all online CPUs as NUMA node 0", node_root)
+        nodes.append(NumaNode(numa_id=0, cpus=online))
+    return Topology.from_nodes(nodes)
+
+
+def _read_online_cpus(root: Path) -> frozenset[int] | None:
+    path = root / "devices" / "system" / "cpu" / "online"
+    try:
+        return parse_cpulist(path.read_text())
+    except OSError:
+        return None
+    except ValueError as error:
+        raise TopologyError(f"{path}: {error}") from error
+
+
+def _read_memtotal(path: Path) -> int | None:
+    try:
+        match = _MEMTOTAL.search(path.read_text())
+    except OSError:
+        return None
+    return int(match.group(1)) * 1024 if match else None
+
+
+def _read_hugepages(directory: Path) -> dict[int, int]:
+    pages: dict[int, int] = {}
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return pages
+    for entry in entries:
+        match = _HUGEPAGES_DIR.match(entry.name)
+        if not match:
+            continue
+        try:
+            count = int((entry / "nr_hugepages").read_text().strip())
+        except (OSError, ValueError):
+            log.debug("unreadable %s", entry / "nr_hugepages")
+            continue
+        pages[int(match.group(1)) * 1024] = count
+    return pages
+
+
+def hugepage_resource_name(size_bytes: int) -> str:
+    """Kubernetes' resource name for a hugepage size: 2 MiB -> ``hugepages-2Mi``."""
+    for unit, suffix in ((1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
+        if size_bytes % unit == 0:
+            return f"hugepages-{size_bytes // unit}{suffix}"
+    return f"hugepages-{size_bytes}"

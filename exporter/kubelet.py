@@ -1,0 +1,280 @@
+"""Client for the kubelet podresources gRPC API, and conversion of its replies to plain data.
+
+One long-lived ``grpc.aio`` channel over the unix socket. gRPC reconnects on its own when the
+kubelet re-creates the socket; the reconnect back-off is kept short so a restarted kubelet is
+seen again within seconds. Calls never wait for readiness: a missing kubelet answers
+``UNAVAILABLE`` at once instead of holding a call open.
+
+Replies are fetched as raw bytes and decoded here, so decoding time is measured on its own and
+a reply that is not valid protobuf becomes a clear error instead of a failed call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+import grpc.aio
+from google.protobuf.message import DecodeError
+
+from ._proto.v1 import api_pb2 as v1
+from ._proto.v1alpha1 import api_pb2 as v1alpha1
+from .model import (
+    Allocatable,
+    ContainerAssignment,
+    DeviceEntry,
+    DraDevice,
+    MemoryBlock,
+    PodAssignment,
+)
+
+DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_TIMEOUT_SECONDS = 10.0
+
+METHOD_LIST = "List"
+METHOD_GET_ALLOCATABLE = "GetAllocatableResources"
+METHOD_GET = "Get"
+
+_PATH_V1 = "/v1.PodResourcesLister/"
+_PATH_V1ALPHA1 = "/v1alpha1.PodResourcesLister/"
+
+# What a failed call means for the exporter (the ``kind`` of a KubeletError).
+RATE_LIMITED = "rate_limited"
+TOO_LARGE = "too_large"
+UNAVAILABLE = "unavailable"
+UNIMPLEMENTED = "unimplemented"
+DISABLED = "disabled"
+NOT_FOUND = "not_found"
+DEADLINE = "deadline"
+INVALID_REPLY = "invalid_reply"
+OTHER = "other"
+
+RATE_LIMIT_MESSAGE = "rejected by rate limit"
+
+
+class KubeletError(Exception):
+    """A podresources call that did not produce data, classified by what it means."""
+
+    def __init__(self, method: str, code: str, details: str, kind: str):
+        super().__init__(f"{method}: {code}: {details}")
+        self.method = method
+        self.code = code
+        self.details = details
+        self.kind = kind
+
+
+def classify(code: grpc.StatusCode, details: str) -> str:
+    """Map a gRPC status to what it means here (SPEC section 2, "Errors")."""
+    text = (details or "").lower()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        # The same code is used for the kubelet's rate limit and for gRPC's receive limit.
+        return RATE_LIMITED if RATE_LIMIT_MESSAGE in text else TOO_LARGE
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return UNAVAILABLE
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return UNIMPLEMENTED
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DEADLINE
+    if code == grpc.StatusCode.UNKNOWN and "disabled" in text:
+        return DISABLED
+    if code == grpc.StatusCode.UNKNOWN and "not found" in text:
+        return NOT_FOUND
+    return OTHER
+
+
+def socket_target(socket: str) -> str:
+    """``/path``, ``unix:/path`` or ``unix:///path`` -> the gRPC target ``unix:///path``."""
+    path = socket
+    if path.startswith("unix://"):
+        path = path[len("unix://"):]
+    elif path.startswith("unix:"):
+        path = path[len("unix:"):]
+    if not path.startswith("/"):
+        raise ValueError(f"socket must be an absolute path or unix:// URL, got {socket!r}")
+    return "unix://" + path
+
+
+def socket_path(socket: str) -> str:
+    """The filesystem path of the socket named by ``--socket``."""
+    return socket_target(socket)[len("unix://"):]
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """A decoded reply and what it cost."""
+
+    value: object
+    reply_bytes: int
+    call_seconds: float
+    decode_seconds: float
+
+
+
+class KubeletClient:
+    """The three podresources calls (and the v1alpha1 List), returning plain data.
+
+    ``observer(method, code, seconds)`` is called after every call, successful or not, so the
+    caller can count requests by gRPC status without this class knowing about metrics.
+    """
+
+    def __init__(self, socket: str = DEFAULT_SOCKET,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 timeout: float = DEFAULT_TIMEOUT_SECONDS,
+                 observer=None):
+        self.target = socket_target(socket)
+        self.max_message_bytes = max_message_bytes
+        self.timeout = timeout
+        self.observer = observer
+        self._channel = grpc.aio.insecure_channel(self.target, options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", 1024 * 1024),
+            # Find a restarted kubelet quickly; gRPC's default back-off grows to 120 s.
+            ("grpc.initial_reconnect_backoff_ms", 500),
+            ("grpc.min_reconnect_backoff_ms", 500),
+            ("grpc.max_reconnect_backoff_ms", 3000),
+            # Retries are ours to decide (and to count); never let gRPC repeat a call.
+            ("grpc.enable_retries", 0),
+            ("grpc.default_authority", "localhost"),
+        ])
+        raw = None  # no deserializer: replies arrive as bytes
+        self._list = self._channel.unary_unary(
+            _PATH_V1 + METHOD_LIST, request_serializer=_serialize, response_deserializer=raw)
+        self._allocatable = self._channel.unary_unary(
+            _PATH_V1 + METHOD_GET_ALLOCATABLE, request_serializer=_serialize,
+            response_deserializer=raw)
+        self._get = self._channel.unary_unary(
+            _PATH_V1 + METHOD_GET, request_serializer=_serialize, response_deserializer=raw)
+        self._list_v1alpha1 = self._channel.unary_unary(
+            _PATH_V1ALPHA1 + METHOD_LIST, request_serializer=_serialize,
+            response_deserializer=raw)
+
+    async def close(self) -> None:
+        await self._channel.close(grace=None)
+
+    async def list_pods(self) -> CallResult:
+        """v1 ``List``: every active pod with its exclusive assignments."""
+        return await self._call(METHOD_LIST, self._list, v1.ListPodResourcesRequest(),
+                                lambda raw: pods_from_v1(v1.ListPodResourcesResponse.FromString(raw)))
+
+    async def list_pods_v1alpha1(self) -> CallResult:
+        """v1alpha1 ``List`` (devices only) for kubelets that lack v1."""
+        return await self._call(METHOD_LIST, self._list_v1alpha1,
+                                v1alpha1.ListPodResourcesRequest(),
+                                lambda raw: pods_from_v1alpha1(
+                                    v1alpha1.ListPodResourcesResponse.FromString(raw)))
+
+    async def get_allocatable(self) -> CallResult:
+        """``GetAllocatableResources``: what could be assigned (healthy devices only)."""
+        return await self._call(METHOD_GET_ALLOCATABLE, self._allocatable,
+                                v1.AllocatableResourcesRequest(),
+                                lambda raw: allocatable_from_v1(
+                                    v1.AllocatableResourcesResponse.FromString(raw)))
+
+    async def get_pod(self, namespace: str, name: str) -> CallResult:
+        """``Get`` one pod; used to probe whether the kubelet serves ``Get`` at all."""
+        return await self._call(METHOD_GET, self._get,
+                                v1.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace),
+                                lambda raw: pod_from_v1(
+                                    v1.GetPodResourcesResponse.FromString(raw).pod_resources))
+
+    async def _call(self, method: str, stub, request, decode) -> CallResult:
+        started = time.perf_counter()
+        try:
+            raw = await stub(request, timeout=self.timeout, wait_for_ready=False)
+        except grpc.aio.AioRpcError as error:
+            elapsed = time.perf_counter() - started
+            code = error.code()
+            self._observe(method, code.name, elapsed)
+            raise KubeletError(method, code.name, error.details() or "",
+                               classify(code, error.details() or "")) from None
+        elapsed = time.perf_counter() - started
+        self._observe(method, "OK", elapsed)
+        decode_started = time.perf_counter()
+        try:
+            value = decode(raw)
+        except (DecodeError, ValueError, RecursionError) as error:
+            raise KubeletError(method, "OK", f"reply is not a valid {method} response: {error}",
+                               INVALID_REPLY) from None
+        return CallResult(value, len(raw), elapsed, time.perf_counter() - decode_started)
+
+    def _observe(self, method: str, code: str, seconds: float) -> None:
+        if self.observer is not None:
+            self.observer(method, code, seconds)
+
+
+def _serialize(message) -> bytes:
+    return message.SerializeToString()
+
+
+# ---- protobuf -> plain data ---------------------------------------------------------------
+
+def _numa_ids(message) -> tuple[int, ...] | None:
+    if not message.HasField("topology"):
+        return None
+    return tuple(node.ID for node in message.topology.nodes)
+
+
+def _memory(blocks) -> tuple[MemoryBlock, ...]:
+    return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
+
+
+def _devices(entries) -> tuple[DeviceEntry, ...]:
+    return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
+
+
+def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
+    devices = []
+    for claim in dynamic_resources:
+        for resource in claim.claim_resources:
+            devices.append(DraDevice(
+                driver=resource.driver_name,
+                pool=resource.pool_name,
+                device=resource.device_name,
+                claim_name=claim.claim_name,
+                claim_namespace=claim.claim_namespace,
+                share_id=resource.share_id if resource.HasField("share_id") else None,
+                cdi_devices=tuple(dict.fromkeys(c.name for c in resource.cdi_devices)),
+            ))
+    return tuple(devices)
+
+
+def pod_from_v1(pod) -> PodAssignment:
+    return PodAssignment(
+        namespace=pod.namespace,
+        name=pod.name,
+        containers=tuple(ContainerAssignment(
+            name=c.name,
+            cpu_ids=tuple(c.cpu_ids),
+            memory=_memory(c.memory),
+            devices=_devices(c.devices),
+            dra_devices=_dra(c.dynamic_resources),
+        ) for c in pod.containers),
+        cpu_ids=tuple(pod.cpu_ids),
+        memory=_memory(pod.memory),
+    )
+
+
+def pods_from_v1(reply) -> tuple[PodAssignment, ...]:
+    return tuple(pod_from_v1(pod) for pod in reply.pod_resources)
+
+
+def pods_from_v1alpha1(reply) -> tuple[PodAssignment, ...]:
+    return tuple(PodAssignment(
+        namespace=pod.namespace,
+        name=pod.name,
+        containers=tuple(ContainerAssignment(
+            name=c.name,
+            devices=tuple(DeviceEntry(d.resource_name, tuple(d.device_ids), None)
+                          for d in c.devices),
+        ) for c in pod.containers),
+    ) for pod in reply.pod_resources)
+
+
+def allocatable_from_v1(reply) -> Allocatable:
+    return Allocatable(
+        cpu_ids=tuple(reply.cpu_ids),
+        memory=_memory(reply.memory),
+        devices=_devices(reply.devices),
+    )

@@ -1,0 +1,386 @@
+"""The refresh loop: read the kubelet, account, render; never on the scrape path.
+
+One task calls the kubelet, so there is never more than one call in flight. ``List`` runs every
+``--interval``; ``GetAllocatableResources`` every ``--allocatable-interval`` and whenever
+``List`` names a device resource the allocatable view lacks. Failures back off exponentially
+with full jitter (floored at the base delay, so never a tight loop); the rate limit may push the
+delay to a minute, other errors never beyond ``--interval``. The last good snapshot stays
+exported meanwhile, and ``podresources_up`` says it is stale.
+
+Logging is by state change only: kubelet lost and back, back-off started and ended, capability
+changes, a data issue kind appearing. A failing poll never logs by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import kubelet
+from .accounting import Accounting, account
+from .health import Health
+from .kubelet import KubeletClient, KubeletError
+from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
+from .rendering import RenderOptions, data_families, render_text
+from .topology import TopologyError, read_topology
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+WATCH_POLL_SECONDS = 0.2
+WATCH_DEBOUNCE_SECONDS = 0.1
+# Files the kubelet rewrites when it assigns or frees exclusive resources.
+WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state",
+                 "device-plugins/kubelet_internal_checkpoint")
+PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
+
+
+@dataclass
+class Settings:
+    """What the refresh loop needs to know; the CLI fills it from flags."""
+
+    socket: str = kubelet.DEFAULT_SOCKET
+    sysfs_root: str = "/sys"
+    interval: float = 10.0
+    allocatable_interval: float = 60.0
+    watch_path: str | None = None
+    max_refresh_rate: float = 1.0
+    max_message_bytes: int = kubelet.DEFAULT_MAX_MESSAGE_BYTES
+    timeout: float = kubelet.DEFAULT_TIMEOUT_SECONDS
+    node_name: str = ""
+    render: RenderOptions = field(default_factory=RenderOptions)
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """One rendering of /metrics in both formats; replaced whole, never mutated."""
+
+    generation: int
+    text: bytes
+    openmetrics: bytes
+
+    def body(self, openmetrics: bool) -> bytes:
+        return self.openmetrics if openmetrics else self.text
+
+
+def backoff_delay(attempt: int, cap: float, base: float = BACKOFF_BASE_SECONDS,
+                  rng: random.Random | random.SystemRandom = random) -> float:
+    """Exponential back-off with full jitter, floored at ``base``: attempt 1 -> [1, 2] s."""
+    ceiling = min(cap, base * (2 ** attempt))
+    return max(base, min(cap, rng.uniform(0, ceiling)))
+
+
+class Refresher:
+    """Owns the kubelet client, the topology and the current exposition."""
+
+    def __init__(self, settings: Settings, health: Health | None = None,
+                 client: KubeletClient | None = None, topology: Topology | None = None):
+        self.settings = settings
+        self.health = health or Health(settings.node_name)
+        self.client = client or KubeletClient(settings.socket, settings.max_message_bytes,
+                                              settings.timeout, observer=self.health.observe_call)
+        self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
+        self.accounting: Accounting | None = None
+        self.snapshot: KubeletSnapshot | None = None
+        self.attempted = False
+        self.last_error: KubeletError | None = None
+        self.exposition = Exposition(0, b"", b"# EOF\n")
+        self._gzip_cache: dict[tuple[int, bool], bytes] = {}
+        self._data = b""
+        self._allocatable: Allocatable | None = None
+        self._allocatable_at = float("-inf")
+        self._allocatable_missing: frozenset[str] = frozenset()
+        self._topology_at = time.monotonic()
+        self._redetect = True
+        self._get_probed = False
+        self._attempts = 0
+        self._state = "starting"
+        self._issue_kinds: set[str] = set()
+        self._last_started = float("-inf")
+        self._stop = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._render_health()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Refresh until :meth:`stop`; file changes under ``--watch-path`` wake it early."""
+        watcher = None
+        if self.settings.watch_path:
+            watcher = asyncio.create_task(self._watch(Path(self.settings.watch_path)))
+        try:
+            while not self._stop.is_set():
+                delay = await self.refresh_once()
+                await self._wait(delay)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def close(self) -> None:
+        self.stop()
+        await self.client.close()
+
+    async def refresh_once(self) -> float:
+        """One refresh attempt; returns the delay before the next one."""
+        started = time.perf_counter()
+        self._last_started = time.monotonic()
+        try:
+            self._maybe_reread_topology()
+            snapshot = await self._read_kubelet()
+            result = account(snapshot, self.topology)
+            self._publish(snapshot, result)
+            delay = self._succeeded()
+        except KubeletError as error:
+            delay = self._failed(error)
+        finally:
+            self.health.refresh_duration.observe(time.perf_counter() - started)
+            self.attempted = True
+        self._render_health()
+        return delay
+
+    async def _wait(self, delay: float) -> None:
+        deadline = time.monotonic() + delay
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            waiters = [asyncio.ensure_future(self._stop.wait())]
+            if self.health.backoff_seconds == 0:  # events never cut a back-off short
+                waiters.append(asyncio.ensure_future(self._changed.wait()))
+            done, pending = await asyncio.wait(waiters, timeout=remaining,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+            if self._stop.is_set():
+                return
+            if self._changed.is_set():
+                self._changed.clear()
+                earliest = self._last_started + 1.0 / self.settings.max_refresh_rate
+                pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
+                try:
+                    await asyncio.wait_for(self._stop.wait(), timeout=pause)
+                except asyncio.TimeoutError:
+                    pass
+                self._changed.clear()  # changes during the pause are covered by this refresh
+                return
+
+    async def _watch(self, directory: Path) -> None:
+        """Poll the kubelet's state files' mtimes; cheap, and needs no inotify."""
+        targets = [directory] if directory.is_file() else [directory / name for name in WATCHED_FILES]
+        last = [_stat(path) for path in targets]
+        while True:
+            await asyncio.sleep(WATCH_POLL_SECONDS)
+            current = [_stat(path) for path in targets]
+            if current != last:
+                last = current
+                self._changed.set()
+
+    # ---- reading the kubelet -------------------------------------------------------------
+
+    async def _read_kubelet(self) -> KubeletSnapshot:
+        caps = self.health.capabilities
+        if self._redetect or caps.api_version == "v1":
+            try:
+                pods = (await self.client.list_pods()).value
+                self._set_capability("api_version", "v1")
+            except KubeletError as error:
+                if error.kind != kubelet.UNIMPLEMENTED:
+                    raise
+                pods = (await self.client.list_pods_v1alpha1()).value
+                self._set_capability("api_version", "v1alpha1")
+                self._set_capability("get_allocatable", "false")
+                self._set_capability("get", "false")
+        else:
+            pods = (await self.client.list_pods_v1alpha1()).value
+        self._redetect = False
+        if caps.api_version != "v1":
+            return KubeletSnapshot(pods, None, "v1alpha1")
+        await self._probe_get(pods)
+        await self._refresh_allocatable(pods)
+        return KubeletSnapshot(pods, self._allocatable, "v1")
+
+    async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
+        if self._get_probed:
+            return
+        namespace, name = (pods[0].namespace, pods[0].name) if pods else PROBE_POD
+        try:
+            await self.client.get_pod(namespace, name)
+            supported = "true"
+        except KubeletError as error:
+            if error.kind in (kubelet.NOT_FOUND,):
+                supported = "true"
+            elif error.kind in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
+                supported = "false"
+            else:
+                return  # transient: ask again on the next refresh
+        self._get_probed = True
+        self._set_capability("get", supported)
+
+    async def _refresh_allocatable(self, pods: tuple[PodAssignment, ...]) -> None:
+        caps = self.health.capabilities
+        now = time.monotonic()
+        due = now - self._allocatable_at >= self.settings.allocatable_interval
+        named = {d.resource for p in pods for c in p.containers for d in c.devices if d.resource}
+        known = {d.resource for d in self._allocatable.devices} if self._allocatable else set()
+        missing = frozenset(named - known)
+        if missing and missing != self._allocatable_missing and caps.get_allocatable != "false":
+            due = True  # a new device resource appeared: re-read allocatable once for it
+        if not due:
+            return
+        try:
+            self._allocatable = (await self.client.get_allocatable()).value
+            self._set_capability("get_allocatable", "true")
+        except KubeletError as error:
+            if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
+                raise
+            self._allocatable = None
+            self._set_capability("get_allocatable", "false")
+        self._allocatable_at = now
+        self._allocatable_missing = missing
+
+    def _maybe_reread_topology(self) -> None:
+        """CPUs can be hot-plugged; re-read sysfs as often as allocatable resources."""
+        now = time.monotonic()
+        if now - self._topology_at < self.settings.allocatable_interval:
+            return
+        self._topology_at = now
+        try:
+            topology = read_topology(self.settings.sysfs_root)
+        except TopologyError as error:
+            log.warning("keeping the previous NUMA topology: %s", error)
+            return
+        if topology.cpu_to_numa != self.topology.cpu_to_numa:
+            log.info("NUMA topology changed: %d NUMA nodes, %d CPUs",
+                     len(topology.numa_nodes), len(topology.cpu_to_numa))
+        self.topology = topology
+
+    # ---- outcomes ------------------------------------------------------------------------
+
+    def _publish(self, snapshot: KubeletSnapshot, result: Accounting) -> None:
+        self.snapshot = snapshot
+        self.accounting = result
+        self._data = render_text(data_families(result, self.topology, self.settings.render))
+        if result.pod_level_seen:
+            self._set_capability("pod_level", "true")
+        self.health.count_issues(result.data_issues)
+        kinds = {k for k, v in result.data_issues.items() if v}
+        for kind in sorted(kinds - self._issue_kinds):
+            log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
+                        "snapshot is exported", kind, result.data_issues[kind],
+                        result.issue_examples.get(kind, ""))
+        for kind in sorted(kinds & self._issue_kinds):
+            log.debug("kubelet data issue %s persists (%d this refresh)", kind,
+                      result.data_issues[kind])
+        self._issue_kinds = kinds
+
+    def _succeeded(self) -> float:
+        if self._state == kubelet.RATE_LIMITED:
+            log.info("back-off ended: the kubelet answered again")
+        elif self._state == "starting":
+            log.info("kubelet podresources API reached at %s (API %s)", self.client.target,
+                     self.health.capabilities.api_version)
+        elif self._state != "ok":
+            log.info("kubelet podresources API reachable again")
+        self._state = "ok"
+        self._attempts = 0
+        self.health.up = 1
+        self.health.last_success = time.time()
+        self.health.backoff_seconds = 0.0
+        return self.settings.interval
+
+    def _failed(self, error: KubeletError) -> float:
+        self.last_error = error
+        self.health.up = 0
+        self._attempts += 1
+        kind = error.kind
+        if kind == kubelet.RATE_LIMITED:
+            delay = backoff_delay(self._attempts, BACKOFF_CAP_SECONDS)
+        else:
+            delay = backoff_delay(self._attempts, max(self.settings.interval,
+                                                      BACKOFF_BASE_SECONDS))
+        if kind == kubelet.UNAVAILABLE:
+            # The kubelet may come back as another version: detect everything again.
+            self._redetect = True
+            self._get_probed = False
+            self._allocatable_at = float("-inf")
+        if kind == kubelet.TOO_LARGE:
+            self.health.count_issues({"message_too_large": 1})
+        if kind == kubelet.INVALID_REPLY:
+            self.health.count_issues({"invalid_reply": 1})
+        if kind != self._state:
+            self._log_failure(error, delay)
+        self._state = kind
+        self.health.backoff_seconds = delay
+        return delay
+
+    def _log_failure(self, error: KubeletError, delay: float) -> None:
+        kind = error.kind
+        if kind == kubelet.RATE_LIMITED:
+            log.warning("kubelet rate limit hit (%s); backing off (next try in %.1fs, up to "
+                        "%.0fs); serving the last good snapshot", error.method, delay,
+                        BACKOFF_CAP_SECONDS)
+        elif kind == kubelet.TOO_LARGE:
+            log.error("kubelet reply to %s exceeds the receive limit (%s); raise "
+                      "--max-message-bytes (now %d)", error.method, error.details,
+                      self.settings.max_message_bytes)
+        elif kind == kubelet.UNAVAILABLE:
+            log.warning("kubelet podresources API unreachable at %s: %s; retrying, serving "
+                        "the last good snapshot", self.client.target, error.details)
+        elif kind == kubelet.DEADLINE:
+            log.warning("kubelet did not answer %s within %.1fs; retrying", error.method,
+                        self.settings.timeout)
+        elif kind == kubelet.INVALID_REPLY:
+            log.error("kubelet sent a reply that is not valid protobuf: %s", error.details)
+        else:
+            log.warning("kubelet call %s failed: %s %s", error.method, error.code, error.details)
+
+    def _set_capability(self, name: str, value: str) -> None:
+        caps = self.health.capabilities
+        old = getattr(caps, name)
+        if old != value:
+            setattr(caps, name, value)
+            if old not in ("none", "unknown"):
+                log.info("kubelet capability %s changed: %s -> %s", name, old, value)
+            elif name == "api_version" and value == "v1alpha1":
+                log.warning("kubelet does not serve podresources v1; using v1alpha1 "
+                            "(devices only, no CPU, memory or topology data)")
+            elif value == "false":
+                log.info("kubelet does not offer %s; related series are not exported", name)
+
+    # ---- exposition ----------------------------------------------------------------------
+
+    def _render_health(self) -> None:
+        text = self._data + self.health.render(openmetrics=False)
+        openmetrics = self._data + self.health.render(openmetrics=True) + b"# EOF\n"
+        self.exposition = Exposition(self.exposition.generation + 1, text, openmetrics)
+
+    def compressed(self, openmetrics: bool) -> bytes:
+        """The current exposition, gzipped once per rendering however many scrapers ask."""
+        exposition = self.exposition
+        key = (exposition.generation, openmetrics)
+        body = self._gzip_cache.get(key)
+        if body is None:
+            body = gzip.compress(exposition.body(openmetrics), compresslevel=6, mtime=0)
+            self._gzip_cache = {k: v for k, v in self._gzip_cache.items()
+                                if k[0] == exposition.generation}
+            self._gzip_cache[key] = body
+        return body
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        result = os.stat(path)
+    except OSError:
+        return None
+    return (result.st_mtime_ns, result.st_size)

@@ -1,0 +1,225 @@
+"""Metric families from an accounting snapshot, and the exposition text served on /metrics.
+
+Families are rebuilt from each snapshot (the client_python custom-collector pattern), so a pod
+that left the node leaves ``/metrics`` with the next refresh. The data section is rendered once
+per refresh, never per scrape. Every family here is a gauge, and gauges render byte-for-byte
+the same in the Prometheus text format and in OpenMetrics (help texts avoid double quotes for
+that reason), so one rendering serves both formats.
+
+``CATALOG`` is the single list of every metric the exporter can expose, with its type, help
+text and labels; ``docs/metrics.md`` is checked against it and against a live ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from .accounting import Accounting
+from .model import Topology
+
+PREFIX = "podresources_"
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    type: str  # gauge | counter | histogram
+    help: str
+    labels: tuple[str, ...] = ()
+    group: str = "node"  # node | workload | health | kube-api
+
+
+CATALOG: tuple[MetricDef, ...] = (
+    # ---- node and NUMA level ----
+    MetricDef("podresources_node_info", "gauge",
+              "Always 1; node is the Kubernetes node name, kubelet_api the podresources API "
+              "version in use (v1, v1alpha1, or none before first contact).",
+              ("node", "kubelet_api"), "health"),
+    MetricDef("podresources_numa_node_cpus", "gauge",
+              "Online logical CPUs on the NUMA node, from sysfs.", ("numa_node",)),
+    MetricDef("podresources_cpus_allocatable", "gauge",
+              "CPUs the kubelet can assign exclusively (GetAllocatableResources; absent under "
+              "CPU manager policy none).", ("numa_node",)),
+    MetricDef("podresources_cpus_allocated", "gauge",
+              "Exclusive CPUs assigned to pods and containers, each CPU counted once.",
+              ("numa_node",)),
+    MetricDef("podresources_memory_allocatable_bytes", "gauge",
+              "Memory and hugepages the memory manager can assign (absent under memory manager "
+              "policy None).", ("numa_node", "memory_type")),
+    MetricDef("podresources_memory_allocated_bytes", "gauge",
+              "Memory and hugepages assigned by the memory manager; a block spanning NUMA nodes "
+              "is attributed once to the group (numa_node 0,1).", ("numa_node", "memory_type")),
+    MetricDef("podresources_devices_allocatable", "gauge",
+              "Healthy device-plugin devices (distinct ids); a device local to several NUMA "
+              "nodes is attributed once to the group.", ("numa_node", "resource")),
+    MetricDef("podresources_devices_allocated", "gauge",
+              "Device-plugin devices assigned to containers (distinct ids).",
+              ("numa_node", "resource")),
+    MetricDef("podresources_numa_utilization_ratio", "gauge",
+              "Allocated over allocatable per single NUMA node, capped at 1; resource is cpu, a "
+              "memory type or a device resource. Memory spanning nodes is apportioned (an "
+              "estimate).", ("numa_node", "resource")),
+    MetricDef("podresources_dra_devices_allocated", "gauge",
+              "Distinct DRA devices prepared for containers.", ("driver", "pool")),
+    MetricDef("podresources_misaligned_containers", "gauge",
+              "Containers whose exclusive CPUs, memory and devices need more than one NUMA "
+              "node."),
+    # ---- workload level ----
+    MetricDef("podresources_container_cpus", "gauge", "Exclusive CPUs of a container.",
+              ("namespace", "pod", "container", "numa_node"), "workload"),
+    MetricDef("podresources_container_memory_bytes", "gauge",
+              "Memory and hugepages assigned to a container by the memory manager.",
+              ("namespace", "pod", "container", "numa_node", "memory_type"), "workload"),
+    MetricDef("podresources_container_devices", "gauge",
+              "Device-plugin devices assigned to a container.",
+              ("namespace", "pod", "container", "resource", "numa_node"), "workload"),
+    MetricDef("podresources_container_numa_nodes", "gauge",
+              "NUMA nodes the container's exclusive CPUs, memory and devices need (1 means "
+              "aligned).", ("namespace", "pod", "container"), "workload"),
+    MetricDef("podresources_pod_cpus", "gauge",
+              "Pod-level exclusive CPUs (pod-level resource managers, Kubernetes 1.37 and "
+              "later); they include the containers' own.", ("namespace", "pod", "numa_node"),
+              "workload"),
+    MetricDef("podresources_pod_memory_bytes", "gauge",
+              "Pod-level memory and hugepages (Kubernetes 1.37 and later).",
+              ("namespace", "pod", "numa_node", "memory_type"), "workload"),
+    MetricDef("podresources_device_info", "gauge",
+              "1 per device assigned to a container, to join device metrics to pods.",
+              ("resource", "device_id", "numa_node", "namespace", "pod", "container"), "workload"),
+    MetricDef("podresources_dra_device_info", "gauge",
+              "1 per DRA device prepared for a container; share_id is set for shared devices.",
+              ("driver", "pool", "device", "claim", "namespace", "pod", "container", "share_id"),
+              "workload"),
+    # ---- exporter health ----
+    MetricDef("podresources_up", "gauge",
+              "1 if the last refresh from the kubelet succeeded, else 0.", (), "health"),
+    MetricDef("podresources_last_refresh_timestamp_seconds", "gauge",
+              "Unix time of the last successful refresh (0 before the first one).", (), "health"),
+    MetricDef("podresources_refresh_duration_seconds", "histogram",
+              "Duration of one refresh: kubelet calls, decoding, accounting and rendering.",
+              (), "health"),
+    MetricDef("podresources_api_requests_total", "counter",
+              "Calls to the kubelet podresources API by method and gRPC status code.",
+              ("method", "code"), "health"),
+    MetricDef("podresources_api_request_duration_seconds", "histogram",
+              "Duration of calls to the kubelet podresources API.", ("method",), "health"),
+    MetricDef("podresources_backoff_seconds", "gauge",
+              "Current delay imposed by back-off after failed calls; 0 when healthy.", (),
+              "health"),
+    MetricDef("podresources_kubelet_api_info", "gauge",
+              "What the kubelet supports, as detected: API version, GetAllocatableResources, "
+              "Get, and pod-level resources (true, false or unknown).",
+              ("api_version", "get_allocatable", "get", "pod_level"), "health"),
+    MetricDef("podresources_data_issues_total", "counter",
+              "Inconsistent items seen in kubelet data, by kind; the rest of each snapshot is "
+              "still exported.", ("kind",), "health"),
+    MetricDef("podresources_build_info", "gauge",
+              "Always 1; the exporter version and the Python version running it.",
+              ("version", "python_version"), "health"),
+)
+
+HELP = {m.name: m.help for m in CATALOG}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    workload_metrics: bool = True
+    device_info: bool = True
+
+
+def _gauge(name: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, HELP[name], labels=list(labels))
+
+
+def _family(name: str, labels: tuple[str, ...], values: dict) -> GaugeMetricFamily:
+    family = _gauge(name, labels)
+    for key in sorted(values):
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], values[key])
+    return family
+
+
+def data_families(accounting: Accounting, topology: Topology,
+                  options: RenderOptions = RenderOptions()) -> list[Metric]:
+    """Node, NUMA and workload families for one snapshot (no health metrics)."""
+    families: list[Metric] = [
+        _family("podresources_numa_node_cpus", ("numa_node",),
+                {str(n.numa_id): len(n.cpus) for n in topology.numa_nodes.values()}),
+    ]
+    if accounting.cpus_allocatable is not None:
+        families.append(_family("podresources_cpus_allocatable", ("numa_node",),
+                                accounting.cpus_allocatable))
+    if accounting.cpus_allocated:
+        families.append(_family("podresources_cpus_allocated", ("numa_node",),
+                                accounting.cpus_allocated))
+    for name, values in (
+        ("podresources_memory_allocatable_bytes", accounting.memory_allocatable),
+        ("podresources_memory_allocated_bytes", accounting.memory_allocated),
+    ):
+        if values:
+            families.append(_family(name, ("numa_node", "memory_type"), values))
+    for name, values in (
+        ("podresources_devices_allocatable", accounting.devices_allocatable),
+        ("podresources_devices_allocated", accounting.devices_allocated),
+        ("podresources_numa_utilization_ratio", accounting.utilization),
+    ):
+        if values:
+            families.append(_family(name, ("numa_node", "resource"), values))
+    if accounting.dra_devices_allocated:
+        families.append(_family("podresources_dra_devices_allocated", ("driver", "pool"),
+                                accounting.dra_devices_allocated))
+    if accounting.misaligned_containers is not None:
+        family = _gauge("podresources_misaligned_containers")
+        family.add_metric([], accounting.misaligned_containers)
+        families.append(family)
+    if options.workload_metrics:
+        families.extend(_workload_families(accounting, options))
+    return [f for f in families if f.samples or f.name == "podresources_misaligned_containers"]
+
+
+def _workload_families(accounting: Accounting, options: RenderOptions) -> list[Metric]:
+    container = ("namespace", "pod", "container")
+    families = [
+        _family("podresources_container_cpus", (*container, "numa_node"),
+                accounting.container_cpus),
+        _family("podresources_container_memory_bytes", (*container, "numa_node", "memory_type"),
+                accounting.container_memory),
+        _family("podresources_container_devices", (*container, "resource", "numa_node"),
+                accounting.container_devices),
+        _family("podresources_container_numa_nodes", container, accounting.container_numa_nodes),
+        _family("podresources_pod_cpus", ("namespace", "pod", "numa_node"), accounting.pod_cpus),
+        _family("podresources_pod_memory_bytes", ("namespace", "pod", "numa_node", "memory_type"),
+                accounting.pod_memory),
+    ]
+    if options.device_info:
+        families.append(_family(
+            "podresources_device_info",
+            ("resource", "device_id", "numa_node", "namespace", "pod", "container"),
+            {row: 1 for row in accounting.device_info}))
+        dra = Metric("podresources_dra_device_info",
+                     HELP["podresources_dra_device_info"], "gauge")
+        names = ("driver", "pool", "device", "claim", "namespace", "pod", "container")
+        for row in accounting.dra_device_info:
+            labels = dict(zip(names, row[:7]))
+            if row[7] is not None:
+                labels["share_id"] = row[7]
+            dra.add_sample("podresources_dra_device_info", labels, 1)
+        families.append(dra)
+    return families
+
+
+class _Families:
+    """The minimal registry interface ``generate_latest`` needs."""
+
+    def __init__(self, families):
+        self._families = families
+
+    def collect(self):
+        return iter(self._families)
+
+
+def render_text(families: list[Metric]) -> bytes:
+    """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families)."""
+    return generate_latest(_Families(families))

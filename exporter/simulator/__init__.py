@@ -1,0 +1,15 @@
+"""A kubelet podresources simulator: the real proto on a real unix socket, with fault switches.
+
+Used by the tests, the ``demo`` and ``simulate`` commands, the benchmarks and the dashboard
+checks. ``profile`` describes nodes as data, ``state`` assigns resources like the kubelet's
+managers, ``server`` serves them over gRPC, ``sysfs`` writes the matching fake sysfs tree and
+``control`` lets another process flip the fault switches over HTTP.
+"""
+
+from .profile import PROFILE_NAMES, NodeSpec, ProfileError, load_profile, parse_profile
+from .server import Faults, Simulator
+from .state import NodeState
+from .sysfs import write_sysfs
+
+__all__ = ["PROFILE_NAMES", "Faults", "NodeSpec", "NodeState", "ProfileError", "Simulator",
+           "load_profile", "parse_profile", "write_sysfs"]

@@ -1,0 +1,324 @@
+"""Simulator profiles: a node's hardware, kubelet policies and workloads, as JSON data files.
+
+A profile describes what a cluster operator would know about a node: its NUMA nodes, the
+device plugins on it, the CPU/memory manager policies, and the pods scheduled to it with their
+*requests*. The simulator's allocator (``state.py``) turns requests into concrete CPU ids,
+memory blocks and device ids the way the kubelet's resource managers would, so profiles stay
+readable and the numbers in them can be checked by hand.
+
+The bundled profiles live in ``profiles/<name>.json``; ``load_profile`` also accepts a path.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..topology import parse_cpulist
+
+PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge")
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?$")
+_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+class ProfileError(ValueError):
+    """A profile that cannot describe a node."""
+
+
+def parse_bytes(value: int | str) -> int:
+    """``"96Gi"`` -> bytes; plain integers are bytes already."""
+    if isinstance(value, int):
+        return value
+    match = _QUANTITY.match(str(value).strip())
+    if not match or match.group(2) == "m":
+        raise ProfileError(f"bad memory quantity {value!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_cpus(value: int | str | None) -> tuple[int, bool]:
+    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` is shared-pool, never exclusive."""
+    if value is None:
+        return 0, False
+    if isinstance(value, int):
+        return value, value > 0
+    text = str(value).strip()
+    if text.endswith("m"):
+        millis = int(text[:-1])
+        return millis // 1000, millis > 0 and millis % 1000 == 0
+    return int(text), int(text) > 0
+
+
+def hugepage_size_bytes(name: str) -> int:
+    """``"2Mi"`` / ``"hugepages-2Mi"`` -> 2097152."""
+    return parse_bytes(name.removeprefix("hugepages-"))
+
+
+@dataclass
+class NumaSpec:
+    numa_id: int
+    cpus: frozenset[int]
+    memory_bytes: int
+    hugepages: dict[int, int]  # page size in bytes -> pages
+
+
+@dataclass
+class SimDevice:
+    resource: str
+    device_id: str
+    numa_ids: tuple[int, ...] | None  # None: the plugin reports no topology
+    healthy: bool = True
+
+
+@dataclass
+class DraPool:
+    driver: str
+    pool: str
+    devices: list[str]
+    cdi_prefix: str
+
+
+@dataclass
+class ContainerSpec:
+    name: str
+    cpus: int = 0
+    exclusive_cpus: bool = False
+    memory: dict[str, int] = field(default_factory=dict)  # memory type -> bytes
+    devices: dict[str, int] = field(default_factory=dict)  # resource -> count
+    claims: list[str] = field(default_factory=list)  # names of the pod's claims
+
+
+@dataclass
+class ClaimSpec:
+    name: str
+    driver: str
+    count: int = 1
+    shared: bool = False  # consumable capacity: the device is shared, each user gets a share_id
+
+
+@dataclass
+class PodSpec:
+    namespace: str
+    name: str
+    containers: list[ContainerSpec]
+    sidecars: list[ContainerSpec] = field(default_factory=list)
+    init_containers: list[ContainerSpec] = field(default_factory=list)
+    guaranteed: bool = True
+    pod_cpus: int = 0  # pod-level exclusive CPUs beyond the containers' own
+    pod_memory: dict[str, int] = field(default_factory=dict)
+    claims: list[ClaimSpec] = field(default_factory=list)
+    numa: int | None = None  # preferred NUMA node
+    placement: str = "aligned"  # or "spread": what a best-effort topology policy may do
+    phase: str = "Running"  # "Succeeded"/"Failed": listed only by kubelets before 1.34
+
+    @property
+    def uses_pod_level(self) -> bool:
+        return self.pod_cpus > 0 or bool(self.pod_memory)
+
+
+@dataclass
+class GenerateSpec:
+    """Pods made from weighted templates, for the large profiles."""
+
+    count: int
+    templates: list[tuple[float, dict]]
+    namespaces: list[str]
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    description: str
+    kubernetes_version: tuple[int, int]
+    numa_nodes: list[NumaSpec]
+    cpu_manager_policy: str = "static"
+    memory_manager_policy: str = "Static"
+    reserved_cpus: frozenset[int] = frozenset()
+    reserved_memory: dict[tuple[int, str], int] = field(default_factory=dict)
+    devices: list[SimDevice] = field(default_factory=list)
+    dra_pools: list[DraPool] = field(default_factory=list)
+    pods: list[PodSpec] = field(default_factory=list)
+    generate: GenerateSpec | None = None
+    seed: int = 1
+    cdi_accumulation: bool = False
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def all_cpus(self) -> frozenset[int]:
+        return frozenset().union(*(n.cpus for n in self.numa_nodes))
+
+    def feature(self, gate: str) -> bool:
+        """Kubelet feature state at this version (profile ``feature_gates`` override)."""
+        if gate in self.feature_gates:
+            return self.feature_gates[gate]
+        version = self.kubernetes_version
+        defaults = {
+            "GetAllocatable": version >= (1, 21),
+            "GetAllocatableEnabled": version >= (1, 23),
+            "Get": version >= (1, 27),
+            "GetEnabled": version >= (1, 34),
+            "Sidecars": version >= (1, 29),
+            "DynamicResources": version >= (1, 34),
+            "ListActivePodsOnly": version >= (1, 34),
+            "PodLevelResources": version >= (1, 37),
+            "V1": version >= (1, 20),
+        }
+        return defaults[gate]
+
+
+def load_profile(name_or_path: str) -> NodeSpec:
+    """Load a bundled profile by name, or a profile file by path."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" or path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except OSError as error:
+            raise ProfileError(f"cannot read profile {path}: {error}") from error
+    else:
+        if name_or_path not in PROFILE_NAMES:
+            raise ProfileError(f"unknown profile {name_or_path!r}; bundled profiles: "
+                               f"{', '.join(PROFILE_NAMES)} (or give a path to a .json file)")
+        text = resources.files(__package__).joinpath("profiles", f"{name_or_path}.json").read_text()
+        data = json.loads(text)
+    return parse_profile(data)
+
+
+def parse_profile(data: dict) -> NodeSpec:
+    """Build a :class:`NodeSpec` from profile JSON, checking it as it goes."""
+    try:
+        return _parse_profile(data)
+    except (KeyError, TypeError, ValueError) as error:
+        if isinstance(error, ProfileError):
+            raise
+        raise ProfileError(f"bad profile: {error!r}") from error
+
+
+def _parse_profile(data: dict) -> NodeSpec:
+    seed = int(data.get("seed", 1))
+    rng = random.Random(seed)
+    major, minor = (int(p) for p in str(data.get("kubernetes_version", "1.37")).split(".")[:2])
+    numa_nodes = []
+    for entry in data["numa_nodes"]:
+        numa_nodes.append(NumaSpec(
+            numa_id=int(entry["id"]),
+            cpus=parse_cpulist(entry["cpus"]),
+            memory_bytes=parse_bytes(entry.get("memory", "16Gi")),
+            hugepages={hugepage_size_bytes(size): int(pages)
+                       for size, pages in entry.get("hugepages", {}).items()},
+        ))
+    known_numa = {n.numa_id for n in numa_nodes}
+    reserved_memory = {}
+    for numa_id, amounts in data.get("reserved_memory", {}).items():
+        for memory_type, amount in amounts.items():
+            reserved_memory[(int(numa_id), memory_type)] = parse_bytes(amount)
+    devices: list[SimDevice] = []
+    for group in data.get("devices", []):
+        devices.extend(_parse_devices(group, known_numa, rng))
+    unhealthy = set(data.get("unhealthy_devices", []))
+    for device in devices:
+        if device.device_id in unhealthy:
+            device.healthy = False
+    dra_pools = [DraPool(p["driver"], p["pool"], list(p["devices"]),
+                         p.get("cdi_prefix", p["driver"] + "/device"))
+                 for p in data.get("dra_pools", [])]
+    pods = [parse_pod(p) for p in data.get("pods", [])]
+    generate = None
+    if "generate" in data:
+        gen = data["generate"]
+        generate = GenerateSpec(
+            count=int(gen["count"]),
+            templates=[(float(t.get("weight", 1)), t) for t in gen["templates"]],
+            namespaces=list(gen.get("namespaces", ["default"])),
+        )
+    return NodeSpec(
+        name=data.get("node_name", data.get("name", "node")),
+        description=data.get("description", ""),
+        kubernetes_version=(major, minor),
+        numa_nodes=numa_nodes,
+        cpu_manager_policy=data.get("cpu_manager_policy", "static"),
+        memory_manager_policy=data.get("memory_manager_policy", "Static"),
+        reserved_cpus=parse_cpulist(data.get("reserved_cpus", "")),
+        reserved_memory=reserved_memory,
+        devices=devices,
+        dra_pools=dra_pools,
+        pods=pods,
+        generate=generate,
+        seed=seed,
+        cdi_accumulation=bool(data.get("cdi_accumulation", False)),
+        feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
+    )
+
+
+def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> list[SimDevice]:
+    resource = group["resource"]
+    style = group.get("id_style", "index")
+    prefix = group.get("id_prefix", resource.rsplit("/", 1)[-1] + "-")
+    placements: list[tuple[int, ...] | None] = []
+    if "per_numa" in group:
+        for numa_id, count in sorted(group["per_numa"].items(), key=lambda kv: int(kv[0])):
+            if int(numa_id) not in known_numa:
+                raise ProfileError(f"{resource}: NUMA node {numa_id} is not in numa_nodes")
+            placements.extend([(int(numa_id),)] * int(count))
+    else:
+        numa = group.get("numa")
+        ids = None if numa is None else tuple(int(i) for i in numa)
+        placements.extend([ids] * int(group["count"]))
+    devices = []
+    for index, numa_ids in enumerate(placements):
+        devices.append(SimDevice(resource, _device_id(style, prefix, index, numa_ids, rng),
+                                 numa_ids))
+    # "unhealthy": N marks the group's last N devices unhealthy (gone from allocatable)
+    for device in devices[len(devices) - int(group.get("unhealthy", 0)):]:
+        device.healthy = False
+    return devices
+
+
+def _device_id(style: str, prefix: str, index: int, numa_ids, rng: random.Random) -> str:
+    if style == "uuid":
+        return "GPU-" + str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    if style == "pci":
+        bus = 0x17 + 0x80 * (numa_ids[0] if numa_ids else 0) + index // 64
+        return f"0000:{bus % 256:02x}:{2 + (index % 64) // 8:02x}.{index % 8}"
+    return f"{prefix}{index}"
+
+
+def parse_container(data: dict) -> ContainerSpec:
+    cpus, exclusive = parse_cpus(data.get("cpus"))
+    memory = {}
+    for key, value in data.items():
+        if key == "memory" or key.startswith("hugepages-"):
+            memory[key] = parse_bytes(value)
+    return ContainerSpec(
+        name=data["name"],
+        cpus=cpus,
+        exclusive_cpus=exclusive,
+        memory=memory,
+        devices={k: int(v) for k, v in data.get("devices", {}).items()},
+        claims=list(data.get("claims", [])),
+    )
+
+
+def parse_pod(data: dict) -> PodSpec:
+    pod_level = data.get("pod_level", {})
+    return PodSpec(
+        namespace=data.get("namespace", "default"),
+        name=data["name"],
+        containers=[parse_container(c) for c in data.get("containers", [])],
+        sidecars=[parse_container(c) for c in data.get("sidecars", [])],
+        init_containers=[parse_container(c) for c in data.get("init_containers", [])],
+        guaranteed=data.get("qos", "Guaranteed") == "Guaranteed",
+        pod_cpus=parse_cpus(pod_level.get("cpus"))[0],
+        pod_memory={k: parse_bytes(v) for k, v in pod_level.items()
+                    if k == "memory" or k.startswith("hugepages-")},
+        claims=[ClaimSpec(c["name"], c["driver"], int(c.get("count", 1)), bool(c.get("shared")))
+                for c in data.get("claims", [])],
+        numa=data.get("numa"),
+        placement=data.get("placement", "aligned"),
+        phase=data.get("phase", "Running"),
+    )

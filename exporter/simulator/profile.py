@@ -270,21 +270,26 @@ def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> lis
         ids = None if numa is None else tuple(int(i) for i in numa)
         placements.extend([ids] * int(group["count"]))
     devices = []
+    ordinals: dict[tuple[int, ...] | None, int] = {}
     for index, numa_ids in enumerate(placements):
-        devices.append(SimDevice(resource, _device_id(style, prefix, index, numa_ids, rng),
-                                 numa_ids))
+        ordinal = ordinals[numa_ids] = ordinals.get(numa_ids, -1) + 1
+        devices.append(SimDevice(resource, _device_id(style, prefix, index, ordinal, numa_ids,
+                                                      rng), numa_ids))
     # "unhealthy": N marks the group's last N devices unhealthy (gone from allocatable)
     for device in devices[len(devices) - int(group.get("unhealthy", 0)):]:
         device.healthy = False
     return devices
 
 
-def _device_id(style: str, prefix: str, index: int, numa_ids, rng: random.Random) -> str:
+def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids,
+               rng: random.Random) -> str:
+    """A plausible device id: GPU UUIDs, PCI addresses of VFs (per NUMA node), or prefix+n."""
     if style == "uuid":
         return "GPU-" + str(uuid.UUID(int=rng.getrandbits(128), version=4))
     if style == "pci":
-        bus = 0x17 + 0x80 * (numa_ids[0] if numa_ids else 0) + index // 64
-        return f"0000:{bus % 256:02x}:{2 + (index % 64) // 8:02x}.{index % 8}"
+        numa = numa_ids[0] if numa_ids else 0
+        domain, bus = numa // 2, 0x17 + 0x80 * (numa % 2) + ordinal // 256
+        return f"{domain:04x}:{bus:02x}:{(ordinal % 256) // 8:02x}.{ordinal % 8}"
     return f"{prefix}{index}"
 
 

@@ -121,7 +121,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                        help="gRPC receive limit for kubelet replies (default: %(default)s)")
     group.add_argument("--timeout", type=positive_float, default=kubelet.DEFAULT_TIMEOUT_SECONDS,
                        help="deadline of each kubelet call, seconds (default: %(default)s)")
-    group.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+    group.add_argument("--node-name", default="",
                        help="node name for podresources_node_info (default: $NODE_NAME)")
     logs = parser.add_argument_group("logging")
     logs.add_argument("--log-format", type=choice("text", "json"), default="text",
@@ -217,6 +217,8 @@ def _apply_environment(parser: argparse.ArgumentParser, environ) -> None:
             if not flags or action.dest in ("help", "version"):
                 continue
             name = ENV_PREFIX + flags[0][2:].upper().replace("-", "_")
+            if name not in environ and action.dest == "node_name" and "NODE_NAME" in environ:
+                name = "NODE_NAME"  # the downward-API variable the chart sets
             if name not in environ:
                 continue
             raw = environ[name]
@@ -325,6 +327,8 @@ async def snapshot(args: argparse.Namespace) -> int:
         topology = read_topology(settings.sysfs_root)
     except TopologyError as error:
         raise UsageError(f"--sysfs-root: {error}") from None
+    if args.log_level == "info":
+        logging.getLogger().setLevel(logging.WARNING)  # the report is the output
     refresher = Refresher(settings, Health(settings.node_name), topology=topology)
     try:
         await refresher.refresh_once()

@@ -37,7 +37,7 @@ CATALOG: tuple[MetricDef, ...] = (
     MetricDef("podresources_node_info", "gauge",
               "Always 1; node is the Kubernetes node name, kubelet_api the podresources API "
               "version in use (v1, v1alpha1, or none before first contact).",
-              ("node", "kubelet_api"), "health"),
+              ("node", "kubelet_api")),
     MetricDef("podresources_numa_node_cpus", "gauge",
               "Online logical CPUs on the NUMA node, from sysfs.", ("numa_node",)),
     MetricDef("podresources_cpus_allocatable", "gauge",

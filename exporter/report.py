@@ -71,6 +71,9 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
              _bytes(accounting.memory_allocated.get((numa, memory_type), 0)),
              _ratio(accounting, numa, memory_type)]
             for numa, memory_type in memory_keys])
+        if any("," in numa for numa, _ in memory_keys):
+            lines.append("(blocks spanning NUMA nodes are apportioned to their members in "
+                         "\"used\": an estimate)")
     else:
         lines.append("(no memory data: memory manager policy None)")
 

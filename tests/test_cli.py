@@ -1,0 +1,186 @@
+"""The ``podresources-exporter`` command as a user runs it: flags, env twins, real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+
+import aiohttp
+import pytest
+
+from exporter.cli import main, parse_args
+
+from .helpers import REPO, Node, Scrape, free_port, small_profile
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["--interval", "-1"], "--interval: must be a positive number"),
+    (["--interval", "soon"], "--interval: not a number"),
+    (["--allocatable-interval", "0"], "--allocatable-interval: must be a positive number"),
+    (["--listen-address", "10041"], "--listen-address: expected HOST:PORT"),
+    (["--listen-address", ":70000"], "port out of range"),
+    (["--socket", "relative/kubelet.sock"], "absolute path"),
+    (["--max-message-bytes", "12"], "--max-message-bytes: must be between"),
+    (["--log-level", "loud"], "--log-level: must be one of"),
+    (["--log-format", "xml"], "--log-format: must be one of"),
+    (["--max-refresh-rate", "nan"], "--max-refresh-rate"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["snapshot", "--format", "yaml"], "--format: must be one of"),
+])
+def test_bad_flag_values_exit_2_with_one_line(argv, reason, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("podresources-exporter: error: ")
+    assert reason in err
+
+
+def test_bad_environment_value_names_the_variable(capsys, monkeypatch):
+    monkeypatch.setenv("PODRESOURCES_EXPORTER_INTERVAL", "zero")
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "PODRESOURCES_EXPORTER_INTERVAL: not a number" in err
+
+
+def test_bad_sysfs_root_exits_2(capsys, tmp_path):
+    assert main(["--sysfs-root", str(tmp_path / "missing"), "--listen-address", ":0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--sysfs-root" in err
+
+
+def test_unknown_profile_exits_2(capsys):
+    assert main(["demo", "--profile", "tiny"]) == 2
+    assert "unknown profile 'tiny'" in capsys.readouterr().err
+
+
+def test_environment_twins_set_defaults_and_flags_win():
+    env = {"PODRESOURCES_EXPORTER_INTERVAL": "30", "PODRESOURCES_EXPORTER_NO_DEVICE_INFO": "true",
+           "PODRESOURCES_EXPORTER_SOCKET": "unix:///run/kubelet.sock",
+           "PODRESOURCES_EXPORTER_LISTEN_ADDRESS": "127.0.0.1:9999"}
+    args = parse_args([], environ=env)
+    assert args.interval == 30.0
+    assert args.no_device_info is True
+    assert args.socket == "unix:///run/kubelet.sock"
+    assert args.listen_address == ("127.0.0.1", 9999)
+    assert parse_args(["--interval", "5"], environ=env).interval == 5.0
+    assert parse_args(["snapshot"], environ=env).socket == "unix:///run/kubelet.sock"
+    assert parse_args([], environ={"NODE_NAME": "n1"}).node_name == "n1"
+    assert parse_args([], environ={"NODE_NAME": "n1",
+                                   "PODRESOURCES_EXPORTER_NODE_NAME": "n2"}).node_name == "n2"
+    assert parse_args(["--node-name", "n3"], environ={"NODE_NAME": "n1"}).node_name == "n3"
+
+
+def test_defaults_match_the_documented_contract():
+    args = parse_args([], environ={})
+    assert args.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert args.sysfs_root == "/sys"
+    assert args.interval == 10.0 and args.allocatable_interval == 60.0
+    assert args.max_refresh_rate == 1.0 and args.watch_path is None
+    assert args.max_message_bytes == 16 * 1024 * 1024 and args.timeout == 10.0
+    assert args.log_format == "text" and args.log_level == "info"
+    assert not args.no_workload_metrics and not args.no_device_info
+
+
+async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", *argv, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_snapshot_prints_a_per_numa_table():
+    async with Node("dual-socket-gpu") as node:
+        code, out, err = await run("snapshot", "--socket", f"unix://{node.socket}",
+                                   "--sysfs-root", str(node.sysfs), "--node-name", "gpu-node-01")
+    assert code == 0, err
+    assert "Node gpu-node-01: kubelet podresources API v1" in out
+    lines = out.splitlines()
+    cpu_rows = [line.split() for line in lines if line.startswith(("0 ", "1 "))][:2]
+    assert cpu_rows[0][:5] == ["0", "0-15,32-47", "30", "29", "96.7%"]
+    assert cpu_rows[1][:5] == ["1", "16-31,48-63", "32", "29", "90.6%"]
+    assert any(line.split()[:3] == ["0,1", "memory", "-"] for line in lines)
+    assert "hpc/mpi-rank-0/rank: needs 2 NUMA nodes" in out
+    assert "Data issues: none" in out
+
+
+async def test_snapshot_json_and_unreachable_kubelet():
+    async with Node(small_profile(pods=[{"namespace": "ns", "name": "p", "containers": [
+            {"name": "c", "cpus": 3}]}])) as node:
+        code, out, _ = await run("snapshot", "--format", "json", "--socket", str(node.socket),
+                                 "--sysfs-root", str(node.sysfs))
+        assert code == 0
+        document = json.loads(out)
+        assert document["cpus_allocated"] == {"0": 3, "1": 0}
+        assert document["kubelet"]["api_version"] == "v1"
+        code, out, err = await run("snapshot", "--socket", str(node.dir / "absent.sock"),
+                                   "--sysfs-root", str(node.sysfs))
+    assert code == 1
+    assert "cannot read the kubelet" in err and "UNAVAILABLE" in err
+
+
+async def test_serve_process_scrapes_and_stops_cleanly_on_sigterm():
+    async with Node("dual-socket-gpu") as node:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "exporter", "--socket", str(node.socket),
+            "--sysfs-root", str(node.sysfs), "--listen-address", f"127.0.0.1:{port}",
+            "--interval", "1", "--node-name", "gpu-node-01", "--log-format", "json", cwd=REPO,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            scrape = await _scrape_until_up(port)
+            assert scrape.value("podresources_cpus_allocated", numa_node="0") == 29
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            await asyncio.wait_for(proc.wait(), 10)
+            elapsed = time.monotonic() - started
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        err = (await proc.stderr.read()).decode()
+    assert proc.returncode == 0, err
+    assert elapsed < 5.0
+    records = [json.loads(line) for line in err.splitlines()]
+    assert {"time", "level", "logger", "msg"} <= set(records[0])
+    assert any("shutting down" in r["msg"] for r in records)
+
+
+async def test_demo_serves_two_numa_nodes_of_metrics():
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        scrape = await _scrape_until_up(port)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
+    for name in ("podresources_cpus_allocated", "podresources_cpus_allocatable"):
+        assert set(scrape.by(name, "numa_node")) == {"0", "1"}
+    assert {k[1] for k in scrape.by("podresources_memory_allocated_bytes", "numa_node",
+                                    "memory_type")} == {"memory", "hugepages-1Gi", "hugepages-2Mi"}
+    assert scrape.series("podresources_devices_allocated", resource="nvidia.com/gpu")
+    assert scrape.series("podresources_numa_utilization_ratio", numa_node="1")
+    assert scrape.series("podresources_container_cpus")
+
+
+async def _scrape_until_up(port: int, timeout: float = 20.0) -> Scrape:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                    scrape = Scrape(await response.text())
+                    if scrape.get("podresources_up") == 1.0:
+                        return scrape
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("exporter did not come up")
+            await asyncio.sleep(0.2)

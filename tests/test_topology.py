@@ -1,0 +1,85 @@
+"""Reading the NUMA layout from sysfs."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.topology import (
+    TopologyError,
+    format_cpulist,
+    hugepage_resource_name,
+    parse_cpulist,
+    read_topology,
+)
+
+
+@pytest.mark.parametrize("text, cpus", [
+    ("0-3", {0, 1, 2, 3}),
+    ("0-1,32-33\n", {0, 1, 32, 33}),
+    ("5", {5}),
+    ("", set()),
+    ("\n", set()),
+    ("0-7:2/4", {0, 1, 4, 5}),  # the kernel's stride syntax: 2 of every 4
+])
+def test_parse_cpulist(text, cpus):
+    assert parse_cpulist(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["a", "3-1", "1-", "0,,1", "0-7:5/4", "-1"])
+def test_parse_cpulist_rejects_garbage(text):
+    with pytest.raises(ValueError):
+        parse_cpulist(text)
+
+
+def test_format_cpulist_round_trips():
+    assert format_cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert parse_cpulist(format_cpulist({3, 4, 9})) == {3, 4, 9}
+
+
+def write(root, path, text):
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def test_read_topology(tmp_path):
+    write(tmp_path, "devices/system/cpu/online", "0-5\n")
+    write(tmp_path, "devices/system/node/node0/cpulist", "0-2\n")
+    write(tmp_path, "devices/system/node/node0/meminfo",
+          "Node 0 MemTotal:       16384 kB\nNode 0 MemFree: 1 kB\n")
+    write(tmp_path, "devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages", "8\n")
+    write(tmp_path, "devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages", "1\n")
+    write(tmp_path, "devices/system/node/node1/cpulist", "3-7\n")  # 6-7 offline
+    write(tmp_path, "devices/system/node/has_cpu", "0-1\n")  # not a node directory
+    topology = read_topology(tmp_path)
+    assert sorted(topology.numa_nodes) == [0, 1]
+    assert topology.numa_nodes[0].cpus == {0, 1, 2}
+    assert topology.numa_nodes[1].cpus == {3, 4, 5}
+    assert topology.numa_nodes[0].memory_bytes == 16384 * 1024
+    assert topology.numa_nodes[0].hugepages == {2 << 20: 8, 1 << 30: 1}
+    assert topology.numa_nodes[1].memory_bytes is None
+    assert topology.cpu_to_numa[4] == 1
+
+
+def test_machine_without_numa_directory_is_one_node(tmp_path):
+    write(tmp_path, "devices/system/cpu/online", "0-3\n")
+    topology = read_topology(tmp_path)
+    assert list(topology.numa_nodes) == [0]
+    assert topology.numa_nodes[0].cpus == {0, 1, 2, 3}
+
+
+def test_not_a_sysfs_tree_is_a_clear_error(tmp_path):
+    with pytest.raises(TopologyError, match="--sysfs-root"):
+        read_topology(tmp_path / "nowhere")
+
+
+def test_corrupt_cpulist_names_the_file(tmp_path):
+    write(tmp_path, "devices/system/node/node0/cpulist", "zero\n")
+    with pytest.raises(TopologyError, match="node0/cpulist"):
+        read_topology(tmp_path)
+
+
+def test_hugepage_resource_names():
+    assert hugepage_resource_name(2 << 20) == "hugepages-2Mi"
+    assert hugepage_resource_name(1 << 30) == "hugepages-1Gi"
+    assert hugepage_resource_name(64 << 10) == "hugepages-64Ki"

@@ -270,7 +270,7 @@ def account(snapshot: KubeletSnapshot, topology: Topology) -> Accounting:
             if container.name in seen_containers:
                 issues.add(ISSUE_DUPLICATE_ENTRY,
                            f"container {key[0]}/{key[1]}/{key[2]} listed twice in its pod")
-            else:
+            if key not in pod_containers[pod_key]:  # a repeated pod repeats its containers
                 pod_containers[pod_key].append(key)
             seen_containers.add(container.name)
             where = f"container {key[0]}/{key[1]}/{key[2]}"

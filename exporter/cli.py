@@ -26,7 +26,7 @@ from .server import make_app, start_http
 from .simulator.profile import ProfileError
 from .topology import TopologyError, read_topology
 
-log = logging.getLogger("podresources_exporter")
+log = logging.getLogger(__name__)
 
 PROG = "podresources-exporter"
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"

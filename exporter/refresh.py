@@ -40,6 +40,7 @@ WATCH_DEBOUNCE_SECONDS = 0.1
 WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state",
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
+INTERNAL_ERROR = "internal_error"
 
 
 @dataclass
@@ -81,8 +82,10 @@ class Refresher:
     """Owns the kubelet client, the topology and the current exposition."""
 
     def __init__(self, settings: Settings, health: Health | None = None,
-                 client: KubeletClient | None = None, topology: Topology | None = None):
+                 client: KubeletClient | None = None, topology: Topology | None = None,
+                 rng: random.Random | None = None):
         self.settings = settings
+        self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
         self.client = client or KubeletClient(settings.socket, settings.max_message_bytes,
                                               settings.timeout, observer=self.health.observe_call)
@@ -143,6 +146,11 @@ class Refresher:
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
+        except Exception as error:  # a bug must not stop the loop or hide behind stale data
+            if self._state != INTERNAL_ERROR:
+                log.exception("refresh failed unexpectedly; serving the last good snapshot")
+            delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error), INTERNAL_ERROR),
+                                 logged=True)
         finally:
             self.health.refresh_duration.observe(time.perf_counter() - started)
             self.attempted = True
@@ -299,16 +307,16 @@ class Refresher:
         self.health.backoff_seconds = 0.0
         return self.settings.interval
 
-    def _failed(self, error: KubeletError) -> float:
+    def _failed(self, error: KubeletError, logged: bool = False) -> float:
         self.last_error = error
         self.health.up = 0
         self._attempts += 1
         kind = error.kind
         if kind == kubelet.RATE_LIMITED:
-            delay = backoff_delay(self._attempts, BACKOFF_CAP_SECONDS)
+            delay = backoff_delay(self._attempts, BACKOFF_CAP_SECONDS, rng=self.rng)
         else:
             delay = backoff_delay(self._attempts, max(self.settings.interval,
-                                                      BACKOFF_BASE_SECONDS))
+                                                      BACKOFF_BASE_SECONDS), rng=self.rng)
         if kind == kubelet.UNAVAILABLE:
             # The kubelet may come back as another version: detect everything again.
             self._redetect = True
@@ -318,7 +326,7 @@ class Refresher:
             self.health.count_issues({"message_too_large": 1})
         if kind == kubelet.INVALID_REPLY:
             self.health.count_issues({"invalid_reply": 1})
-        if kind != self._state:
+        if kind != self._state and not logged:
             self._log_failure(error, delay)
         self._state = kind
         self.health.backoff_seconds = delay

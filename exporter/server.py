@@ -90,8 +90,9 @@ def make_app(refresher: Refresher, middlewares=()) -> web.Application:
 async def start_http(app: web.Application, host: str, port: int,
                      ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
     """Start serving; returns the runner and the bound port (``port`` 0 picks one)."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0,
-                           handler_args={"max_line_size": 8190, "max_field_size": 8190})
+    # Request limits: scrapers send short requests; anything larger is answered 4xx.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0, max_line_size=4096,
+                           max_field_size=8190, max_headers=64)
     await runner.setup()
     site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context, backlog=128)
     await site.start()

@@ -361,3 +361,13 @@ def test_empty_snapshot_gives_empty_figures():
     assert result.devices_allocated == {}
     assert result.misaligned_containers == 0
     assert result.pods == 0
+
+
+def test_a_pod_listed_twice_does_not_double_its_memory():
+    # found by the property tests: the repeated pod repeats its container
+    result = account(snap(
+        P("ns", "p", (C("a"),)),
+        P("ns", "p", (C("a", memory=(M("memory", 2 * GiB, (0,)),)),)),
+        allocatable=None), TWO_NODES)
+    assert result.memory_allocated == {("0", "memory"): 2 * GiB}
+    assert result.data_issues[ISSUE_DUPLICATE_ENTRY] == 1

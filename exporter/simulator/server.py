@@ -86,6 +86,8 @@ class CallStats:
     """Every call the simulator answered, for assertions such as "at most N calls"."""
 
     records: list[CallRecord] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
 
     def add(self, method: str, code: str) -> None:
         self.records.append(CallRecord(time.monotonic(), method, code))
@@ -189,6 +191,15 @@ class Simulator:
 
     def _wrap(self, path: str, produce, v1_service: bool):
         async def handler(request, context: grpc.aio.ServicerContext):
+            stats = self.stats
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+            try:
+                return await answer(request, context)
+            finally:
+                stats.in_flight -= 1
+
+        async def answer(request, context: grpc.aio.ServicerContext):
             try:
                 if v1_service and not (self.faults.v1 and self.spec.feature("V1")):
                     # grpc-go answers an unregistered service before any interceptor runs

@@ -1,0 +1,277 @@
+"""Fault injection: the simulated kubelet misbehaves, /metrics and the health metrics stay true.
+
+Each test drives a simulator fault switch and asserts on scraped metrics, on the simulator's own
+call log (what the kubelet would have seen) and on the exporter's logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import subprocess
+import time
+
+import pytest
+
+from exporter.simulator import Faults
+
+from .helpers import Exporter, Node, require_tool, small_profile
+
+PODS = [{"namespace": "ns", "name": "a", "containers": [{"name": "c", "cpus": 2}]},
+        {"namespace": "ns", "name": "b", "containers": [{"name": "c", "cpus": 1}]}]
+
+
+def profile(**overrides):
+    return small_profile(pods=PODS, **overrides)
+
+
+class Watch:
+    """Scrape every ``period`` seconds in the background, keeping every result."""
+
+    def __init__(self, exporter: Exporter, period: float = 0.25):
+        self.exporter = exporter
+        self.period = period
+        self.results: list[tuple[float, int, object]] = []  # (time, HTTP status, Scrape)
+        self._task = None
+
+    async def __aenter__(self):
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc):
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self):
+        while True:
+            async with self.exporter.session.get(self.exporter.url + "/metrics") as response:
+                text = await response.text()
+            from .helpers import Scrape
+            self.results.append((time.monotonic(), response.status, Scrape(text)))
+            await asyncio.sleep(self.period)
+
+    @property
+    def statuses(self) -> set[int]:
+        return {status for _, status, _ in self.results}
+
+    def values(self, name: str, **labels) -> list[float | None]:
+        return [scrape.get(name, **labels) for _, _, scrape in self.results]
+
+
+async def test_rate_limit_storm_backs_off_serves_the_last_snapshot_and_recovers(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.5)) as exporter:
+        exporter.refresher.rng = random.Random(7)
+        await exporter.ready()
+        async with Watch(exporter) as watch:
+            storm_start = time.monotonic()
+            node.simulator.faults.rate_limit_storm = True
+            await asyncio.sleep(20)
+            node.simulator.faults.rate_limit_storm = False
+            storm_end = time.monotonic()
+            during = [r for r in watch.results if storm_start + 2 < r[0] < storm_end]
+            scrape = await exporter.wait_for(lambda s: s.get("podresources_up") == 1.0,
+                                             timeout=40, what="recovery after the storm")
+            recovered = time.monotonic()
+            await asyncio.sleep(2.2)  # normal cadence again
+        calls_in_storm = node.simulator.stats.count(since=storm_start, until=storm_end)
+        rejected = node.simulator.stats.count("List", "RESOURCE_EXHAUSTED")
+        calls_after = node.simulator.stats.count("List", "OK", since=recovered)
+    # the kubelet saw a handful of calls in 20 s, not a retry loop (seeded jitter: 5)
+    assert 3 <= calls_in_storm <= 8, calls_in_storm
+    assert watch.statuses == {200}
+    for _, _, s in during:
+        assert s.value("podresources_up") == 0
+        assert s.value("podresources_backoff_seconds") >= 1.0
+        # the last good snapshot keeps being served
+        assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
+    assert max(watch.values("podresources_backoff_seconds")) > 2
+    assert scrape.value("podresources_api_requests_total", method="List",
+                        code="RESOURCE_EXHAUSTED") == rejected
+    assert scrape.value("podresources_backoff_seconds") == 0
+    assert 3 <= calls_after <= 6  # back to one List every 0.5 s
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    assert sum("rate limit hit" in m for m in messages) == 1
+    assert sum("back-off ended" in m for m in messages) == 1
+
+
+async def test_kubelet_restart_keeps_metrics_up_and_picks_up_new_data(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.3)) as exporter:
+        await exporter.ready()
+        async with Watch(exporter, period=0.1) as watch:
+            restart = asyncio.create_task(node.simulator.restart(downtime=2.0))
+            await asyncio.sleep(0.5)
+            node.simulator.state.remove("ns", "b")  # changes while the kubelet is away
+            await restart
+            scrape = await exporter.wait_for(
+                lambda s: s.get("podresources_up") == 1.0
+                and not s.series("podresources_container_cpus", pod="b"),
+                timeout=15, what="new data after the restart")
+        ups = watch.values("podresources_up")
+    assert watch.statuses == {200}
+    assert 0.0 in ups and ups[0] == 1.0
+    assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 2, "1": 0}
+    assert scrape.value("podresources_api_requests_total", method="List", code="UNAVAILABLE") >= 1
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("reachable again" in m for m in messages) == 1
+
+
+async def test_socket_missing_at_start_then_appearing():
+    node = Node(profile())
+    async with Exporter(node.settings(interval=0.3)) as exporter:
+        await exporter.wait_for(lambda s: exporter.refresher.attempted, what="first refresh")
+        assert (await exporter.get("/readyz")).status == 200
+        scrape = await exporter.scrape()
+        assert scrape.value("podresources_node_info", node="test-node", kubelet_api="none") == 1
+        assert scrape.value("podresources_last_refresh_timestamp_seconds") == 0
+        assert not scrape.series("podresources_cpus_allocated")
+        await asyncio.sleep(1.5)
+        async with node:
+            scrape = await exporter.ready(timeout=15)
+        assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
+        assert scrape.value("podresources_node_info", node="test-node", kubelet_api="v1") == 1
+
+
+@pytest.mark.parametrize("faults, labels", [
+    (Faults(get="unimplemented"), dict(get_allocatable="true", get="false")),
+    (Faults(get="disabled"), dict(get_allocatable="true", get="false")),
+    (Faults(get_allocatable="unimplemented"), dict(get_allocatable="false", get="true")),
+    (Faults(get_allocatable="disabled"), dict(get_allocatable="false", get="true")),
+])
+async def test_version_skew_lowers_capabilities_only(faults, labels):
+    async with Node(profile(), faults=faults) as node, \
+            Exporter(node.settings(interval=0.3)) as exporter:
+        scrape = await exporter.ready()
+        await asyncio.sleep(1.0)
+        scrape = await exporter.scrape()
+    assert scrape.value("podresources_kubelet_api_info", api_version="v1", pod_level="unknown",
+                        **labels) == 1
+    assert scrape.value("podresources_up") == 1
+    assert scrape.by("podresources_cpus_allocated", "numa_node")["0"] == 3
+    # a missing method is asked about once, not on every refresh
+    method = "Get" if faults.get != "ok" else "GetAllocatableResources"
+    assert node.simulator.stats.count(method) == 1
+
+
+async def test_kubelet_downgrade_and_upgrade_across_restarts(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.3)) as exporter:
+        await exporter.ready()
+        node.simulator.faults.v1 = False  # a kubelet without podresources v1 comes back
+        await node.simulator.restart(downtime=0.5)
+        scrape = await exporter.wait_for(
+            lambda s: s.get("podresources_node_info", node="test-node",
+                            kubelet_api="v1alpha1") == 1.0 and s.get("podresources_up") == 1.0,
+            timeout=15, what="fallback to v1alpha1")
+        assert scrape.value("podresources_kubelet_api_info", api_version="v1alpha1",
+                            get_allocatable="false", get="false", pod_level="unknown") == 1
+        assert not scrape.series("podresources_cpus_allocated")
+        node.simulator.faults.v1 = True
+        await node.simulator.restart(downtime=0.5)
+        scrape = await exporter.wait_for(
+            lambda s: s.get("podresources_kubelet_api_info", api_version="v1",
+                            get_allocatable="true", get="true", pod_level="unknown") == 1.0,
+            timeout=15, what="v1 again")
+        assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
+    messages = " | ".join(r.getMessage() for r in caplog.records)
+    assert "api_version changed: v1 -> v1alpha1" in messages
+    assert "api_version changed: v1alpha1 -> v1" in messages
+
+
+async def test_slow_kubelet_deadlines_are_counted_and_calls_never_overlap():
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.2, timeout=0.5)) as exporter:
+        await exporter.ready()
+        node.simulator.faults.slow_seconds = 2.0
+        started = time.monotonic()
+        scrape = await exporter.wait_for(
+            lambda s: (s.get("podresources_api_requests_total", method="List",
+                             code="DEADLINE_EXCEEDED") or 0) >= 2, timeout=15,
+            what="two deadlines")
+        elapsed = time.monotonic() - started
+        node.simulator.faults.slow_seconds = 0.0
+        await exporter.ready(timeout=15)
+    assert scrape.value("podresources_up") == 0
+    assert node.simulator.stats.max_in_flight == 1
+    # each attempt waits for its deadline and then at least the 1 s back-off floor
+    assert elapsed >= 2 * 0.5 + 1.0
+
+
+async def test_oversized_reply_is_reported_as_such_not_as_a_rate_limit(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(profile(), faults=Faults(oversize_bytes=256 * 1024)) as node, \
+            Exporter(node.settings(interval=0.3, max_message_bytes=64 * 1024)) as exporter:
+        scrape = await exporter.wait_for(
+            lambda s: (s.get("podresources_data_issues_total", kind="message_too_large")
+                       or 0) >= 1, what="message_too_large")
+    assert scrape.value("podresources_up") == 0
+    assert scrape.value("podresources_api_requests_total", method="List",
+                        code="RESOURCE_EXHAUSTED") >= 1
+    # ordinary back-off (capped at --interval, floored at 1 s), not the rate-limit one
+    assert 1.0 <= scrape.value("podresources_backoff_seconds") <= 1.0
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("--max-message-bytes" in m for m in messages)
+    assert not any("rate limit" in m for m in messages)
+
+
+async def test_undecodable_replies_keep_the_last_snapshot():
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.3)) as exporter:
+        await exporter.ready()
+        node.simulator.faults.garbage = "bytes"
+        scrape = await exporter.wait_for(
+            lambda s: (s.get("podresources_data_issues_total", kind="invalid_reply") or 0) >= 1,
+            what="invalid_reply")
+        assert scrape.value("podresources_up") == 0
+        assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
+        node.simulator.faults.garbage = ""
+        await exporter.ready(timeout=10)
+
+
+async def test_hostile_data_is_counted_and_exported_without_breaking_the_exposition():
+    async with Node(profile(), faults=Faults(garbage="inconsistent")) as node, \
+            Exporter(node.settings(interval=0.2)) as exporter:
+        await exporter.ready()
+        await asyncio.sleep(2)  # many different hostile replies
+        scrape = await exporter.ready()
+        text = exporter.refresher.exposition.text
+    issues = scrape.by("podresources_data_issues_total", "kind")
+    assert sum(issues.values()) > 10
+    assert {k for k, v in issues.items() if v} >= {"duplicate_entry", "invalid_entry",
+                                                    "unknown_numa_id"}
+    for (name, labels), value in scrape.samples.items():
+        if name == "podresources_numa_utilization_ratio":
+            assert 0 <= value <= 1
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("faults", [
+    Faults(rate_limit_storm=True), Faults(garbage="bytes"), Faults(oversize_bytes=256 * 1024),
+    Faults(slow_seconds=1.0),
+])
+async def test_no_tight_retry_loop_for_any_error(faults):
+    async with Node(profile(), faults=faults) as node, \
+            Exporter(node.settings(interval=0.05, timeout=0.2,
+                                   max_message_bytes=64 * 1024)) as exporter:
+        await asyncio.sleep(4.0)
+        scrape = await exporter.scrape()
+    # with a 50 ms interval, only the 1 s back-off floor stands between attempts
+    assert node.simulator.stats.count("List") <= 5
+    assert scrape.value("podresources_up") == 0
+
+
+async def test_no_tight_retry_loop_without_a_kubelet():
+    node = Node(profile())  # never started
+    async with Exporter(node.settings(interval=0.05)) as exporter:
+        await asyncio.sleep(4.0)
+        scrape = await exporter.scrape()
+    assert scrape.value("podresources_api_requests_total", method="List",
+                        code="UNAVAILABLE") <= 5

@@ -1,0 +1,164 @@
+"""Cluster topology fit: where does a Guaranteed pod still fit on one NUMA node?
+
+Reads the recording rules of dashboards/rules/podresources-exporter.rules.yaml (``node:...``,
+``node_numa_node:...``, ``node_resource:...``), so Prometheus must load that file.
+"""
+
+from __future__ import annotations
+
+from .panels import (
+    UTILIZATION_STEPS,
+    bar_gauge,
+    custom_variable,
+    dashboard,
+    datasource_variable,
+    matrix_table,
+    merge,
+    organize,
+    query,
+    query_variable,
+    row,
+    stat,
+    table,
+    timeseries,
+)
+
+UID = "podresources-cluster-topology-fit"
+TITLE = "Podresources / Cluster topology fit"
+
+NODES = 'node=~"$node"'
+FREE_PER_NUMA = f"node_numa_node:podresources_cpus_free:sum{{{NODES}}}"
+FREE_ON_NODE = f"node:podresources_cpus_free:sum{{{NODES}}}"
+FREE_ON_ONE_NUMA = f"node:podresources_cpus_free_on_one_numa_node:max{{{NODES}}}"
+# Nodes with $cpus free exclusive CPUs in total but fewer on every single NUMA node.
+FRAGMENTED = f"({FREE_ON_NODE} >= $cpus) unless ({FREE_ON_ONE_NUMA} >= $cpus)"
+FREE_STEPS = ((None, "red"), (1, "orange"), (8, "green"))
+YES_NO = {"0": ("no", "green"), "1": ("yes", "orange")}
+
+
+def fleet() -> list:
+    return [
+        row("Fleet"),
+        stat("Nodes reporting", "Nodes whose exporter Prometheus scrapes.",
+             [query(f"count(podresources_node_info{{{NODES}}})", instant=True)]),
+        stat("Kubelet unreachable",
+             "Nodes whose exporter cannot refresh from the kubelet (their figures are old).",
+             [query(f"sum(podresources_up{{{NODES}}} == bool 0)", instant=True)],
+             steps=((None, "green"), (1, "red"))),
+        stat("Free exclusive CPUs", "Exclusively assignable CPUs not assigned, all nodes.",
+             [query(f"sum({FREE_ON_NODE})", instant=True)]),
+        stat("Fit $cpus CPUs on one NUMA node",
+             "Nodes where a single NUMA node has at least $cpus free exclusive CPUs: where a "
+             "Guaranteed pod with $cpus CPUs can be admitted under the single-numa-node policy.",
+             [query(f"count({FREE_ON_ONE_NUMA} >= $cpus) or vector(0)", instant=True)],
+             steps=((None, "red"), (1, "green"))),
+        stat("Fragmented for $cpus CPUs",
+             "Nodes with $cpus free exclusive CPUs in total but fewer on every single NUMA node: "
+             "a $cpus-CPU pod fits by count but not under single-numa-node.",
+             [query(f"count({FRAGMENTED}) or vector(0)", instant=True)],
+             steps=((None, "green"), (1, "orange"))),
+        stat("Misaligned containers",
+             "Containers, on all nodes, whose exclusive resources need more than one NUMA node.",
+             [query(f"sum(podresources_misaligned_containers{{{NODES}}})", instant=True)],
+             steps=((None, "green"), (1, "orange"))),
+    ]
+
+
+def free_cpus() -> list:
+    per_numa = matrix_table(
+        "Free exclusive CPUs: nodes × NUMA nodes",
+        "Exclusively assignable CPUs not yet assigned, one row per node, one column per NUMA "
+        "node.", FREE_PER_NUMA, "node", "numa_node", unit="short", steps=FREE_STEPS)
+    fragmentation = table(
+        "Fragmentation for $cpus CPUs",
+        "Free exclusive CPUs on the node against the largest number free on one NUMA node; "
+        "'fragmented' nodes have $cpus free in total but not on any single NUMA node.",
+        [query(f"max by (node) ({FREE_ON_NODE})", table=True),
+         query(f"max by (node) ({FREE_ON_ONE_NUMA})", table=True),
+         query(f"({FREE_ON_NODE} >= bool $cpus) * ({FREE_ON_ONE_NUMA} < bool $cpus)",
+               table=True)],
+        transformations=[merge(), organize(
+            {"Value #A": "free on node", "Value #B": "largest free on one NUMA node",
+             "Value #C": "fragmented"},
+            order=("node", "Value #A", "Value #B", "Value #C"))],
+        colored={"fragmented": ((None, "green"), (1, "orange"))}, mapped={"fragmented": YES_NO},
+        sort_by="fragmented", width=12, height=9)
+    largest = timeseries(
+        "Largest free exclusive CPU block on one NUMA node",
+        "Per node, the most exclusive CPUs a single NUMA node can still give, over time.",
+        [query(FREE_ON_ONE_NUMA, "{{node}}")], unit="short", width=24)
+    return [row("Free exclusive CPUs"), per_numa, fragmentation, largest]
+
+
+def utilization() -> list:
+    return [
+        row("Utilization"),
+        matrix_table("Node utilization by resource",
+                     "Allocated ÷ allocatable per node (all NUMA nodes together), one column "
+                     "per resource: CPUs, memory types and device resources.",
+                     f"node_resource:podresources_utilization:ratio{{{NODES}}}", "node",
+                     "resource", unit="percentunit", steps=UTILIZATION_STEPS),
+        matrix_table("Fullest NUMA node by resource",
+                     "Per node and resource, the utilization of its fullest NUMA node: a node "
+                     "can be half empty and still have no room on any single NUMA node.",
+                     f"node_resource:podresources_numa_utilization_ratio:max{{{NODES}}}", "node",
+                     "resource", unit="percentunit", steps=UTILIZATION_STEPS),
+        bar_gauge("Top nodes by $resource utilization",
+                  "The 10 nodes with the highest share of $resource allocated (whole node).",
+                  [query(f'topk(10, node_resource:podresources_utilization:ratio{{{NODES},'
+                         f'resource="$resource"}})', "{{node}}", instant=True)],
+                  width=12, height=9),
+        bar_gauge("Top nodes by fullest NUMA node ($resource)",
+                  "The 10 nodes whose fullest NUMA node has the highest share of $resource "
+                  "allocated.",
+                  [query(f'topk(10, node_resource:podresources_numa_utilization_ratio:max{{'
+                         f'{NODES},resource="$resource"}})', "{{node}}", instant=True)],
+                  width=12, height=9),
+        timeseries("Utilization by resource, selected nodes",
+                   "Allocated ÷ allocatable over the selected nodes together, per resource.",
+                   [query("sum by (resource) (node_resource:podresources_allocated:sum"
+                          f"{{{NODES}}}) / sum by (resource) "
+                          f"(node_resource:podresources_allocatable:sum{{{NODES}}})",
+                          "{{resource}}")],
+                   unit="percentunit", width=24, steps=UTILIZATION_STEPS),
+    ]
+
+
+def dra_and_alignment() -> list:
+    return [
+        row("DRA devices and alignment"),
+        table("DRA devices by node, driver and pool",
+              "Distinct DRA devices prepared for containers.",
+              [query(f"max by (node, driver, pool) (podresources_dra_devices_allocated{{{NODES}}})",
+                     table=True)],
+              transformations=[organize({"Value": "devices"})], sort_by="devices", width=8),
+        bar_gauge("DRA devices by driver",
+                  "Distinct DRA devices prepared for containers, all selected nodes, per driver.",
+                  [query(f"sum by (driver) (podresources_dra_devices_allocated{{{NODES}}})",
+                         "{{driver}}", instant=True)],
+                  unit="short", max_value=None, steps=((None, "blue"),), width=8),
+        timeseries("Misaligned containers per node",
+                   "Containers needing more than one NUMA node, per node, over time.",
+                   [query(f"max by (node) (podresources_misaligned_containers{{{NODES}}})",
+                          "{{node}}")],
+                   unit="short", width=8),
+    ]
+
+
+def build() -> dict:
+    variables = [
+        datasource_variable(),
+        query_variable("node", "Nodes", "label_values(podresources_node_info, node)",
+                       multi=True),
+        query_variable("resource", "Resource",
+                       "label_values(podresources_numa_utilization_ratio, resource)",
+                       description="Resource for the top-nodes panels: cpu, a memory type or a "
+                                   "device resource."),
+        custom_variable("cpus", "Pod CPUs", ["1", "2", "4", "8", "16", "32", "64"], "8",
+                        "Exclusive CPUs a Guaranteed pod asks for, for the fit and "
+                        "fragmentation panels."),
+    ]
+    panels = fleet() + free_cpus() + utilization() + dra_and_alignment()
+    return dashboard(TITLE, UID,
+                     "Where exclusive CPUs, memory and devices are free across nodes, and where "
+                     "they are free in total but fragmented over NUMA nodes.", variables, panels)

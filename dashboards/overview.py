@@ -1,0 +1,217 @@
+"""Node NUMA overview: which NUMA node of node X is full, with what, and by whom."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.models.common import BigValueTextMode
+
+from .panels import (
+    UP_MAPPING,
+    bar_gauge,
+    dashboard,
+    datasource_variable,
+    merge,
+    numa_matcher,
+    organize,
+    query,
+    query_variable,
+    row,
+    stat,
+    table,
+    timeseries,
+)
+
+UID = "podresources-numa-overview"
+TITLE = "Podresources / Node NUMA overview"
+
+NODE = 'node="$node"'
+NUMA = 'numa_node=~"$numa_node"'  # single NUMA nodes (CPUs, utilization)
+NUMA_OR_GROUP = numa_matcher()  # also items attributed to a group such as "0,1"
+NAMESPACE = 'namespace=~"$namespace"'
+HUGEPAGES = 'hugepages-.+'
+NOT_DEVICE = f'cpu|memory|{HUGEPAGES}'
+WORKLOAD = f"{NODE},{NAMESPACE},{NUMA_OR_GROUP}"
+CONTAINER_KEY = "namespace, pod, container, numa_node"
+
+
+def utilization(resource_matcher: str) -> str:
+    return (f"max by (numa_node, resource) (podresources_numa_utilization_ratio"
+            f"{{{NODE},{NUMA},{resource_matcher}}})")
+
+
+def at_a_glance() -> list:
+    return [
+        row("At a glance"),
+        stat("Kubelet reachable",
+             "Did the exporter's last refresh from the kubelet podresources API succeed? While it "
+             "is down the exporter keeps serving its last good snapshot.",
+             [query(f"max(podresources_up{{{NODE}}})", instant=True)],
+             unit="none", mapping=UP_MAPPING, steps=((None, "red"), (1, "green"))),
+        stat("Snapshot age",
+             "How old the figures on this dashboard are: time since the last successful refresh.",
+             [query(f"max(time() - podresources_last_refresh_timestamp_seconds{{{NODE}}})",
+                    instant=True)],
+             unit="s", steps=((None, "green"), (60, "orange"), (300, "red"))),
+        stat("Misaligned containers",
+             "Containers whose exclusive CPUs, memory and devices need more than one NUMA node. "
+             "The alignment table below names them.",
+             [query(f"max(podresources_misaligned_containers{{{NODE}}})", instant=True)],
+             steps=((None, "green"), (1, "orange"))),
+        stat("Free exclusive CPUs",
+             "Exclusively assignable CPUs not yet assigned, per NUMA node: what a Guaranteed pod "
+             "under the single-numa-node policy can still get on one NUMA node.",
+             [query(f"max by (numa_node) (podresources_cpus_allocatable{{{NODE},{NUMA}}}) - "
+                    f"max by (numa_node) (podresources_cpus_allocated{{{NODE},{NUMA}}})",
+                    "NUMA {{numa_node}}", instant=True)],
+             steps=((None, "red"), (1, "orange"), (4, "green")),
+             text_mode=BigValueTextMode.VALUE_AND_NAME, width=6),
+        stat("Kubelet podresources API",
+             "What the kubelet offers, as detected: API version, GetAllocatableResources, Get, "
+             "pod-level resources. Missing CPU or memory series mean the CPU or memory manager "
+             "runs without a static policy.",
+             [query(f"max by (api_version, get_allocatable, get, pod_level) "
+                    f"(podresources_kubelet_api_info{{{NODE}}})",
+                    "{{api_version}} · allocatable {{get_allocatable}} · Get {{get}} · "
+                    "pod-level {{pod_level}}", instant=True)],
+             unit="none", text_mode=BigValueTextMode.NAME, width=6),
+    ]
+
+
+def utilization_bars() -> list:
+    about = ("Allocated ÷ allocatable per NUMA node (orange from 80 %, red from 95 %, the "
+             "exhaustion alerts' threshold).")
+    return [
+        row("Utilization per NUMA node"),
+        bar_gauge("CPU utilization", about,
+                  [query(utilization('resource="cpu"'), "NUMA {{numa_node}}", instant=True)]),
+        bar_gauge("Memory utilization",
+                  about + " Memory spanning NUMA nodes is apportioned over them: an estimate.",
+                  [query(utilization('resource="memory"'), "NUMA {{numa_node}}", instant=True)]),
+        bar_gauge("Hugepages utilization", about + " One bar per NUMA node and page size.",
+                  [query(utilization(f'resource=~"{HUGEPAGES}"'),
+                         "NUMA {{numa_node}} {{resource}}", instant=True)]),
+        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a device "
+                  "local to several NUMA nodes counts on each.",
+                  [query(utilization(f'resource!~"{NOT_DEVICE}"'),
+                         "NUMA {{numa_node}} {{resource}}", instant=True)]),
+    ]
+
+
+def over_time() -> list:
+    def pair(allocatable: str, allocated: str, by: str, extra: str, legend: str) -> list:
+        selector = f"{{{NODE},{NUMA_OR_GROUP}{extra}}}"
+        return [query(f"max by ({by}) ({allocatable}{selector})", legend + " allocatable"),
+                query(f"max by ({by}) ({allocated}{selector})", legend + " allocated")]
+
+    about = ("Allocated (solid) against allocatable (dashed) per NUMA node; an item spanning "
+             "NUMA nodes shows under its group, e.g. 0,1.")
+    dashed = ".* allocatable$"
+    memory = ("podresources_memory_allocatable_bytes", "podresources_memory_allocated_bytes")
+    return [
+        row("Allocatable vs allocated over time"),
+        timeseries("Exclusive CPUs over time", about,
+                   pair("podresources_cpus_allocatable", "podresources_cpus_allocated",
+                        "numa_node", "", "NUMA {{numa_node}}"),
+                   unit="short", dashed_regex=dashed),
+        timeseries("Memory over time", about,
+                   pair(*memory, "numa_node", ',memory_type="memory"', "NUMA {{numa_node}}"),
+                   unit="bytes", dashed_regex=dashed),
+        timeseries("Hugepages over time", about,
+                   pair(*memory, "numa_node, memory_type", f',memory_type=~"{HUGEPAGES}"',
+                        "NUMA {{numa_node}} {{memory_type}}"),
+                   unit="bytes", dashed_regex=dashed),
+        timeseries("Devices over time", about,
+                   pair("podresources_devices_allocatable", "podresources_devices_allocated",
+                        "numa_node, resource", "", "NUMA {{numa_node}} {{resource}}"),
+                   unit="short", dashed_regex=dashed),
+    ]
+
+
+def holders() -> list:
+    containers = table(
+        "Exclusive resources per container and NUMA node",
+        "Who holds what on each NUMA node: exclusive CPUs, memory, hugepages (all sizes) and "
+        "device-plugin devices (all resources) per container. Memory spanning NUMA nodes shows "
+        "under its group, e.g. 0,1.",
+        [query(f"max by ({CONTAINER_KEY}) (podresources_container_cpus{{{WORKLOAD}}})",
+               table=True),
+         query(f"max by ({CONTAINER_KEY}) "
+               f'(podresources_container_memory_bytes{{{WORKLOAD},memory_type="memory"}})',
+               table=True),
+         query(f"sum by ({CONTAINER_KEY}) "
+               f'(podresources_container_memory_bytes{{{WORKLOAD},memory_type=~"{HUGEPAGES}"}})',
+               table=True),
+         query(f"sum by ({CONTAINER_KEY}) (podresources_container_devices{{{WORKLOAD}}})",
+               table=True)],
+        transformations=[merge(), organize(
+            {"numa_node": "NUMA node", "Value #A": "CPUs", "Value #B": "Memory",
+             "Value #C": "Hugepages", "Value #D": "Devices"},
+            order=("namespace", "pod", "container", "numa_node", "Value #A", "Value #B",
+                   "Value #C", "Value #D"))],
+        units={"Memory": "bytes", "Hugepages": "bytes"}, sort_by="CPUs", height=10)
+    pod_level = table(
+        "Pod-level exclusive resources",
+        "Pod-level CPUs and memory (Kubernetes 1.37 and later); they include the containers' own "
+        "and may hold more, which then belongs to no container. Empty on older kubelets.",
+        [query(f"max by (namespace, pod, numa_node) (podresources_pod_cpus{{{WORKLOAD}}})",
+               table=True),
+         query(f"sum by (namespace, pod, numa_node) (podresources_pod_memory_bytes{{{WORKLOAD}}})",
+               table=True)],
+        transformations=[merge(), organize(
+            {"numa_node": "NUMA node", "Value #A": "CPUs", "Value #B": "Memory"},
+            order=("namespace", "pod", "numa_node", "Value #A", "Value #B"))],
+        units={"Memory": "bytes"}, width=12, height=6)
+    alignment = table(
+        "NUMA nodes needed per container",
+        "How many NUMA nodes each container's exclusive CPUs, memory and devices need; more "
+        "than 1 (red) means the container is misaligned.",
+        [query("max by (namespace, pod, container) "
+               f"(podresources_container_numa_nodes{{{NODE},{NAMESPACE}}})", table=True)],
+        transformations=[organize({"Value": "NUMA nodes"})],
+        colored={"NUMA nodes": ((None, "green"), (2, "red"))}, sort_by="NUMA nodes",
+        width=12, height=6)
+    devices = table(
+        "Devices → pods",
+        "Which container holds each device-plugin device (GPU, VF, ...), and the NUMA node(s) "
+        "the device is local to.",
+        [query("max by (resource, device_id, numa_node, namespace, pod, container) "
+               f"(podresources_device_info{{{WORKLOAD}}})", table=True)],
+        unit="none", transformations=[organize(
+            {"numa_node": "NUMA node", "device_id": "device"}, hide=("Time", "Value"),
+            order=("resource", "device_id", "numa_node", "namespace", "pod", "container"))],
+        width=12, height=10)
+    dra_devices = table(
+        "DRA devices → pods",
+        "Which container each prepared DRA device is prepared for, by driver, pool and claim "
+        "(DRA devices carry no NUMA information).",
+        [query("max by (driver, pool, device, claim, share_id, namespace, pod, container) "
+               f"(podresources_dra_device_info{{{NODE},{NAMESPACE}}})", table=True)],
+        unit="none", transformations=[organize(
+            {"share_id": "share id"}, hide=("Time", "Value"),
+            order=("driver", "pool", "device", "claim", "share_id", "namespace", "pod",
+                   "container"))],
+        width=12, height=10)
+    misaligned = timeseries(
+        "Misaligned containers over time",
+        "Containers needing more than one NUMA node, over time.",
+        [query(f"max(podresources_misaligned_containers{{{NODE}}})", "misaligned containers")],
+        unit="short", width=12, height=6)
+    return [row("Who holds it"), containers, alignment, misaligned, devices, dra_devices,
+            pod_level]
+
+
+def build() -> dict:
+    variables = [
+        datasource_variable(),
+        query_variable("node", "Node", "label_values(podresources_node_info, node)"),
+        query_variable("numa_node", "NUMA node",
+                       'label_values(podresources_numa_node_cpus{node="$node"}, numa_node)',
+                       multi=True),
+        query_variable("namespace", "Namespace",
+                       'label_values({__name__=~"podresources_(container_numa_nodes|device_info'
+                       '|dra_device_info|pod_cpus|pod_memory_bytes)",node="$node"}, namespace)',
+                       multi=True),
+    ]
+    panels = at_a_glance() + utilization_bars() + over_time() + holders()
+    return dashboard(TITLE, UID,
+                     "Per-NUMA use of exclusive CPUs, memory, hugepages and devices on one node, "
+                     "and the containers holding them.", variables, panels)

@@ -12,44 +12,49 @@ from __future__ import annotations
 
 import json
 import string
+import warnings
 
-from grafana_foundation_sdk.builders import bargauge as bargauge_builder
-from grafana_foundation_sdk.builders import common as common_builder
-from grafana_foundation_sdk.builders import dashboard as dashboard_builder
-from grafana_foundation_sdk.builders import prometheus as prometheus_builder
-from grafana_foundation_sdk.builders import stat as stat_builder
-from grafana_foundation_sdk.builders import statetimeline as statetimeline_builder
-from grafana_foundation_sdk.builders import table as table_builder
-from grafana_foundation_sdk.builders import timeseries as timeseries_builder
-from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.common import (
-    GraphThresholdsStyleMode,
-    BarGaugeDisplayMode,
-    BigValueColorMode,
-    BigValueGraphMode,
-    BigValueTextMode,
-    DataSourceRef,
-    LegendDisplayMode,
-    LegendPlacement,
-    SortOrder,
-    TooltipDisplayMode,
-    VisibilityMode,
-    VizOrientation,
-)
-from grafana_foundation_sdk.models.dashboard import (
-    DashboardCursorSync,
-    DashboardLinkType,
-    DataTransformerConfig,
-    DynamicConfigValue,
-    Threshold,
-    ThresholdsMode,
-    ValueMap,
-    ValueMappingResult,
-    VariableOption,
-    VariableRefresh,
-    VariableSort,
-)
-from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+# The SDK nudges towards the v2 (app-platform) dashboard schema; Grafana's file provisioning and
+# the sidecar take the classic dashboard JSON, which is what we generate.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from grafana_foundation_sdk.builders import bargauge as bargauge_builder
+    from grafana_foundation_sdk.builders import common as common_builder
+    from grafana_foundation_sdk.builders import dashboard as dashboard_builder
+    from grafana_foundation_sdk.builders import prometheus as prometheus_builder
+    from grafana_foundation_sdk.builders import stat as stat_builder
+    from grafana_foundation_sdk.builders import statetimeline as statetimeline_builder
+    from grafana_foundation_sdk.builders import table as table_builder
+    from grafana_foundation_sdk.builders import timeseries as timeseries_builder
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.common import (
+        BarGaugeDisplayMode,
+        BigValueColorMode,
+        BigValueGraphMode,
+        BigValueTextMode,
+        DataSourceRef,
+        GraphThresholdsStyleMode,
+        LegendDisplayMode,
+        LegendPlacement,
+        SortOrder,
+        TooltipDisplayMode,
+        VisibilityMode,
+        VizOrientation,
+    )
+    from grafana_foundation_sdk.models.dashboard import (
+        DashboardCursorSync,
+        DashboardLinkType,
+        DataTransformerConfig,
+        DynamicConfigValue,
+        Threshold,
+        ThresholdsMode,
+        ValueMap,
+        ValueMappingResult,
+        VariableOption,
+        VariableRefresh,
+        VariableSort,
+    )
+    from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "podresources-exporter"

@@ -1,0 +1,101 @@
+"""The alerting and recording rules: promtool accepts and unit-tests them, and they follow the
+monitoring-mixin conventions (CamelCase names with a shared prefix, a severity, a summary sentence,
+a templated description, a runbook section in docs/alerts.md)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from dashboards import generate
+
+from .helpers import REPO, require_tool
+from .test_dashboards import documented_metrics, metric_names
+
+RULES = generate.RULES
+UNIT_TESTS = RULES.parent / "tests" / "podresources-exporter.tests.yaml"
+RUNBOOKS = REPO / "docs" / "alerts.md"
+RUNBOOK_URL = ("https://github.com/podresources-exporter/podresources-exporter/blob/main/"
+               "docs/alerts.md#")
+GROUPS = yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
+ALERTS = [rule for group in GROUPS for rule in group["rules"] if "alert" in rule]
+RECORDS = [rule for group in GROUPS for rule in group["rules"] if "record" in rule]
+EXPECTED_ALERTS = {
+    "PodresourcesExporterDown", "PodresourcesKubeletUnreachable",
+    "PodresourcesKubeletRateLimited", "PodresourcesSnapshotStale",
+    "PodresourcesNumaCpuExhausted", "PodresourcesNumaMemoryExhausted",
+    "PodresourcesNumaHugepagesExhausted", "PodresourcesNumaDevicesExhausted",
+    "PodresourcesContainersMisaligned", "PodresourcesDataIssues",
+}
+
+
+@pytest.mark.external
+@pytest.mark.parametrize("path", [RULES, generate.CHART_RULES / RULES.name],
+                         ids=["source", "chart-copy"])
+def test_promtool_check_rules_is_clean(path):
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(ALERTS) + len(RECORDS)} rules found" in result.stdout
+    assert "warning" not in (result.stdout + result.stderr).lower()
+
+
+@pytest.mark.external
+def test_promtool_unit_tests_pass():
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    result = subprocess.run([promtool, "test", "rules", UNIT_TESTS.name], cwd=UNIT_TESTS.parent,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_unit_tests_make_every_alert_fire_and_stay_silent():
+    cases = yaml.safe_load(UNIT_TESTS.read_text(encoding="utf-8"))["tests"]
+    alert_cases = [case for test in cases for case in test.get("alert_rule_test", [])]
+    fired = {case["alertname"] for case in alert_cases if case["exp_alerts"]}
+    silent = {case["alertname"] for case in alert_cases if not case["exp_alerts"]}
+    names = {rule["alert"] for rule in ALERTS}
+    assert fired == names and silent == names
+    checked = " ".join(case["expr"] for test in cases
+                       for case in test.get("promql_expr_test", []))
+    assert {rule["record"] for rule in RECORDS} <= set(re.findall(r"[\w:]+", checked))
+
+
+def test_the_alerts_the_issue_asks_for():
+    assert {rule["alert"] for rule in ALERTS} == EXPECTED_ALERTS
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=lambda rule: rule["alert"])
+def test_alert_follows_the_mixin_conventions(rule):
+    name = rule["alert"]
+    assert re.fullmatch(r"Podresources(?:[A-Z][a-z]+)+", name)
+    assert rule["labels"]["severity"] in ("critical", "warning", "info")
+    assert re.fullmatch(r"[A-Za-z][^\n]*\.", rule["annotations"]["summary"])
+    assert "{{ $labels.node }}" in rule["annotations"]["description"]
+    assert rule["annotations"]["runbook_url"] == RUNBOOK_URL + name.lower()
+    assert re.fullmatch(r"\d+m", rule["for"])
+
+
+def test_every_alert_has_a_runbook_section():
+    headings = re.findall(r"^## (\w+)$", RUNBOOKS.read_text(encoding="utf-8"), re.MULTILINE)
+    assert sorted(rule["alert"] for rule in ALERTS) == sorted(
+        h for h in headings if h.startswith("Podresources"))
+    text = RUNBOOKS.read_text(encoding="utf-8")
+    for rule in ALERTS:
+        section = text.split(f"## {rule['alert']}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("Meaning", "Impact", "Diagnosis", "Mitigation"):
+            assert f"**{part}.**" in section, (rule["alert"], part)
+
+
+def test_recording_rules_are_named_level_metric_operation_and_use_documented_metrics():
+    documented = documented_metrics()
+    recorded = {rule["record"] for rule in RECORDS}
+    for rule in RECORDS:
+        assert re.fullmatch(r"[a-z_]+:podresources_[a-z_]+:[a-z_]+", rule["record"])
+    for rule in RECORDS + ALERTS:
+        for metric in metric_names(rule["expr"]):
+            assert metric in documented or metric in recorded, (rule.get("record"), metric)

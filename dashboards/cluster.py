@@ -73,6 +73,7 @@ def free_cpus() -> list:
         "Fragmentation for $cpus CPUs",
         "Free exclusive CPUs on the node against the largest number free on one NUMA node; "
         "'fragmented' nodes have $cpus free in total but not on any single NUMA node.",
+        # max by (node): drops __name__, so that the three tables merge on `node` alone.
         [query(f"max by (node) ({FREE_ON_NODE})", table=True),
          query(f"max by (node) ({FREE_ON_ONE_NUMA})", table=True),
          query(f"({FREE_ON_NODE} >= bool $cpus) * ({FREE_ON_ONE_NUMA} < bool $cpus)",
@@ -87,7 +88,7 @@ def free_cpus() -> list:
         "Largest free exclusive CPU block on one NUMA node",
         "Per node, the most exclusive CPUs a single NUMA node can still give, over time.",
         [query(FREE_ON_ONE_NUMA, "{{node}}")], unit="short", width=24)
-    return [row("Free exclusive CPUs"), per_numa, fragmentation, largest]
+    return [row("Where exclusive CPUs are free"), per_numa, fragmentation, largest]
 
 
 def utilization() -> list:

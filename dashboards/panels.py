@@ -249,6 +249,8 @@ def custom_variable(name: str, label: str, values: list[str], default: str,
                     description: str) -> dashboard_builder.CustomVariable:
     return (dashboard_builder.CustomVariable(name).label(label).description(description)
             .values(",".join(values)).allow_custom_value(True)
+            .options([VariableOption(selected=value == default, text=value, value=value)
+                      for value in values])
             .current(VariableOption(selected=True, text=default, value=default)))
 
 

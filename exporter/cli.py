@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__, kubelet
+from . import __version__, kubelet, webconfig
 from .health import Health
 from .logs import LEVELS, setup_logging
 from .refresh import Refresher, Settings
@@ -149,6 +149,9 @@ def _serving(parser: argparse.ArgumentParser) -> None:
                        help="drop the per-container and per-pod series")
     group.add_argument("--no-device-info", action="store_true",
                        help="drop podresources_device_info and podresources_dra_device_info")
+    group.add_argument("--web-config-file", default=None, metavar="PATH",
+                       help="TLS and basic auth, in the Prometheus exporter-toolkit web-config "
+                            "format; /healthz and /readyz need no credentials (off when unset)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,8 +270,19 @@ def settings_from(args: argparse.Namespace, **overrides) -> Settings:
 
 # ---- commands -----------------------------------------------------------------------------
 
+def load_web_config(args: argparse.Namespace) -> webconfig.WebConfig | None:
+    """The ``--web-config-file`` settings, checked before anything starts (bad: exit 2)."""
+    if not getattr(args, "web_config_file", None):
+        return None
+    try:
+        return webconfig.load(args.web_config_file)
+    except webconfig.WebConfigError as error:
+        raise UsageError(f"--web-config-file: {error}") from None
+
+
 async def serve(settings: Settings, address: tuple[str, int],
-                stop: asyncio.Event | None = None, started=None) -> int:
+                stop: asyncio.Event | None = None, started=None,
+                web_config: webconfig.WebConfig | None = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
     try:
         topology = read_topology(settings.sysfs_root)
@@ -281,7 +295,9 @@ async def serve(settings: Settings, address: tuple[str, int],
     refresher = Refresher(settings, Health(settings.node_name), topology=topology)
     host, port = address
     try:
-        runner, bound = await start_http(make_app(refresher), host, port)
+        runner, bound = await start_http(
+            make_app(refresher, web_config.middlewares() if web_config else ()), host, port,
+            web_config.ssl_context() if web_config else None)
     except OSError as error:
         await refresher.client.close()
         log.error("cannot listen on %s:%d: %s", host or "*", port, error.strerror or error)
@@ -289,6 +305,10 @@ async def serve(settings: Settings, address: tuple[str, int],
     log.info("podresources-exporter %s listening on %s:%d; kubelet socket %s; %d NUMA nodes",
              __version__, host or "*", bound, refresher.client.target,
              len(topology.numa_nodes))
+    if web_config is not None:
+        log.info("web config %s: %s, basic auth %s", web_config.path,
+                 "HTTPS" if web_config.tls else "plain HTTP",
+                 f"for {len(web_config.users)} users" if web_config.users else "off")
     if started is not None:
         started(bound, refresher)
     loop_task = asyncio.create_task(refresher.run())
@@ -366,7 +386,8 @@ async def demo(args: argparse.Namespace) -> int:
                      spec.name, args.profile, port)
 
         try:
-            return await serve(settings, args.listen_address, started=announce)
+            return await serve(settings, args.listen_address, started=announce,
+                               web_config=load_web_config(args))
         finally:
             if churn is not None:
                 churn.cancel()
@@ -428,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(demo(args))
         if args.command == "simulate":
             return asyncio.run(simulate(args))
-        return asyncio.run(serve(settings_from(args), args.listen_address))
+        return asyncio.run(serve(settings_from(args), args.listen_address,
+                                 web_config=load_web_config(args)))
     except (UsageError, ProfileError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

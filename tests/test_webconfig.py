@@ -1,0 +1,327 @@
+"""--web-config-file: TLS, client certificates and basic auth on a running exporter."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import ipaddress
+import os
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import bcrypt
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from exporter import webconfig
+from exporter.cli import main, serve
+
+from .helpers import REPO, Node, Scrape, small_profile
+
+PASSWORD = "correct horse battery staple"
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+# ---- certificates -------------------------------------------------------------------------
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _write(directory: Path, stem: str, key, cert: x509.Certificate) -> tuple[Path, Path]:
+    cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+class CA:
+    """A throw-away certificate authority issuing server and client certificates."""
+
+    def __init__(self, directory: Path, name: str):
+        self.directory = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self.cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
+                     .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+                     .not_valid_before(now - datetime.timedelta(minutes=5))
+                     .not_valid_after(now + datetime.timedelta(days=1))
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .add_extension(x509.KeyUsage(False, False, False, False, False, True, True,
+                                                  False, False), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+        self.path, _ = _write(directory, name, self.key, self.cert)
+
+    def issue(self, stem: str, client: bool = False) -> tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+        builder = (x509.CertificateBuilder().subject_name(_name(stem))
+                   .issuer_name(self.cert.subject).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        if not client:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+        return _write(self.directory, stem, key, builder.sign(self.key, hashes.SHA256()))
+
+
+@pytest.fixture
+def pki(tmp_path):
+    ca = CA(tmp_path, "ca")
+    cert, key = ca.issue("server")
+    return ca, cert, key
+
+
+def write_config(directory: Path, text: str) -> Path:
+    path = directory / "web-config.yml"
+    path.write_text(text)
+    return path
+
+
+def auth(user: str, password: str) -> dict:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+# ---- a running exporter behind a web config -----------------------------------------------
+
+class Served:
+    """``cli.serve`` (the real wiring) on a free port, with a simulated kubelet."""
+
+    def __init__(self, node: Node, config_path: Path):
+        self.node, self.config = node, webconfig.load(config_path)
+        self.stop = asyncio.Event()
+
+    async def __aenter__(self) -> "Served":
+        started = asyncio.get_running_loop().create_future()
+        self.task = asyncio.create_task(serve(
+            self.node.settings(), ("127.0.0.1", 0), stop=self.stop,
+            started=lambda port, refresher: started.set_result(port),
+            web_config=self.config))
+        self.port = await asyncio.wait_for(started, 10)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        assert await asyncio.wait_for(self.task, 10) == 0
+
+    async def get(self, path: str, scheme: str = "https", ssl_context=None, **kwargs):
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context,
+                                   **kwargs) as response:
+                return response.status, response.headers, await response.text()
+
+
+def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=ca.path)
+    if cert:
+        context.load_cert_chain(cert, key)
+    return context
+
+
+async def test_https_with_basic_auth(pki, tmp_path):
+    ca, cert, key = pki
+    path = write_config(tmp_path, f"""
+tls_server_config: {{cert_file: server.crt, key_file: server.key}}
+http_server_config:
+  headers: {{Strict-Transport-Security: max-age=31536000}}
+basic_auth_users: {{prometheus: '{HASH}'}}
+""")
+    tls = client_context(ca)
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        status, headers, body = await served.get("/metrics", ssl_context=tls,
+                                                 headers=auth("prometheus", PASSWORD))
+        assert status == 200
+        assert "podresources_build_info" in Scrape(body).families
+        assert headers["Strict-Transport-Security"] == "max-age=31536000"
+
+        for credentials in ({}, auth("prometheus", "wrong"), auth("grafana", PASSWORD),
+                            {"Authorization": "Basic !!notbase64"},
+                            {"Authorization": "Bearer abc"}):
+            status, headers, body = await served.get("/metrics", ssl_context=tls,
+                                                     headers=credentials)
+            assert status == 401, credentials
+            assert headers["WWW-Authenticate"].startswith("Basic ")
+            assert "podresources_" not in body
+            assert headers["Strict-Transport-Security"] == "max-age=31536000"
+
+        status, _, _ = await served.get("/", ssl_context=tls)
+        assert status == 401  # the landing page names the socket and node: guarded too
+        status, _, _ = await served.get("/no-such-page", ssl_context=tls)
+        assert status == 401
+        for probe in ("/healthz", "/readyz"):  # kubelet probes send no credentials
+            status, _, _ = await served.get(probe, ssl_context=tls)
+            assert status in (200, 503), probe
+
+        with pytest.raises(aiohttp.ClientError):  # plain HTTP to the TLS port
+            await served.get("/healthz", scheme="http")
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):  # untrusted server
+            await served.get("/healthz", ssl_context=ssl.create_default_context())
+
+
+async def test_basic_auth_without_tls_and_bcrypt_cache(tmp_path, monkeypatch):
+    path = write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
+    calls = []
+    real = bcrypt.checkpw
+    monkeypatch.setattr(webconfig.bcrypt, "checkpw",
+                        lambda password, hashed: calls.append(password) or real(password, hashed))
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        for _ in range(5):
+            status, _, _ = await served.get("/metrics", scheme="http",
+                                            headers=auth("prometheus", PASSWORD))
+            assert status == 200
+        assert len(calls) == 1  # one bcrypt check for five scrapes
+        for _ in range(2):
+            status, _, _ = await served.get("/metrics", scheme="http",
+                                            headers=auth("prometheus", "wrong"))
+            assert status == 401
+        assert len(calls) == 2  # a wrong password is remembered as wrong, too
+
+
+async def test_client_certificate_required(pki, tmp_path):
+    ca, _, _ = pki
+    client_cert, client_key = ca.issue("scraper", client=True)
+    stranger = CA(tmp_path, "other-ca")
+    stranger_cert, stranger_key = stranger.issue("stranger", client=True)
+    path = write_config(tmp_path, """
+tls_server_config:
+  cert_file: server.crt
+  key_file: server.key
+  client_ca_file: ca.crt
+  client_auth_type: RequireAndVerifyClientCert
+  min_version: TLS13
+""")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        status, _, body = await served.get("/metrics",
+                                           ssl_context=client_context(ca, client_cert, client_key))
+        assert status == 200 and "podresources_up" in body
+        for context in (client_context(ca), client_context(ca, stranger_cert, stranger_key)):
+            with pytest.raises(aiohttp.ClientError):
+                await served.get("/metrics", ssl_context=context)
+        old_client = client_context(ca, client_cert, client_key)
+        old_client.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(aiohttp.ClientError):  # min_version TLS13
+            await served.get("/healthz", ssl_context=old_client)
+
+
+async def test_verify_client_cert_if_given(pki, tmp_path):
+    ca, _, _ = pki
+    stranger = CA(tmp_path, "other-ca")
+    stranger_cert, stranger_key = stranger.issue("stranger", client=True)
+    path = write_config(tmp_path, """
+tls_server_config: {cert_file: server.crt, key_file: server.key, client_ca_file: ca.crt,
+                    client_auth_type: VerifyClientCertIfGiven}
+""")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        status, _, _ = await served.get("/metrics", ssl_context=client_context(ca))
+        assert status == 200
+        with pytest.raises(aiohttp.ClientError):
+            await served.get("/metrics",
+                             ssl_context=client_context(ca, stranger_cert, stranger_key))
+
+
+async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
+    ca, cert, key = pki
+    path = write_config(tmp_path, "tls_server_config: {cert_file: server.crt, key_file: "
+                                  "server.key}\n")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        def presented() -> str:
+            return ssl.get_server_certificate(("127.0.0.1", served.port))
+
+        before = await asyncio.to_thread(presented)
+        assert before == cert.read_text()
+        new_cert, new_key = ca.issue("server-renewed")
+        os.replace(new_key, key)  # the way the kubelet swaps a Secret volume's files
+        os.replace(new_cert, cert)
+        after = await asyncio.to_thread(presented)
+        assert after == cert.read_text() and after != before
+        status, _, _ = await served.get("/healthz", ssl_context=client_context(ca))
+        assert status == 200
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("- a list\n", "the file must be a mapping"),
+    ("tls_server_config: [\n", "not valid YAML"),
+    ("basic_auth_user: {}\n", "unknown key 'basic_auth_user'"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, ca_file: x}\n",
+     "unknown key 'tls_server_config.ca_file'"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, "
+     "cipher_suites: [TLS_AES_128_GCM_SHA256]}\n", "cipher_suites is not supported"),
+    ("rate_limit: {interval: 1s}\n", "rate_limit is not supported"),
+    ("basic_auth_users: {prometheus: secret}\n", "basic_auth_users.prometheus: not a bcrypt hash"),
+    (f"basic_auth_users: {{'a:b': '{HASH}'}}\n", "bad user name 'a:b'"),
+    ("tls_server_config: {cert_file: server.crt}\n", "key_file is missing"),
+    ("tls_server_config: {cert_file: missing.crt, key_file: server.key}\n",
+     "cannot read {dir}/missing.crt"),
+    ("tls_server_config: {cert_file: server.crt, key_file: other.key}\n",
+     "are not a usable pair"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, "
+     "client_auth_type: RequireAnyClientCert, client_ca_file: ca.crt}\n",
+     "RequireAnyClientCert is not supported"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, "
+     "client_auth_type: RequireAndVerifyClientCert}\n", "needs client_ca_file"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, client_ca_file: ca.crt}\n",
+     "never verifies client certificates"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, "
+     "client_auth_type: Sometimes}\n", "unknown value 'Sometimes'"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, min_version: TLS11}\n",
+     "below TLS 1.2 are not allowed"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, min_version: TLS13, "
+     "max_version: TLS12}\n", "min_version is above max_version"),
+    ("tls_server_config: {cert_file: server.crt, key_file: server.key, "
+     "client_ca_file: server.key, client_auth_type: RequireAndVerifyClientCert}\n",
+     "cannot use client_ca_file"),
+    ("http_server_config: {headers: {Server: nginx}}\n", "'Server' is not allowed"),
+    ("http_server_config: {headers: {X-Frame-Options: allow}}\n", "'allow' is not allowed"),
+])
+def test_bad_web_config_exits_2_with_one_line(pki, tmp_path, capsys, text, reason):
+    ca, _, _ = pki
+    CA(tmp_path, "other")  # other.key does not match server.crt
+    path = write_config(tmp_path, text)
+    assert main(["--web-config-file", str(path), "--listen-address", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"podresources-exporter: error: --web-config-file: {path}: ")
+    assert reason.format(dir=tmp_path) in err
+
+
+def test_missing_web_config_file_exits_2_from_a_real_process(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "exporter", "--web-config-file",
+                             str(tmp_path / "absent.yml")], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == (f"podresources-exporter: error: --web-config-file: "
+                             f"{tmp_path}/absent.yml: No such file or directory\n")
+
+
+def test_web_config_from_environment_twin(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PODRESOURCES_EXPORTER_WEB_CONFIG_FILE", str(tmp_path / "absent.yml"))
+    assert main(["--listen-address", "127.0.0.1:0"]) == 2
+    assert "--web-config-file: " in capsys.readouterr().err
+
+
+def test_empty_and_certificate_less_configs_mean_plain_http(tmp_path):
+    assert webconfig.load(write_config(tmp_path, "")).ssl_context() is None
+    config = webconfig.load(write_config(tmp_path, "tls_server_config: {}\nhttp_server_config: "
+                                                   "{http2: false}\n"))
+    assert config.tls is None and config.middlewares() == []
+
+
+def test_htpasswd_style_2y_hashes_are_accepted(tmp_path):
+    hashed = "$2y$" + HASH[4:]
+    config = webconfig.load(write_config(tmp_path, f"basic_auth_users: {{admin: '{hashed}'}}\n"))
+    assert asyncio.run(webconfig.BasicAuth(config.users).check(
+        auth("admin", PASSWORD)["Authorization"]))

@@ -71,9 +71,10 @@ if [ "$(cat .tools/venv/.pinned 2>/dev/null)" != "$stamp" ]; then
   rm -rf .tools/venv
   if python3 -m venv .tools/venv \
       && .tools/venv/bin/python -m pip install --quiet --disable-pip-version-check \
-           "${PY_TOOLS[@]}"; then
+           "${PY_TOOLS[@]}" >.tools/pip.log 2>&1; then
     echo "$stamp" > .tools/venv/.pinned
   else
+    tail -n 20 .tools/pip.log >&2
     echo "install-tools: could not install ${PY_TOOLS[*]} into .tools/venv" >&2
   fi
 fi

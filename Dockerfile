@@ -1,0 +1,61 @@
+# syntax=docker/dockerfile:1
+# podresources-exporter: per-NUMA use of the kubelet's exclusive resources, for Prometheus.
+#
+#   docker build -t podresources-exporter \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
+#
+# Base: Python 3.13 on Debian 13 "trixie", slim variant (no compiler, no build headers), pinned
+# by tag and by digest. Both stages use the same image so the venv's interpreter link resolves
+# identically at build and at run time. The digest is the one public Dependabot-maintained
+# Dockerfiles pinned for python:3.13.15-slim-trixie (the machine this was written on reaches no
+# container registry); check and bump it with
+#   docker buildx imagetools inspect python:3.13.15-slim-trixie
+ARG PYTHON_IMAGE=python:3.13.15-slim-trixie@sha256:7c61056e61ac89e852de05f3dc6fa51a6dd2181797bceed46aa725dd7cb2cd3b
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY exporter ./exporter
+# Wheels only (--only-binary): grpcio, protobuf, aiohttp, bcrypt and PyYAML all publish manylinux
+# wheels, so nothing is compiled and no compiler is ever installed. The dependency versions are
+# the ranges of pyproject.toml; the project wheel is built first so that rule can cover the rest.
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+    && python -m venv /venv \
+    && /venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+    && /venv/bin/pip uninstall --yes pip \
+    && /venv/bin/podresources-exporter --version
+
+FROM ${PYTHON_IMAGE}
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+LABEL org.opencontainers.image.title="podresources-exporter" \
+      org.opencontainers.image.description="Prometheus exporter for per-NUMA use of the kubelet's exclusive CPUs, memory, hugepages, devices and DRA devices (podresources API + sysfs)" \
+      org.opencontainers.image.url="https://github.com/podresources-exporter/podresources-exporter" \
+      org.opencontainers.image.source="https://github.com/podresources-exporter/podresources-exporter" \
+      org.opencontainers.image.documentation="https://github.com/podresources-exporter/podresources-exporter#readme" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.vendor="podresources-exporter authors" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.base.name="docker.io/library/python:3.13.15-slim-trixie"
+# The image's own pip is not needed at run time: one less tool in a container that reads the
+# kubelet's socket.
+RUN python -m pip uninstall --yes --root-user-action=ignore pip
+COPY --from=build /venv /venv
+# Bytecode was compiled at install time; the root filesystem is read-only in the chart.
+ENV PATH=/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Non-root by default, numeric so Kubernetes' runAsNonRoot can verify it. The Helm chart runs
+# the container as uid 0 instead, with every capability dropped: the kubelet creates its
+# pod-resources directory (0750) and socket owned by root, and connect(2) on a unix socket
+# needs write permission on it. Outside Kubernetes (demo, simulate) this user is enough.
+USER 65532:65532
+EXPOSE 10041
+ENTRYPOINT ["podresources-exporter"]

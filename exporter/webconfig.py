@@ -139,10 +139,12 @@ def load(path: str | os.PathLike) -> WebConfig:
 def _parse(document, path: Path) -> WebConfig:
     _mapping(document, "the file")
     _known_keys(document, _SECTIONS, "")
-    config = WebConfig(path=path.resolve())
+    # Relative to the file's directory as named, symlinks kept: a Secret volume's files are
+    # links through ..data to a directory the kubelet replaces on every update.
+    config = WebConfig(path=path.absolute())
     if document.get("tls_server_config") is not None:
         config.tls = _parse_tls(_mapping(document["tls_server_config"], "tls_server_config"),
-                                path.resolve().parent)
+                                path.absolute().parent)
     if document.get("http_server_config") is not None:
         http = _mapping(document["http_server_config"], "http_server_config")
         _known_keys(http, _HTTP_KEYS, "http_server_config.")

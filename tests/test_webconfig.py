@@ -7,9 +7,11 @@ import base64
 import datetime
 import ipaddress
 import os
+import shutil
 import ssl
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import aiohttp
@@ -233,21 +235,39 @@ tls_server_config: {cert_file: server.crt, key_file: server.key, client_ca_file:
                              ssl_context=client_context(ca, stranger_cert, stranger_key))
 
 
+def secret_volume(volume: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` the way the kubelet updates a Secret volume: a new timestamped directory,
+    an atomic swap of the ``..data`` link, the old directory deleted; names link via ``..data``."""
+    volume.mkdir(exist_ok=True)
+    old = os.readlink(volume / "..data") if (volume / "..data").is_symlink() else None
+    fresh = Path(tempfile.mkdtemp(prefix="..20", dir=volume))
+    for name, content in files.items():
+        (fresh / name).write_bytes(content)
+        if not (volume / name).is_symlink():
+            (volume / name).symlink_to(Path("..data") / name)
+    (volume / "..data_tmp").symlink_to(fresh.name)
+    os.replace(volume / "..data_tmp", volume / "..data")
+    if old:
+        shutil.rmtree(volume / old)
+
+
 async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
     ca, cert, key = pki
-    path = write_config(tmp_path, "tls_server_config: {cert_file: server.crt, key_file: "
-                                  "server.key}\n")
-    async with Node(small_profile()) as node, Served(node, path) as served:
+    volume = tmp_path / "secret"
+    config = b"tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
+    secret_volume(volume, {"web-config.yml": config, "tls.crt": cert.read_bytes(),
+                           "tls.key": key.read_bytes()})
+    async with Node(small_profile()) as node, Served(node, volume / "web-config.yml") as served:
         def presented() -> str:
             return ssl.get_server_certificate(("127.0.0.1", served.port))
 
         before = await asyncio.to_thread(presented)
         assert before == cert.read_text()
         new_cert, new_key = ca.issue("server-renewed")
-        os.replace(new_key, key)  # the way the kubelet swaps a Secret volume's files
-        os.replace(new_cert, cert)
+        secret_volume(volume, {"web-config.yml": config, "tls.crt": new_cert.read_bytes(),
+                               "tls.key": new_key.read_bytes()})
         after = await asyncio.to_thread(presented)
-        assert after == cert.read_text() and after != before
+        assert after == new_cert.read_text() and after != before
         status, _, _ = await served.get("/healthz", ssl_context=client_context(ca))
         assert status == 200
 

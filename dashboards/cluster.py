@@ -40,10 +40,10 @@ def fleet() -> list:
     return [
         row("Fleet"),
         stat("Nodes reporting", "Nodes whose exporter Prometheus scrapes.",
-             [query(f"count(podresources_node_info{{{NODES}}})", instant=True)]),
+             [query(f"count(max by (node) (podresources_node_info{{{NODES}}}))", instant=True)]),
         stat("Kubelet unreachable",
              "Nodes whose exporter cannot refresh from the kubelet (their figures are old).",
-             [query(f"sum(podresources_up{{{NODES}}} == bool 0)", instant=True)],
+             [query(f"sum(max by (node) (podresources_up{{{NODES}}}) == bool 0)", instant=True)],
              steps=((None, "green"), (1, "red"))),
         stat("Free exclusive CPUs", "Exclusively assignable CPUs not assigned, all nodes.",
              [query(f"sum({FREE_ON_NODE})", instant=True)]),
@@ -59,7 +59,8 @@ def fleet() -> list:
              steps=((None, "green"), (1, "orange"))),
         stat("Misaligned containers",
              "Containers, on all nodes, whose exclusive resources need more than one NUMA node.",
-             [query(f"sum(podresources_misaligned_containers{{{NODES}}})", instant=True)],
+             [query("sum(max by (node) "
+                    f"(podresources_misaligned_containers{{{NODES}}}))", instant=True)],
              steps=((None, "green"), (1, "orange"))),
     ]
 
@@ -135,7 +136,8 @@ def dra_and_alignment() -> list:
               transformations=[organize({"Value": "devices"})], sort_by="devices", width=8),
         bar_gauge("DRA devices by driver",
                   "Distinct DRA devices prepared for containers, all selected nodes, per driver.",
-                  [query(f"sum by (driver) (podresources_dra_devices_allocated{{{NODES}}})",
+                  [query("sum by (driver) (max by (node, driver, pool) "
+                         f"(podresources_dra_devices_allocated{{{NODES}}}))",
                          "{{driver}}", instant=True)],
                   unit="short", max_value=None, steps=((None, "blue"),), width=8),
         timeseries("Misaligned containers per node",

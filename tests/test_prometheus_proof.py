@@ -16,6 +16,7 @@ import contextlib
 import json
 import math
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -105,7 +106,7 @@ class Prometheus:
             self.process.kill()
             self.process.wait()
         self.log.close()
-        subprocess.run(["rm", "-rf", str(self.dir)], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def output(self) -> str:
         self.log.seek(0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .panels import (
-    UP_MAPPING,
     dashboard,
     datasource_variable,
     merge,

@@ -1,4 +1,4 @@
-"""Per-NUMA accounting of exclusive resources: pure functions over plain data, no I/O.
+"""Per-NUMA accounting of exclusive resources: plain data in, figures out, no I/O.
 
 This module implements the data semantics of the product contract (SPEC section 2):
 
@@ -11,20 +11,25 @@ This module implements the data semantics of the product contract (SPEC section 
 * alignment: how many NUMA nodes each container's exclusive resources need;
 * inconsistent input is counted by kind and never stops the rest of the snapshot.
 
-Group labels and the ``"unknown"`` label are plain strings so that the rendering layer can use
-them as ``numa_node`` label values directly.
+The work is split so that a refresh costs little when little changed. :func:`pod_figures` is a
+pure function of one pod and the topology; a :class:`Ledger` keeps node-wide aggregates (CPU and
+device holders, memory sums) and applies only the pods that appeared, left or changed since the
+previous snapshot. :func:`account` is the same computation from scratch, for one-off use.
+
+Group labels and ``"unknown"`` are plain strings, used as ``numa_node`` label values directly.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from bisect import bisect_left, insort
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Iterable, Sequence
 
 from .model import (
     Allocatable,
     ContainerAssignment,
-    DeviceEntry,
     KubeletSnapshot,
     MemoryBlock,
     NumaIds,
@@ -49,94 +54,11 @@ ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE = "allocated_exceeds_allocatable"
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
 PodKey = tuple[str, str]  # namespace, pod
+Device = tuple[str, str]  # resource, device id
+DraKey = tuple[str, str, str]  # driver, pool, device
 
 
-@dataclass
-class Accounting:
-    """Everything the metrics say about one snapshot, keyed by label values.
-
-    A ``None`` node-level figure means the kubelet did not report that resource at all
-    (so no series is exported); an empty dict means it did, with nothing to show.
-    """
-
-    api_version: str
-    cpus_allocatable: dict[str, int] | None = None
-    cpus_allocated: dict[str, int] | None = None
-    memory_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, type)
-    memory_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
-    devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, resource)
-    devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
-    utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
-    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)  # (driver, pool)
-    misaligned_containers: int | None = None
-    # workload level
-    container_cpus: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
-    container_memory: dict[tuple[str, str, str, str, str], int] = field(default_factory=dict)
-    container_devices: dict[tuple[str, str, str, str, str], int] = field(default_factory=dict)
-    container_numa_nodes: dict[ContainerKey, int] = field(default_factory=dict)
-    pod_cpus: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    pod_memory: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
-    # (resource, device_id, numa, namespace, pod, container)
-    device_info: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
-    # (driver, pool, device, claim, namespace, pod, container, share_id or None)
-    dra_device_info: list[tuple[str, str, str, str, str, str, str, str | None]] = field(
-        default_factory=list)
-    data_issues: Counter = field(default_factory=Counter)
-    issue_examples: dict[str, str] = field(default_factory=dict)
-    pod_level_seen: bool = False
-    pods: int = 0
-    containers: int = 0
-
-
-class _Issues:
-    """Collects data issues with one example message per kind."""
-
-    def __init__(self, counter: Counter, examples: dict[str, str]):
-        self.counter = counter
-        self.examples = examples
-
-    def add(self, kind: str, example: str, count: int = 1) -> None:
-        self.counter[kind] += count
-        self.examples.setdefault(kind, example)
-
-
-class _NumaResolver:
-    """Turns reported NUMA ids into a ``numa_node`` label, checking them against sysfs."""
-
-    def __init__(self, topology: Topology, issues: _Issues):
-        self.known = topology.numa_nodes.keys()
-        self.issues = issues
-        self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
-
-    def ids(self, numa_ids: NumaIds, what: str) -> tuple[int, ...]:
-        """The sorted, de-duplicated known ids; unknown and negative ids are issues."""
-        if not numa_ids:
-            return ()
-        cached = self._cache.get(numa_ids)
-        if cached is None:
-            kept: set[int] = set()
-            problems: list[str] = []
-            for numa_id in numa_ids:
-                if numa_id < 0:
-                    problems.append(ISSUE_NEGATIVE_NUMA_ID)
-                elif numa_id not in self.known:
-                    problems.append(ISSUE_UNKNOWN_NUMA_ID)
-                else:
-                    kept.add(numa_id)
-            cached = (tuple(sorted(kept)), tuple(problems))
-            self._cache[numa_ids] = cached
-        kept_ids, problems = cached
-        for kind in problems:
-            self.issues.add(kind, f"{what} names NUMA ids {list(numa_ids)}; "
-                                  f"sysfs knows {sorted(self.known)}")
-        return kept_ids
-
-    def known_ids_quiet(self, numa_ids: NumaIds) -> tuple[int, ...]:
-        """Known ids without counting issues again (they were counted when attributed)."""
-        if not numa_ids:
-            return ()
-        return tuple(sorted({i for i in numa_ids if i >= 0 and i in self.known}))
-
+# ---- small helpers -------------------------------------------------------------------------
 
 def group_label(numa_ids: tuple[int, ...]) -> str:
     """``()`` -> ``"unknown"``, ``(0,)`` -> ``"0"``, ``(0, 1)`` -> ``"0,1"`` (ids sorted)."""
@@ -152,6 +74,53 @@ def label_ids(label: str) -> tuple[int, ...]:
     return tuple(int(part) for part in label.split(","))
 
 
+class Issues:
+    """Data issues by kind, with one example message per kind."""
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.examples: dict[str, str] = {}
+
+    def add(self, kind: str, example: str, count: int = 1) -> None:
+        self.counts[kind] += count
+        self.examples.setdefault(kind, example)
+
+
+class TopologyView:
+    """The sysfs topology as the accounting asks it: CPU -> NUMA label, NUMA ids -> known ids."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        self.known = frozenset(topology.numa_nodes)
+        self.cpu_label = {cpu: str(numa) for cpu, numa in topology.cpu_to_numa.items()}
+        self._resolved: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
+
+    def resolve(self, numa_ids: NumaIds) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """(sorted known ids, issue kinds) for reported ids; unknown and negative ids dropped."""
+        if not numa_ids:
+            return (), ()
+        cached = self._resolved.get(numa_ids)
+        if cached is None:
+            kept: set[int] = set()
+            problems: list[str] = []
+            for numa_id in numa_ids:
+                if numa_id < 0:
+                    problems.append(ISSUE_NEGATIVE_NUMA_ID)
+                elif numa_id not in self.known:
+                    problems.append(ISSUE_UNKNOWN_NUMA_ID)
+                else:
+                    kept.add(numa_id)
+            cached = self._resolved[numa_ids] = (tuple(sorted(kept)), tuple(problems))
+        return cached
+
+    def ids(self, numa_ids: NumaIds, issues: Issues, what: str) -> tuple[int, ...]:
+        kept, problems = self.resolve(numa_ids)
+        for kind in problems:
+            issues.add(kind, f"{what} names NUMA ids {list(numa_ids)}; sysfs knows "
+                             f"{sorted(self.known)}")
+        return kept
+
+
 def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozenset[int]]) -> int:
     """Size of the smallest NUMA set containing ``required`` and touching every device set.
 
@@ -163,8 +132,7 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
     chosen = set(required)
     residual = {s for s in device_sets if s and not (s & chosen)}
     # A device local to a single node forces that node.
-    forced = {next(iter(s)) for s in residual if len(s) == 1}
-    chosen |= forced
+    chosen |= {next(iter(s)) for s in residual if len(s) == 1}
     residual = [s for s in residual if not (s & chosen)]
     if not residual:
         return len(chosen)
@@ -222,147 +190,151 @@ def apportion_group_memory(
     return total
 
 
-def account(snapshot: KubeletSnapshot, topology: Topology) -> Accounting:
-    """Turn one kubelet snapshot and the sysfs topology into every exported figure."""
-    result = Accounting(api_version=snapshot.api_version)
-    issues = _Issues(result.data_issues, result.issue_examples)
-    resolver = _NumaResolver(topology, issues)
-    cpu_to_numa = topology.cpu_to_numa
-    has_topology = snapshot.api_version != "v1alpha1"
+# ---- one pod -------------------------------------------------------------------------------
 
-    def cpu_label(cpu: int) -> str:
-        numa_id = cpu_to_numa.get(cpu)
-        if numa_id is None:
-            issues.add(ISSUE_UNKNOWN_CPU, f"CPU {cpu} is not listed under any NUMA node in sysfs")
-            return UNKNOWN
-        return str(numa_id)
+@dataclass(eq=False)
+class PodFigures:
+    """Everything one pod contributes; computed once per distinct pod and topology."""
 
-    # ---- walk the pods -------------------------------------------------------------------
-    cpu_owner: dict[int, tuple[PodKey, str | None]] = {}  # cpu -> (pod, container or None)
-    container_cpu_sets: dict[ContainerKey, set[int]] = defaultdict(set)
-    pod_level_cpu_sets: dict[PodKey, set[int]] = defaultdict(set)
-    # device (resource, id) -> raw NUMA ids seen anywhere in List, and its owners
-    device_numa: dict[tuple[str, str], set[int]] = defaultdict(set)
-    device_owners: dict[tuple[str, str], list[ContainerKey]] = defaultdict(list)
-    # per container: (resource, id) -> raw ids
-    container_devices: dict[ContainerKey, dict[tuple[str, str], set[int]]] = defaultdict(dict)
-    container_memory_blocks: dict[ContainerKey, list[MemoryBlock]] = defaultdict(list)
-    pod_memory_blocks: dict[PodKey, list[MemoryBlock]] = defaultdict(list)
-    pod_containers: dict[PodKey, list[ContainerKey]] = defaultdict(list)
-    dra_seen: set[tuple[str, str, str]] = set()
-    dra_info: set[tuple[str, str, str, str, str, str, str, str | None]] = set()
+    key: PodKey
+    with_topology: bool
+    # node-level contributions
+    cpus: frozenset[int] = frozenset()  # pod-level and container-level, each CPU once
+    devices: dict[Device, frozenset[int]] = field(default_factory=dict)  # -> reported NUMA ids
+    memory: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, type) -> bytes
+    dra: frozenset[DraKey] = frozenset()
+    issues: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    pod_level: bool = False
+    containers: int = 0
+    misaligned: int = 0
+    # workload series, keyed by their full label values
+    container_cpus: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    container_memory: dict[tuple[str, str, str, str, str], int] = field(default_factory=dict)
+    container_devices: dict[tuple[str, str, str, str, str], int] = field(default_factory=dict)
+    container_numa_nodes: dict[ContainerKey, int] = field(default_factory=dict)
+    pod_cpus: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    pod_memory: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    device_info: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    dra_device_info: list[tuple[str, str, str, str, str, str, str, str | None]] = field(
+        default_factory=list)
 
-    seen_pods: set[PodKey] = set()
-    for pod in snapshot.pods:
-        pod_key = (pod.namespace, pod.name)
-        if pod_key in seen_pods:
-            issues.add(ISSUE_DUPLICATE_ENTRY, f"pod {pod.namespace}/{pod.name} listed twice")
-        seen_pods.add(pod_key)
-        if pod.cpu_ids or pod.memory:
-            result.pod_level_seen = True
-        for cpu in _unique(pod.cpu_ids, issues, f"pod {pod.namespace}/{pod.name} cpu_ids"):
-            _claim_cpu(cpu, pod_key, None, cpu_owner, issues)
-            pod_level_cpu_sets[pod_key].add(cpu)
-        pod_memory_blocks[pod_key].extend(pod.memory)
-        seen_containers: set[str] = set()
-        for container in pod.containers:
-            key = (pod.namespace, pod.name, container.name)
-            if container.name in seen_containers:
-                issues.add(ISSUE_DUPLICATE_ENTRY,
-                           f"container {key[0]}/{key[1]}/{key[2]} listed twice in its pod")
-            if key not in pod_containers[pod_key]:  # a repeated pod repeats its containers
-                pod_containers[pod_key].append(key)
-            seen_containers.add(container.name)
-            where = f"container {key[0]}/{key[1]}/{key[2]}"
-            for cpu in _unique(container.cpu_ids, issues, f"{where} cpu_ids"):
-                _claim_cpu(cpu, pod_key, container.name, cpu_owner, issues)
-                container_cpu_sets[key].add(cpu)
-            _collect_container_memory(container, key, container_memory_blocks, issues, where)
-            _collect_container_devices(container, key, container_devices, device_numa,
-                                       device_owners, issues, where)
-            for dra in container.dra_devices:
-                if not dra.driver or not dra.device:
+
+def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True) -> PodFigures:
+    """One pod's contribution; ``with_topology`` is False for v1alpha1 (devices only)."""
+    namespace, name = pod.namespace, pod.name
+    figures = PodFigures((namespace, name), with_topology)
+    issues = Issues()
+    where_pod = f"pod {namespace}/{name}"
+
+    # CPUs: the pod-level list includes the containers' own by design
+    pod_level_cpus = set(_unique(pod.cpu_ids, issues, f"{where_pod} cpu_ids"))
+    container_cpus: dict[str, set[int]] = {}
+    container_memory: dict[str, list[MemoryBlock]] = {}
+    container_devices: dict[str, dict[Device, set[int]]] = {}
+    device_holder: dict[Device, str] = {}
+    dra: set[DraKey] = set()
+    dra_device_info: set[tuple] = set()
+    cpu_holder: dict[int, str] = {}
+    names: list[str] = []
+    for container in pod.containers:
+        ctr = container.name
+        where = f"container {namespace}/{name}/{ctr}"
+        if ctr in container_cpus:
+            issues.add(ISSUE_DUPLICATE_ENTRY, f"{where} listed twice in its pod")
+        else:
+            names.append(ctr)
+            container_cpus[ctr] = set()
+            container_memory[ctr] = []
+            container_devices[ctr] = {}
+        for cpu in _unique(container.cpu_ids, issues, f"{where} cpu_ids"):
+            holder = cpu_holder.setdefault(cpu, ctr)
+            if holder != ctr:
+                issues.add(ISSUE_CPU_MULTIPLE_OWNERS,
+                           f"CPU {cpu} assigned to {namespace}/{name}/{holder} and {ctr}")
+            container_cpus[ctr].add(cpu)
+        blocks = container_memory[ctr]
+        for block in container.memory:
+            if not block.memory_type:
+                issues.add(ISSUE_INVALID_ENTRY, f"{where} has a memory block without memory_type")
+            elif block in blocks:
+                issues.add(ISSUE_DUPLICATE_ENTRY, f"{where} repeats memory block {block.memory_type}")
+            else:
+                blocks.append(block)
+        mine = container_devices[ctr]
+        seen_entries: set = set()
+        for entry in container.devices:
+            for device_id in entry.device_ids:
+                if not entry.resource or not device_id:
                     issues.add(ISSUE_INVALID_ENTRY,
-                               f"{where} has a DRA device without driver or device name")
+                               f"{where} has a device entry without resource name or device id")
                     continue
-                dra_seen.add((dra.driver, dra.pool, dra.device))
-                dra_info.add((dra.driver, dra.pool, dra.device, dra.claim_name,
-                              pod.namespace, pod.name, container.name, dra.share_id))
-    result.pods = len(seen_pods)
-    result.containers = sum(len(v) for v in pod_containers.values())
+                identity = (entry.resource, device_id, entry.numa_ids)
+                if identity in seen_entries:
+                    issues.add(ISSUE_DUPLICATE_ENTRY,
+                               f"{where} lists device {entry.resource}/{device_id} twice")
+                    continue
+                seen_entries.add(identity)
+                device = (entry.resource, device_id)
+                holder = device_holder.setdefault(device, ctr)
+                if holder != ctr:
+                    issues.add(ISSUE_DEVICE_MULTIPLE_OWNERS,
+                               f"device {entry.resource}/{device_id} assigned to "
+                               f"{namespace}/{name}/{holder} and {ctr}")
+                raw = mine.setdefault(device, set())
+                if entry.numa_ids:
+                    raw.update(entry.numa_ids)
+        for item in container.dra_devices:
+            if not item.driver or not item.device:
+                issues.add(ISSUE_INVALID_ENTRY, f"{where} has a DRA device without driver or "
+                                                "device name")
+                continue
+            dra.add((item.driver, item.pool, item.device))
+            dra_device_info.add((item.driver, item.pool, item.device, item.claim_name, namespace, name,
+                          ctr, item.share_id))
+    figures.containers = len(names)
+    figures.dra = frozenset(dra)
+    figures.dra_device_info = sorted(dra_device_info, key=lambda row: tuple(x or "" for x in row))
 
-    # ---- CPUs ------------------------------------------------------------------------------
-    allocatable = snapshot.allocatable
-    allocatable_cpus: set[int] | None = None
-    if has_topology and allocatable is not None and allocatable.cpu_ids:
-        allocatable_cpus = set(_unique(allocatable.cpu_ids, issues, "allocatable cpu_ids"))
-        result.cpus_allocatable = Counter(cpu_label(cpu) for cpu in sorted(allocatable_cpus))
-    allocated_cpus = set(cpu_owner)
-    if has_topology:
-        allocated_by_numa: dict[str, int] = {label: 0 for label in (result.cpus_allocatable or {})}
-        for cpu in sorted(allocated_cpus):
-            label = cpu_label(cpu)
-            allocated_by_numa[label] = allocated_by_numa.get(label, 0) + 1
-        result.cpus_allocated = allocated_by_numa
-        if allocatable is not None:
-            outside = allocated_cpus - (allocatable_cpus or set())
-            if outside:
-                issues.add(ISSUE_CPU_NOT_ALLOCATABLE,
-                           f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",
-                           count=len(outside))
-        if result.cpus_allocatable:
-            for label, capacity in result.cpus_allocatable.items():
-                if label != UNKNOWN and capacity > 0:
-                    _set_ratio(result, issues, label, CPU_RESOURCE,
-                               allocated_by_numa.get(label, 0), capacity)
-
-    # ---- memory ----------------------------------------------------------------------------
-    if has_topology:
-        _account_memory(result, allocatable, container_memory_blocks, pod_memory_blocks,
-                        pod_containers, resolver, issues)
-
-    # ---- devices ---------------------------------------------------------------------------
-    _account_devices(result, allocatable if has_topology else None, device_numa, device_owners,
-                     resolver, issues)
-
-    # ---- DRA -------------------------------------------------------------------------------
-    dra_counts: Counter = Counter((driver, pool) for driver, pool, _ in dra_seen)
-    result.dra_devices_allocated = dict(dra_counts)
-    result.dra_device_info = sorted(dra_info, key=lambda row: tuple(x or "" for x in row))
-
-    # ---- workload series and alignment -----------------------------------------------------
-    for key, cpus in container_cpu_sets.items():
-        for label, count in Counter(cpu_label(cpu) for cpu in cpus).items():
-            result.container_cpus[(*key, label)] = count
-    for pod_key, cpus in pod_level_cpu_sets.items():
-        for label, count in Counter(cpu_label(cpu) for cpu in cpus).items():
-            result.pod_cpus[(*pod_key, label)] = count
-    for key, devices in container_devices.items():
+    # devices: the pod's union of reported NUMA ids per device; container rows
+    pod_devices: dict[Device, set[int]] = {}
+    for ctr in names:
         per_group: Counter = Counter()
-        for (resource, device_id), raw_ids in devices.items():
-            label = group_label(resolver.known_ids_quiet(tuple(raw_ids)))
-            per_group[(resource, label)] += 1
-            result.device_info.append((resource, device_id, label, *key))
+        for device, raw in container_devices[ctr].items():
+            pod_devices.setdefault(device, set()).update(raw)
+            label = group_label(view.resolve(tuple(sorted(raw)))[0])
+            per_group[(device[0], label)] += 1
+            figures.device_info.append((device[0], device[1], label, namespace, name, ctr))
         for (resource, label), count in per_group.items():
-            result.container_devices[(*key, resource, label)] = count
-    result.device_info.sort()
+            figures.container_devices[(namespace, name, ctr, resource, label)] = count
+    figures.device_info.sort()
+    for device, raw in pod_devices.items():
+        view.ids(tuple(sorted(raw)), issues, f"device {device[0]}/{device[1]}")
+    figures.devices = {device: frozenset(raw) for device, raw in pod_devices.items()}
 
-    if has_topology:
-        misaligned = 0
-        all_containers = set(container_cpu_sets) | set(container_devices) | set(
-            container_memory_blocks)
-        for key in all_containers:
-            nodes = _container_numa_nodes(key, container_cpu_sets, container_memory_blocks,
-                                          container_devices, cpu_to_numa, resolver)
+    if with_topology:
+        all_cpus = set(pod_level_cpus)
+        for ctr in names:
+            all_cpus |= container_cpus[ctr]
+            for label, count in Counter(_cpu_labels(container_cpus[ctr], view)).items():
+                figures.container_cpus[(namespace, name, ctr, label)] = count
+        for label, count in Counter(_cpu_labels(pod_level_cpus, view)).items():
+            figures.pod_cpus[(namespace, name, label)] = count
+        figures.cpus = frozenset(all_cpus)
+        figures.pod_level = bool(pod.cpu_ids or pod.memory)
+        _pod_memory(figures, pod, names, container_memory, view, issues)
+        for ctr in names:
+            nodes = _container_numa_nodes(container_cpus[ctr], container_memory[ctr],
+                                          container_devices[ctr], view)
             if nodes is not None:
-                result.container_numa_nodes[key] = nodes
-                if nodes > 1:
-                    misaligned += 1
-        result.misaligned_containers = misaligned
-    return result
+                figures.container_numa_nodes[(namespace, name, ctr)] = nodes
+                figures.misaligned += nodes > 1
+    figures.issues = issues.counts
+    figures.examples = issues.examples
+    return figures
 
 
-def _unique(values: tuple, issues: _Issues, what: str) -> tuple:
+def _unique(values: tuple, issues: Issues, what: str) -> tuple:
     """Drop repeated values, counting the repetition as a duplicated entry."""
     if len(set(values)) == len(values):
         return values
@@ -370,142 +342,482 @@ def _unique(values: tuple, issues: _Issues, what: str) -> tuple:
     return tuple(dict.fromkeys(values))
 
 
-def _claim_cpu(cpu: int, pod_key: PodKey, container: str | None,
-               cpu_owner: dict[int, tuple[PodKey, str | None]], issues: _Issues) -> None:
-    """Record who holds ``cpu``; a second holder is an issue, except the pod-level overlap."""
-    owner = cpu_owner.get(cpu)
-    if owner is None:
-        cpu_owner[cpu] = (pod_key, container)
-        return
-    owner_pod, owner_container = owner
-    if owner_pod == pod_key and (owner_container is None or container is None):
-        # Pod-level cpu_ids include the containers' CPUs by design.
-        if owner_container is None and container is not None:
-            cpu_owner[cpu] = (pod_key, container)
-        return
-    if owner_pod == pod_key and owner_container == container:
-        return  # the same container listed twice; already reported as a duplicate
-    issues.add(ISSUE_CPU_MULTIPLE_OWNERS,
-               f"CPU {cpu} assigned to {'/'.join(owner_pod)}/{owner_container or '(pod)'} "
-               f"and {'/'.join(pod_key)}/{container or '(pod)'}")
+def _cpu_labels(cpus: Iterable[int], view: TopologyView) -> Iterable[str]:
+    labels = view.cpu_label
+    return (labels.get(cpu, UNKNOWN) for cpu in cpus)
 
 
-def _collect_container_memory(container: ContainerAssignment, key: ContainerKey,
-                              blocks: dict[ContainerKey, list[MemoryBlock]], issues: _Issues,
-                              where: str) -> None:
-    seen: set[MemoryBlock] = set(blocks.get(key, ()))
-    for block in container.memory:
+def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
+                container_memory: dict[str, list[MemoryBlock]], view: TopologyView,
+                issues: Issues) -> None:
+    namespace, name = figures.key
+    from_containers: Counter = Counter()
+    for ctr in names:
+        for block in container_memory[ctr]:
+            label = group_label(view.ids(block.numa_ids, issues,
+                                         f"memory of {namespace}/{name}/{ctr}"))
+            key = (namespace, name, ctr, label, block.memory_type)
+            figures.container_memory[key] = figures.container_memory.get(key, 0) + block.size
+            from_containers[(label, block.memory_type)] += block.size
+    pod_level: Counter = Counter()
+    for block in pod.memory:
         if not block.memory_type:
-            issues.add(ISSUE_INVALID_ENTRY, f"{where} has a memory block without memory_type")
+            issues.add(ISSUE_INVALID_ENTRY, f"pod {namespace}/{name} memory without type")
             continue
-        if block in seen:
-            issues.add(ISSUE_DUPLICATE_ENTRY, f"{where} repeats memory block {block.memory_type}")
-            continue
-        seen.add(block)
-        blocks[key].append(block)
+        label = group_label(view.ids(block.numa_ids, issues, f"pod memory of {namespace}/{name}"))
+        pod_level[(label, block.memory_type)] += block.size
+    for (label, memory_type), size in pod_level.items():
+        figures.pod_memory[(namespace, name, label, memory_type)] = size
+    for key in from_containers.keys() | pod_level.keys():
+        own, summed = pod_level.get(key, 0), from_containers.get(key, 0)
+        if 0 < own < summed:
+            issues.add(ISSUE_POD_MEMORY_BELOW_CONTAINERS,
+                       f"pod {namespace}/{name} pod-level {key[1]} on NUMA {key[0]} is {own} "
+                       f"bytes, its containers hold {summed}")
+        figures.memory[key] = max(own, summed)
 
 
-def _collect_container_devices(container: ContainerAssignment, key: ContainerKey,
-                               container_devices: dict[ContainerKey, dict[tuple[str, str], set[int]]],
-                               device_numa: dict[tuple[str, str], set[int]],
-                               device_owners: dict[tuple[str, str], list[ContainerKey]],
-                               issues: _Issues, where: str) -> None:
-    mine = container_devices.setdefault(key, {})
-    seen_entries: set[tuple[str, str, NumaIds]] = set()
-    for entry in container.devices:
+def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
+                          devices: dict[Device, set[int]], view: TopologyView) -> int | None:
+    """The alignment rule; ``None`` when nothing of known locality is exclusive to it."""
+    required: set[int] = set()
+    for cpu in cpus:
+        label = view.cpu_label.get(cpu)
+        if label is not None:
+            required.add(int(label))
+    for block in blocks:
+        required.update(view.resolve(block.numa_ids)[0])
+    device_sets = []
+    for raw in devices.values():
+        ids = view.resolve(tuple(sorted(raw)))[0]
+        if ids:
+            device_sets.append(frozenset(ids))
+    if not required and not device_sets:
+        return None
+    return min_numa_nodes(frozenset(required), device_sets)
+
+
+# ---- what the kubelet could assign ---------------------------------------------------------
+
+@dataclass(eq=False)
+class AllocatableFigures:
+    """GetAllocatableResources, attributed to NUMA nodes; computed once per reply."""
+
+    cpus: frozenset[int] | None = None  # None: not reported (policy none, or unknown)
+    cpus_by_numa: dict[str, int] | None = None
+    memory: dict[tuple[str, str], int] = field(default_factory=dict)
+    devices: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, resource)
+    device_capacity: Counter = field(default_factory=Counter)  # (single node, resource)
+    issues: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+
+def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
+                        with_topology: bool = True) -> AllocatableFigures:
+    figures = AllocatableFigures()
+    if allocatable is None or not with_topology:
+        return figures
+    issues = Issues()
+    if allocatable.cpu_ids:
+        cpus = _unique(allocatable.cpu_ids, issues, "allocatable cpu_ids")
+        figures.cpus = frozenset(cpus)
+        figures.cpus_by_numa = dict(Counter(_cpu_labels(cpus, view)))
+        unknown = figures.cpus_by_numa.get(UNKNOWN, 0)
+        if unknown:
+            issues.add(ISSUE_UNKNOWN_CPU, "allocatable CPUs are not listed under any NUMA node "
+                                          "in sysfs", count=unknown)
+    else:
+        figures.cpus = frozenset()
+    memory: Counter = Counter()
+    for block in allocatable.memory:
+        if not block.memory_type:
+            issues.add(ISSUE_INVALID_ENTRY, "allocatable memory block without memory_type")
+            continue
+        label = group_label(view.ids(block.numa_ids, issues, f"allocatable {block.memory_type}"))
+        memory[(label, block.memory_type)] += block.size
+    figures.memory = dict(memory)
+    numa: dict[Device, set[int]] = {}
+    seen: set = set()
+    for entry in allocatable.devices:
         for device_id in entry.device_ids:
             if not entry.resource or not device_id:
-                issues.add(ISSUE_INVALID_ENTRY,
-                           f"{where} has a device entry without resource name or device id")
+                issues.add(ISSUE_INVALID_ENTRY, "allocatable device without name or id")
                 continue
             identity = (entry.resource, device_id, entry.numa_ids)
-            if identity in seen_entries:
+            if identity in seen:
                 issues.add(ISSUE_DUPLICATE_ENTRY,
-                           f"{where} lists device {entry.resource}/{device_id} twice")
+                           f"allocatable device {entry.resource}/{device_id} listed twice")
                 continue
-            seen_entries.add(identity)
-            device = (entry.resource, device_id)
-            raw = mine.get(device)
-            if raw is None:
-                raw = mine[device] = set()
-                owners = device_owners[device]
-                if owners and key not in owners:
-                    issues.add(ISSUE_DEVICE_MULTIPLE_OWNERS,
-                               f"device {entry.resource}/{device_id} assigned to "
-                               f"{'/'.join(owners[0])} and {'/'.join(key)}")
-                if key not in owners:
-                    owners.append(key)
+            seen.add(identity)
+            ids = numa.setdefault((entry.resource, device_id), set())
             if entry.numa_ids:
-                raw.update(entry.numa_ids)
-                device_numa[device].update(entry.numa_ids)
+                ids.update(entry.numa_ids)
+    devices: Counter = Counter()
+    for (resource, device_id), raw in numa.items():
+        ids = view.ids(tuple(sorted(raw)), issues, f"allocatable device {resource}/{device_id}")
+        devices[(group_label(ids), resource)] += 1
+        for node in ids:
+            figures.device_capacity[(node, resource)] += 1
+    figures.devices = dict(devices)
+    figures.issues = issues.counts
+    figures.examples = issues.examples
+    return figures
+
+
+# ---- the whole node ------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Accounting:
+    """Everything the metrics say about one snapshot, keyed by label values.
+
+    A ``None`` node-level figure means the kubelet did not report that resource at all (so no
+    series is exported); an empty dict means it did, with nothing to show. Workload figures
+    live in ``pod_figures`` (one :class:`PodFigures` per pod, in label order); the merged dicts
+    below are built on first use, for reports and tests.
+    """
+
+    api_version: str
+    cpus_allocatable: dict[str, int] | None = None
+    cpus_allocated: dict[str, int] | None = None
+    memory_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, type)
+    memory_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, resource)
+    devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
+    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)  # (driver, pool)
+    misaligned_containers: int | None = None
+    pod_figures: list[PodFigures] = field(default_factory=list)
+    data_issues: Counter = field(default_factory=Counter)
+    issue_examples: dict[str, str] = field(default_factory=dict)
+    pod_level_seen: bool = False
+    containers: int = 0
+
+    @property
+    def pods(self) -> int:
+        return len(self.pod_figures)
+
+    def _merged(self, name: str) -> dict:
+        merged: dict = {}
+        for pod in self.pod_figures:
+            merged.update(getattr(pod, name))
+        return merged
+
+    @property
+    def container_cpus(self) -> dict:
+        return self._merged("container_cpus")
+
+    @property
+    def container_memory(self) -> dict:
+        return self._merged("container_memory")
+
+    @property
+    def container_devices(self) -> dict:
+        return self._merged("container_devices")
+
+    @property
+    def container_numa_nodes(self) -> dict:
+        return self._merged("container_numa_nodes")
+
+    @property
+    def pod_cpus(self) -> dict:
+        return self._merged("pod_cpus")
+
+    @property
+    def pod_memory(self) -> dict:
+        return self._merged("pod_memory")
+
+    @property
+    def device_info(self) -> list:
+        return sorted(row for pod in self.pod_figures for row in pod.device_info)
+
+    @property
+    def dra_device_info(self) -> list:
+        return sorted((row for pod in self.pod_figures for row in pod.dra_device_info),
+                      key=lambda row: tuple(x or "" for x in row))
+
+
+class Ledger:
+    """Node-wide aggregates kept up to date from one snapshot to the next.
+
+    :meth:`update` applies only the pods that appeared, left or changed (pods are compared by
+    identity: the decoder hands back the same object for an unchanged pod), then derives the
+    node figures from the aggregates. When nothing changed it returns the previous
+    :class:`Accounting` object itself, so callers can skip re-rendering.
+    """
+
+    def __init__(self):
+        self._reset(None, None, "v1")
+        self._result: Accounting | None = None
+        self._pod_ids: frozenset[int] = frozenset()
+        self._allocatable: Allocatable | None = None
+        self._allocatable_figures = AllocatableFigures()
+
+    def _reset(self, topology: Topology | None, view: TopologyView | None,
+               api_version: str) -> None:
+        self._topology = topology
+        self._view = view
+        self._api_version = api_version
+        self._pods: dict[PodKey, tuple[PodAssignment, PodFigures]] = {}
+        self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
+        self._order: list[PodKey] = []  # keys of held pods, sorted
+        self._merged: dict[tuple[int, ...], tuple[tuple[PodAssignment, ...], PodAssignment]] = {}
+        self._cpu_holders: Counter = Counter()  # cpu -> pods holding it
+        self._cpu_extra_holders = 0  # holders beyond the first, summed over CPUs
+        self._cpus_by_numa: Counter = Counter()
+        self._device_holders: dict[Device, list[PodFigures]] = {}
+        self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
+        self._devices: Counter = Counter()  # (group, resource)
+        self._device_use: Counter = Counter()  # (single node, resource): devices local to it
+        self._device_extra_holders = 0
+        self._memory: Counter = Counter()  # (group, type)
+        self._memory_holders: Counter = Counter()  # (group, type) -> pods with such a block
+        self._dra_holders: Counter = Counter()
+        self._dra: Counter = Counter()  # (driver, pool)
+        self._issues: Counter = Counter()
+        self._examples: dict[str, str] = {}
+        self._misaligned = 0
+        self._pod_level = 0
+        self._containers = 0
+        self._pod_ids = frozenset()
+        self._listed = 0
+        self._result = None
+
+    def update(self, pods: Sequence[PodAssignment], allocatable: Allocatable | None,
+               topology: Topology, api_version: str = "v1") -> Accounting:
+        """The accounting of this snapshot, reusing everything that did not change."""
+        ids = frozenset(map(id, pods))
+        if (self._result is not None and ids == self._pod_ids and len(ids) == len(pods)
+                and len(pods) == self._listed and allocatable is self._allocatable
+                and topology is self._topology and api_version == self._api_version):
+            return self._result  # the same pods, each listed once, as last time
+        if topology is not self._topology or api_version != self._api_version:
+            self._reset(topology, TopologyView(topology), api_version)
+            self._allocatable = None
+            self._allocatable_figures = AllocatableFigures()
+        if allocatable is not self._allocatable or self._result is None:
+            self._allocatable = allocatable
+            self._allocatable_figures = allocatable_figures(allocatable, self._view,
+                                                            api_version != "v1alpha1")
+        repeated = 0 if self._apply_changes(pods, ids) else self._apply_all(pods)
+        self._pod_ids = ids
+        self._listed = len(pods)
+        self._result = self._finish(repeated)
+        return self._result
+
+    def _apply_changes(self, pods: Sequence[PodAssignment], ids: frozenset[int]) -> bool:
+        """Apply only the pods that left or arrived; False when that is not enough."""
+        if len(ids) != len(pods) or self._merged:
+            return False  # a pod listed twice: merge in the long way
+        gone = {self._key_of[i] for i in self._pod_ids - ids}
+        fresh = [pod for pod in pods if id(pod) not in self._pod_ids]
+        keys = [(pod.namespace, pod.name) for pod in fresh]
+        if len(set(keys)) != len(keys) or any(k in self._pods and k not in gone for k in keys):
+            return False  # a new listing of a pod that is still listed
+        for key in gone:
+            self._forget(key)
+        for key, pod in zip(keys, fresh):
+            self._hold(key, pod)
+        return True
+
+    def _apply_all(self, pods: Sequence[PodAssignment]) -> int:
+        """Compare every pod by key (needed when a pod is listed twice); returns repeats."""
+        current = self._by_key(pods)
+        for key in self._pods.keys() - current.keys():
+            self._forget(key)
+        for key, pod in current.items():
+            held = self._pods.get(key)
+            if held is not None and held[0] is pod:
+                continue
+            if held is not None:
+                self._forget(key)
+            self._hold(key, pod)
+        return len(pods) - len(current)
+
+    def _hold(self, key: PodKey, pod: PodAssignment) -> None:
+        figures = pod_figures(pod, self._view, self._api_version != "v1alpha1")
+        self._pods[key] = (pod, figures)
+        self._key_of[id(pod)] = key
+        insort(self._order, key)
+        self._add(figures)
+
+    def _forget(self, key: PodKey) -> None:
+        pod, figures = self._pods.pop(key)
+        del self._key_of[id(pod)]
+        del self._order[bisect_left(self._order, key)]
+        self._add(figures, sign=-1)
+
+    def _by_key(self, pods: Sequence[PodAssignment]) -> dict[PodKey, PodAssignment]:
+        """Pods by (namespace, name); a pod listed twice is merged into one."""
+        current: dict[PodKey, PodAssignment] = {}
+        repeated: dict[PodKey, list[PodAssignment]] = {}
+        for pod in pods:
+            key = (pod.namespace, pod.name)
+            if key in current:
+                repeated.setdefault(key, [current[key]]).append(pod)
+            current[key] = pod
+        used = {}
+        for key, parts in repeated.items():
+            identity = tuple(map(id, parts))
+            cached = self._merged.get(identity)
+            if cached is None:  # the parts are kept with the result: their ids are the key
+                cached = (tuple(parts), _merge_pods(parts))
+            used[identity] = cached
+            current[key] = cached[1]
+        self._merged = used
+        return current
+
+    def _add(self, figures: PodFigures, sign: int = 1) -> None:
+        self._issues.update({k: sign * v for k, v in figures.issues.items()})
+        if sign > 0:
+            for kind, example in figures.examples.items():
+                self._examples.setdefault(kind, example)
+        self._misaligned += sign * figures.misaligned
+        self._pod_level += sign * figures.pod_level
+        self._containers += sign * figures.containers
+        labels = self._view.cpu_label
+        for cpu in figures.cpus:
+            before = self._cpu_holders[cpu]
+            after = before + sign
+            self._cpu_holders[cpu] = after
+            if before == 0 or after == 0:
+                self._cpus_by_numa[labels.get(cpu, UNKNOWN)] += sign
             else:
-                device_numa.setdefault(device, set())
-    if not mine:
-        del container_devices[key]
+                self._cpu_extra_holders += sign
+            if after == 0:
+                del self._cpu_holders[cpu]
+        for key, size in figures.memory.items():
+            self._memory[key] += sign * size
+            self._memory_holders[key] += sign
+        for key in figures.dra:
+            before = self._dra_holders[key]
+            after = before + sign
+            self._dra_holders[key] = after
+            if before == 0 or after == 0:
+                self._dra[key[:2]] += sign
+            if after == 0:
+                del self._dra_holders[key]
+        for device in figures.devices:
+            resource = device[0]
+            holders = self._device_holders.setdefault(device, [])
+            before = len(holders)
+            if sign > 0:
+                holders.append(figures)
+            else:
+                holders.remove(figures)
+            self._device_extra_holders += max(0, len(holders) - 1) - max(0, before - 1)
+            old = self._device_group.pop(device, None)
+            if old is not None:
+                self._devices[(old[0], resource)] -= 1
+                for node in old[1]:
+                    self._device_use[(node, resource)] -= 1
+            if holders:
+                raw = frozenset().union(*(h.devices[device] for h in holders))
+                ids = self._view.resolve(tuple(sorted(raw)))[0]
+                group = (group_label(ids), ids)
+                self._device_group[device] = group
+                self._devices[(group[0], resource)] += 1
+                for node in ids:
+                    self._device_use[(node, resource)] += 1
+            else:
+                del self._device_holders[device]
+
+    def _finish(self, repeated_pods: int) -> Accounting:
+        with_topology = self._api_version != "v1alpha1"
+        alloc = self._allocatable_figures
+        result = Accounting(api_version=self._api_version)
+        issues = Issues()
+        issues.counts.update(+self._issues)
+        issues.examples.update(self._examples)
+        issues.counts.update(alloc.issues)
+        for kind, example in alloc.examples.items():
+            issues.examples.setdefault(kind, example)
+        if repeated_pods:
+            issues.add(ISSUE_DUPLICATE_ENTRY, "a pod is listed twice", count=repeated_pods)
+        if self._cpu_extra_holders:
+            issues.add(ISSUE_CPU_MULTIPLE_OWNERS, "a CPU is assigned to containers of two pods",
+                       count=self._cpu_extra_holders)
+        if self._device_extra_holders:
+            issues.add(ISSUE_DEVICE_MULTIPLE_OWNERS, "a device is assigned to two pods",
+                       count=self._device_extra_holders)
+
+        if with_topology:
+            if alloc.cpus_by_numa:
+                result.cpus_allocatable = dict(alloc.cpus_by_numa)
+            allocated = {label: 0 for label in (result.cpus_allocatable or {})}
+            allocated.update({k: v for k, v in self._cpus_by_numa.items() if v})
+            result.cpus_allocated = allocated
+            unknown = self._cpus_by_numa.get(UNKNOWN, 0)
+            if unknown:
+                issues.add(ISSUE_UNKNOWN_CPU, "assigned CPUs are not listed under any NUMA node "
+                                              "in sysfs", count=unknown)
+            if self._allocatable is not None:
+                outside = self._cpu_holders.keys() - alloc.cpus
+                if outside:
+                    issues.add(ISSUE_CPU_NOT_ALLOCATABLE,
+                               f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",
+                               count=len(outside))
+            for label, capacity in (result.cpus_allocatable or {}).items():
+                if label != UNKNOWN and capacity > 0:
+                    _set_ratio(result, issues, label, CPU_RESOURCE, allocated.get(label, 0),
+                               capacity)
+            result.memory_allocatable = dict(alloc.memory)
+            memory = {key: 0 for key in alloc.memory}
+            memory.update({k: self._memory[k] for k, n in self._memory_holders.items() if n})
+            result.memory_allocated = memory
+            _memory_utilization(result, issues)
+            result.misaligned_containers = self._misaligned
+        result.devices_allocatable = dict(alloc.devices)
+        devices = {key: 0 for key in alloc.devices}
+        devices.update({k: v for k, v in self._devices.items() if v})
+        result.devices_allocated = devices
+        for (node, resource), capacity in sorted(alloc.device_capacity.items()):
+            _set_ratio(result, issues, str(node), resource,
+                       self._device_use.get((node, resource), 0), capacity)
+        result.dra_devices_allocated = {k: v for k, v in self._dra.items() if v}
+        pods = self._pods
+        result.pod_figures = [pods[key][1] for key in self._order]
+        result.containers = self._containers
+        result.pod_level_seen = self._pod_level > 0
+        result.data_issues = Counter({k: v for k, v in issues.counts.items() if v > 0})
+        result.issue_examples = {k: v for k, v in issues.examples.items()
+                                 if k in result.data_issues}
+        return result
 
 
-def _account_memory(result: Accounting, allocatable: Allocatable | None,
-                    container_blocks: dict[ContainerKey, list[MemoryBlock]],
-                    pod_blocks: dict[PodKey, list[MemoryBlock]],
-                    pod_containers: dict[PodKey, list[ContainerKey]],
-                    resolver: _NumaResolver, issues: _Issues) -> None:
-    # allocatable, by (group label, type)
-    allocatable_by_key: Counter = Counter()
-    if allocatable is not None:
-        for block in allocatable.memory:
-            if not block.memory_type:
-                issues.add(ISSUE_INVALID_ENTRY, "allocatable memory block without memory_type")
-                continue
-            label = group_label(resolver.ids(block.numa_ids, f"allocatable {block.memory_type}"))
-            allocatable_by_key[(label, block.memory_type)] += block.size
-    result.memory_allocatable = dict(allocatable_by_key)
+def _merge_pods(parts: list[PodAssignment]) -> PodAssignment:
+    """One pod from several listings of it: what a later listing repeats is not added again."""
+    containers: dict[str, ContainerAssignment] = {}
+    for part in parts:
+        for container in part.containers:
+            held = containers.get(container.name)
+            containers[container.name] = container if held is None else ContainerAssignment(
+                container.name,
+                _extend(held.cpu_ids, container.cpu_ids),
+                _extend(held.memory, container.memory),
+                _extend(held.devices, container.devices),
+                _extend(held.dra_devices, container.dra_devices))
+    first = parts[0]
+    cpu_ids, memory = first.cpu_ids, first.memory
+    for part in parts[1:]:
+        cpu_ids, memory = _extend(cpu_ids, part.cpu_ids), _extend(memory, part.memory)
+    return PodAssignment(first.namespace, first.name, tuple(containers.values()), cpu_ids, memory)
 
-    # per container, per (group, type)
-    container_sums: dict[ContainerKey, Counter] = {}
-    for key, blocks in container_blocks.items():
-        sums: Counter = Counter()
-        for block in blocks:
-            label = group_label(resolver.ids(block.numa_ids, f"memory of {'/'.join(key)}"))
-            sums[(label, block.memory_type)] += block.size
-        container_sums[key] = sums
-        for (label, memory_type), size in sums.items():
-            result.container_memory[(*key, label, memory_type)] = size
 
-    allocated: Counter = Counter({key: 0 for key in allocatable_by_key})
-    pods = set(pod_containers) | {k[:2] for k in container_blocks} | set(pod_blocks)
-    for pod_key in pods:
-        from_containers: Counter = Counter()
-        for key in pod_containers.get(pod_key, ()):
-            from_containers.update(container_sums.get(key, {}))
-        pod_level: Counter = Counter()
-        for block in pod_blocks.get(pod_key, ()):
-            if not block.memory_type:
-                issues.add(ISSUE_INVALID_ENTRY, f"pod {'/'.join(pod_key)} memory without type")
-                continue
-            label = group_label(resolver.ids(block.numa_ids, f"pod memory of {'/'.join(pod_key)}"))
-            pod_level[(label, block.memory_type)] += block.size
-        for (label, memory_type), size in pod_level.items():
-            result.pod_memory[(*pod_key, label, memory_type)] = size
-        for mem_key in set(from_containers) | set(pod_level):
-            own = pod_level.get(mem_key, 0)
-            summed = from_containers.get(mem_key, 0)
-            if 0 < own < summed:
-                issues.add(ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-                           f"pod {'/'.join(pod_key)} pod-level {mem_key[1]} on NUMA {mem_key[0]} "
-                           f"is {own} bytes, its containers hold {summed}")
-            allocated[mem_key] += max(own, summed)
-    result.memory_allocated = dict(allocated)
+def _extend(held: tuple, more: tuple) -> tuple:
+    return held + tuple(item for item in more if item not in held)
 
-    # utilization per single node and memory type, with group apportioning
-    types = {memory_type for _, memory_type in allocatable_by_key}
+
+def _memory_utilization(result: Accounting, issues: Issues) -> None:
+    """Utilization per single node and memory type, with group memory apportioned."""
+    types = {memory_type for _, memory_type in result.memory_allocatable}
     for memory_type in sorted(types):
         capacity: dict[int, int] = {}
         single: dict[int, int] = {}
         groups: dict[tuple[int, ...], int] = {}
-        for (label, kind), size in allocatable_by_key.items():
+        for (label, kind), size in result.memory_allocatable.items():
             if kind == memory_type and label != UNKNOWN and "," not in label:
                 capacity[int(label)] = capacity.get(int(label), 0) + size
-        for (label, kind), size in allocated.items():
+        for (label, kind), size in result.memory_allocated.items():
             if kind != memory_type or label == UNKNOWN:
                 continue
             ids = label_ids(label)
@@ -519,58 +831,7 @@ def _account_memory(result: Accounting, allocatable: Allocatable | None,
                 _set_ratio(result, issues, str(node), memory_type, totals.get(node, 0), size)
 
 
-def _account_devices(result: Accounting, allocatable: Allocatable | None,
-                     device_numa: dict[tuple[str, str], set[int]],
-                     device_owners: dict[tuple[str, str], list[ContainerKey]],
-                     resolver: _NumaResolver, issues: _Issues) -> None:
-    # allocatable: distinct ids per resource, their NUMA ids merged across entries
-    allocatable_numa: dict[tuple[str, str], set[int]] = {}
-    if allocatable is not None:
-        seen_entries: set[tuple[str, str, NumaIds]] = set()
-        for entry in allocatable.devices:
-            for device_id in entry.device_ids:
-                if not entry.resource or not device_id:
-                    issues.add(ISSUE_INVALID_ENTRY, "allocatable device without name or id")
-                    continue
-                identity = (entry.resource, device_id, entry.numa_ids)
-                if identity in seen_entries:
-                    issues.add(ISSUE_DUPLICATE_ENTRY,
-                               f"allocatable device {entry.resource}/{device_id} listed twice")
-                    continue
-                seen_entries.add(identity)
-                ids = allocatable_numa.setdefault((entry.resource, device_id), set())
-                if entry.numa_ids:
-                    ids.update(entry.numa_ids)
-
-    def groups_of(devices: dict[tuple[str, str], set[int]], what: str) -> dict[tuple[str, str], tuple[int, ...]]:
-        return {device: resolver.ids(tuple(sorted(raw)), f"{what} {device[0]}/{device[1]}")
-                if raw else () for device, raw in devices.items()}
-
-    allocatable_groups = groups_of(allocatable_numa, "allocatable device")
-    allocated_groups = groups_of(device_numa, "device")
-
-    allocatable_counts: Counter = Counter(
-        (group_label(ids), resource) for (resource, _), ids in allocatable_groups.items())
-    allocated_counts: Counter = Counter({key: 0 for key in allocatable_counts})
-    allocated_counts.update(
-        (group_label(ids), resource) for (resource, _), ids in allocated_groups.items())
-    result.devices_allocatable = dict(allocatable_counts)
-    result.devices_allocated = dict(allocated_counts)
-
-    # utilization: a group device counts toward each member node, on both sides
-    capacity: Counter = Counter()
-    for (resource, _), ids in allocatable_groups.items():
-        for node in ids:
-            capacity[(node, resource)] += 1
-    used: Counter = Counter()
-    for (resource, _), ids in allocated_groups.items():
-        for node in ids:
-            used[(node, resource)] += 1
-    for (node, resource), size in sorted(capacity.items()):
-        _set_ratio(result, issues, str(node), resource, used.get((node, resource), 0), size)
-
-
-def _set_ratio(result: Accounting, issues: _Issues, numa: str, resource: str,
+def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
                allocated: int, allocatable: int) -> None:
     if allocatable <= 0:
         return
@@ -583,24 +844,6 @@ def _set_ratio(result: Accounting, issues: _Issues, numa: str, resource: str,
         result.utilization[(numa, resource)] = allocated / allocatable
 
 
-def _container_numa_nodes(key: ContainerKey, cpu_sets: dict[ContainerKey, set[int]],
-                          memory_blocks: dict[ContainerKey, list[MemoryBlock]],
-                          devices: dict[ContainerKey, dict[tuple[str, str], set[int]]],
-                          cpu_to_numa: dict[int, int], resolver: _NumaResolver) -> int | None:
-    """The alignment rule; ``None`` when nothing of known locality is exclusive to it."""
-    required: set[int] = set()
-    for cpu in cpu_sets.get(key, ()):
-        numa_id = cpu_to_numa.get(cpu)
-        if numa_id is not None:
-            required.add(numa_id)
-    for block in memory_blocks.get(key, ()):
-        required.update(resolver.known_ids_quiet(block.numa_ids))
-    device_sets = []
-    for raw in devices.get(key, {}).values():
-        ids = resolver.known_ids_quiet(tuple(raw))
-        if ids:
-            device_sets.append(frozenset(ids))
-    if not required and not device_sets:
-        return None
-    return min_numa_nodes(frozenset(required), device_sets)
-
+def account(snapshot: KubeletSnapshot, topology: Topology) -> Accounting:
+    """Turn one kubelet snapshot and the sysfs topology into every exported figure."""
+    return Ledger().update(snapshot.pods, snapshot.allocatable, topology, snapshot.api_version)

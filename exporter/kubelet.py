@@ -5,8 +5,8 @@ kubelet re-creates the socket; the reconnect back-off is kept short so a restart
 seen again within seconds. Calls never wait for readiness: a missing kubelet answers
 ``UNAVAILABLE`` at once instead of holding a call open.
 
-Replies are fetched as raw bytes and decoded here, so decoding time is measured on its own and
-a reply that is not valid protobuf becomes a clear error instead of a failed call.
+Replies are returned as raw bytes: ``decode.py`` turns them into plain data, reusing what did
+not change, and a reply that is not valid protobuf becomes a clear error there.
 """
 
 from __future__ import annotations
@@ -16,18 +16,9 @@ from dataclasses import dataclass
 
 import grpc
 import grpc.aio
-from google.protobuf.message import DecodeError
 
 from ._proto.v1 import api_pb2 as v1
 from ._proto.v1alpha1 import api_pb2 as v1alpha1
-from .model import (
-    Allocatable,
-    ContainerAssignment,
-    DeviceEntry,
-    DraDevice,
-    MemoryBlock,
-    PodAssignment,
-)
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -103,12 +94,10 @@ def socket_path(socket: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    """A decoded reply and what it cost."""
+    """A reply, undecoded, and how long the call took."""
 
-    value: object
-    reply_bytes: int
-    call_seconds: float
-    decode_seconds: float
+    raw: bytes
+    seconds: float
 
 
 
@@ -155,31 +144,24 @@ class KubeletClient:
 
     async def list_pods(self) -> CallResult:
         """v1 ``List``: every active pod with its exclusive assignments."""
-        return await self._call(METHOD_LIST, self._list, v1.ListPodResourcesRequest(),
-                                lambda raw: pods_from_v1(v1.ListPodResourcesResponse.FromString(raw)))
+        return await self._call(METHOD_LIST, self._list, v1.ListPodResourcesRequest())
 
     async def list_pods_v1alpha1(self) -> CallResult:
         """v1alpha1 ``List`` (devices only) for kubelets that lack v1."""
         return await self._call(METHOD_LIST, self._list_v1alpha1,
-                                v1alpha1.ListPodResourcesRequest(),
-                                lambda raw: pods_from_v1alpha1(
-                                    v1alpha1.ListPodResourcesResponse.FromString(raw)))
+                                v1alpha1.ListPodResourcesRequest())
 
     async def get_allocatable(self) -> CallResult:
         """``GetAllocatableResources``: what could be assigned (healthy devices only)."""
         return await self._call(METHOD_GET_ALLOCATABLE, self._allocatable,
-                                v1.AllocatableResourcesRequest(),
-                                lambda raw: allocatable_from_v1(
-                                    v1.AllocatableResourcesResponse.FromString(raw)))
+                                v1.AllocatableResourcesRequest())
 
     async def get_pod(self, namespace: str, name: str) -> CallResult:
         """``Get`` one pod; used to probe whether the kubelet serves ``Get`` at all."""
         return await self._call(METHOD_GET, self._get,
-                                v1.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace),
-                                lambda raw: pod_from_v1(
-                                    v1.GetPodResourcesResponse.FromString(raw).pod_resources))
+                                v1.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace))
 
-    async def _call(self, method: str, stub, request, decode) -> CallResult:
+    async def _call(self, method: str, stub, request) -> CallResult:
         started = time.perf_counter()
         try:
             raw = await stub(request, timeout=self.timeout, wait_for_ready=False)
@@ -191,13 +173,7 @@ class KubeletClient:
                                classify(code, error.details() or "")) from None
         elapsed = time.perf_counter() - started
         self._observe(method, "OK", elapsed)
-        decode_started = time.perf_counter()
-        try:
-            value = decode(raw)
-        except (DecodeError, ValueError, RecursionError) as error:
-            raise KubeletError(method, "OK", f"reply is not a valid {method} response: {error}",
-                               INVALID_REPLY) from None
-        return CallResult(value, len(raw), elapsed, time.perf_counter() - decode_started)
+        return CallResult(raw, elapsed)
 
     def _observe(self, method: str, code: str, seconds: float) -> None:
         if self.observer is not None:
@@ -206,75 +182,3 @@ class KubeletClient:
 
 def _serialize(message) -> bytes:
     return message.SerializeToString()
-
-
-# ---- protobuf -> plain data ---------------------------------------------------------------
-
-def _numa_ids(message) -> tuple[int, ...] | None:
-    if not message.HasField("topology"):
-        return None
-    return tuple(node.ID for node in message.topology.nodes)
-
-
-def _memory(blocks) -> tuple[MemoryBlock, ...]:
-    return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
-
-
-def _devices(entries) -> tuple[DeviceEntry, ...]:
-    return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
-
-
-def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
-    devices = []
-    for claim in dynamic_resources:
-        for resource in claim.claim_resources:
-            devices.append(DraDevice(
-                driver=resource.driver_name,
-                pool=resource.pool_name,
-                device=resource.device_name,
-                claim_name=claim.claim_name,
-                claim_namespace=claim.claim_namespace,
-                share_id=resource.share_id if resource.HasField("share_id") else None,
-                cdi_devices=tuple(dict.fromkeys(c.name for c in resource.cdi_devices)),
-            ))
-    return tuple(devices)
-
-
-def pod_from_v1(pod) -> PodAssignment:
-    return PodAssignment(
-        namespace=pod.namespace,
-        name=pod.name,
-        containers=tuple(ContainerAssignment(
-            name=c.name,
-            cpu_ids=tuple(c.cpu_ids),
-            memory=_memory(c.memory),
-            devices=_devices(c.devices),
-            dra_devices=_dra(c.dynamic_resources),
-        ) for c in pod.containers),
-        cpu_ids=tuple(pod.cpu_ids),
-        memory=_memory(pod.memory),
-    )
-
-
-def pods_from_v1(reply) -> tuple[PodAssignment, ...]:
-    return tuple(pod_from_v1(pod) for pod in reply.pod_resources)
-
-
-def pods_from_v1alpha1(reply) -> tuple[PodAssignment, ...]:
-    return tuple(PodAssignment(
-        namespace=pod.namespace,
-        name=pod.name,
-        containers=tuple(ContainerAssignment(
-            name=c.name,
-            devices=tuple(DeviceEntry(d.resource_name, tuple(d.device_ids), None)
-                          for d in c.devices),
-        ) for c in pod.containers),
-    ) for pod in reply.pod_resources)
-
-
-def allocatable_from_v1(reply) -> Allocatable:
-    return Allocatable(
-        cpu_ids=tuple(reply.cpu_ids),
-        memory=_memory(reply.memory),
-        devices=_devices(reply.devices),
-    )

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import kubelet
-from .accounting import Accounting, account
+from .accounting import Accounting, Ledger
+from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
-from .rendering import RenderOptions, data_families, render_text
+from .rendering import Renderer, RenderOptions
 from .topology import TopologyError, read_topology
 
 log = logging.getLogger(__name__)
@@ -59,18 +60,6 @@ class Settings:
     render: RenderOptions = field(default_factory=RenderOptions)
 
 
-@dataclass(frozen=True)
-class Exposition:
-    """One rendering of /metrics in both formats; replaced whole, never mutated."""
-
-    generation: int
-    text: bytes
-    openmetrics: bytes
-
-    def body(self, openmetrics: bool) -> bytes:
-        return self.openmetrics if openmetrics else self.text
-
-
 def backoff_delay(attempt: int, cap: float, base: float = BACKOFF_BASE_SECONDS,
                   rng: random.Random | random.SystemRandom = random) -> float:
     """Exponential back-off with full jitter, floored at ``base``: attempt 1 -> [1, 2] s."""
@@ -94,9 +83,14 @@ class Refresher:
         self.snapshot: KubeletSnapshot | None = None
         self.attempted = False
         self.last_error: KubeletError | None = None
-        self.exposition = Exposition(0, b"", b"# EOF\n")
-        self._gzip_cache: dict[tuple[int, bool], bytes] = {}
+        self.generation = 0  # bumped after every refresh attempt
+        self._bodies: dict[tuple[int, bool, bool], bytes] = {}
         self._data = b""
+        self._ledger = Ledger()
+        self._renderer = Renderer(settings.render)
+        self._list_v1 = ListDecoder.v1()
+        self._list_v1alpha1 = ListDecoder.v1alpha1()
+        self._allocatable_decoder = AllocatableDecoder()
         self._allocatable: Allocatable | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
@@ -109,7 +103,6 @@ class Refresher:
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
-        self._render_health()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -141,7 +134,8 @@ class Refresher:
         try:
             self._maybe_reread_topology()
             snapshot = await self._read_kubelet()
-            result = account(snapshot, self.topology)
+            result = self._ledger.update(snapshot.pods, snapshot.allocatable, self.topology,
+                                         snapshot.api_version)
             self._publish(snapshot, result)
             delay = self._succeeded()
         except KubeletError as error:
@@ -154,7 +148,7 @@ class Refresher:
         finally:
             self.health.refresh_duration.observe(time.perf_counter() - started)
             self.attempted = True
-        self._render_health()
+            self.generation += 1
         return delay
 
     async def _wait(self, delay: float) -> None:
@@ -200,17 +194,17 @@ class Refresher:
         caps = self.health.capabilities
         if self._redetect or caps.api_version == "v1":
             try:
-                pods = (await self.client.list_pods()).value
+                pods = self._list_v1.decode((await self.client.list_pods()).raw)
                 self._set_capability("api_version", "v1")
             except KubeletError as error:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
-                pods = (await self.client.list_pods_v1alpha1()).value
+                pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
                 self._set_capability("api_version", "v1alpha1")
                 self._set_capability("get_allocatable", "false")
                 self._set_capability("get", "false")
         else:
-            pods = (await self.client.list_pods_v1alpha1()).value
+            pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
         self._redetect = False
         if caps.api_version != "v1":
             return KubeletSnapshot(pods, None, "v1alpha1")
@@ -247,7 +241,8 @@ class Refresher:
         if not due:
             return
         try:
-            self._allocatable = (await self.client.get_allocatable()).value
+            raw = (await self.client.get_allocatable()).raw
+            self._allocatable = self._allocatable_decoder.decode(raw)
             self._set_capability("get_allocatable", "true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
@@ -268,17 +263,18 @@ class Refresher:
         except TopologyError as error:
             log.warning("keeping the previous NUMA topology: %s", error)
             return
-        if topology.cpu_to_numa != self.topology.cpu_to_numa:
+        if topology.numa_nodes != self.topology.numa_nodes:
             log.info("NUMA topology changed: %d NUMA nodes, %d CPUs",
                      len(topology.numa_nodes), len(topology.cpu_to_numa))
-        self.topology = topology
+            self.topology = topology  # only a real change makes the accounting start over
 
     # ---- outcomes ------------------------------------------------------------------------
 
     def _publish(self, snapshot: KubeletSnapshot, result: Accounting) -> None:
         self.snapshot = snapshot
+        if result is not self.accounting:  # the ledger returns the same object when unchanged
+            self._data = self._renderer.render(result, self.topology)
         self.accounting = result
-        self._data = render_text(data_families(result, self.topology, self.settings.render))
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")
         self.health.count_issues(result.data_issues)
@@ -368,21 +364,19 @@ class Refresher:
 
     # ---- exposition ----------------------------------------------------------------------
 
-    def _render_health(self) -> None:
-        text = self._data + self.health.render(openmetrics=False)
-        openmetrics = self._data + self.health.render(openmetrics=True) + b"# EOF\n"
-        self.exposition = Exposition(self.exposition.generation + 1, text, openmetrics)
-
-    def compressed(self, openmetrics: bool) -> bytes:
-        """The current exposition, gzipped once per rendering however many scrapers ask."""
-        exposition = self.exposition
-        key = (exposition.generation, openmetrics)
-        body = self._gzip_cache.get(key)
+    def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
+        """The /metrics body: the data section as of the last successful refresh, and the
+        health section as of the last attempt. Built at most once per refresh and format."""
+        key = (self.generation, openmetrics, compressed)
+        body = self._bodies.get(key)
         if body is None:
-            body = gzip.compress(exposition.body(openmetrics), compresslevel=6, mtime=0)
-            self._gzip_cache = {k: v for k, v in self._gzip_cache.items()
-                                if k[0] == exposition.generation}
-            self._gzip_cache[key] = body
+            if compressed:
+                body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
+            else:
+                health = self.health.render(openmetrics)
+                body = self._data + health + (b"# EOF\n" if openmetrics else b"")
+            self._bodies = {k: v for k, v in self._bodies.items() if k[0] == self.generation}
+            self._bodies[key] = body
         return body
 
 

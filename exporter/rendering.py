@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from .accounting import Accounting
 from .model import Topology
@@ -141,73 +142,81 @@ def _family(name: str, labels: tuple[str, ...], values: dict) -> GaugeMetricFami
     return family
 
 
-def data_families(accounting: Accounting, topology: Topology,
-                  options: RenderOptions = RenderOptions()) -> list[Metric]:
-    """Node, NUMA and workload families for one snapshot (no health metrics)."""
-    families: list[Metric] = [
-        _family("podresources_numa_node_cpus", ("numa_node",),
-                {str(n.numa_id): len(n.cpus) for n in topology.numa_nodes.values()}),
+def node_series(accounting: Accounting, topology: Topology) -> list[tuple[str, tuple, dict]]:
+    """Node and NUMA series as (name, label names, {label values: value}), those that exist."""
+    series: list[tuple[str, tuple, dict]] = [
+        ("podresources_numa_node_cpus", ("numa_node",),
+         {(str(n.numa_id),): len(n.cpus) for n in topology.numa_nodes.values()}),
     ]
+
+    def add(name: str, labels: tuple, values: dict | None) -> None:
+        if values:
+            series.append((name, labels, {k if isinstance(k, tuple) else (k,): v
+                                          for k, v in values.items()}))
+
     if accounting.cpus_allocatable is not None:
-        families.append(_family("podresources_cpus_allocatable", ("numa_node",),
-                                accounting.cpus_allocatable))
-    if accounting.cpus_allocated:
-        families.append(_family("podresources_cpus_allocated", ("numa_node",),
-                                accounting.cpus_allocated))
-    for name, values in (
-        ("podresources_memory_allocatable_bytes", accounting.memory_allocatable),
-        ("podresources_memory_allocated_bytes", accounting.memory_allocated),
-    ):
-        if values:
-            families.append(_family(name, ("numa_node", "memory_type"), values))
-    for name, values in (
-        ("podresources_devices_allocatable", accounting.devices_allocatable),
-        ("podresources_devices_allocated", accounting.devices_allocated),
-        ("podresources_numa_utilization_ratio", accounting.utilization),
-    ):
-        if values:
-            families.append(_family(name, ("numa_node", "resource"), values))
-    if accounting.dra_devices_allocated:
-        families.append(_family("podresources_dra_devices_allocated", ("driver", "pool"),
-                                accounting.dra_devices_allocated))
+        add("podresources_cpus_allocatable", ("numa_node",), accounting.cpus_allocatable)
+    add("podresources_cpus_allocated", ("numa_node",), accounting.cpus_allocated)
+    add("podresources_memory_allocatable_bytes", ("numa_node", "memory_type"),
+        accounting.memory_allocatable)
+    add("podresources_memory_allocated_bytes", ("numa_node", "memory_type"),
+        accounting.memory_allocated)
+    add("podresources_devices_allocatable", ("numa_node", "resource"),
+        accounting.devices_allocatable)
+    add("podresources_devices_allocated", ("numa_node", "resource"), accounting.devices_allocated)
+    add("podresources_numa_utilization_ratio", ("numa_node", "resource"), accounting.utilization)
+    add("podresources_dra_devices_allocated", ("driver", "pool"),
+        accounting.dra_devices_allocated)
     if accounting.misaligned_containers is not None:
-        family = _gauge("podresources_misaligned_containers")
-        family.add_metric([], accounting.misaligned_containers)
-        families.append(family)
-    if options.workload_metrics:
-        families.extend(_workload_families(accounting, options))
-    return [f for f in families if f.samples or f.name == "podresources_misaligned_containers"]
+        series.append(("podresources_misaligned_containers", (),
+                       {(): accounting.misaligned_containers}))
+    return series
 
 
-def _workload_families(accounting: Accounting, options: RenderOptions) -> list[Metric]:
+def node_families(accounting: Accounting, topology: Topology) -> list[Metric]:
+    """Node and NUMA families (no workload, no health metrics)."""
+    return [_family(name, labels, values)
+            for name, labels, values in node_series(accounting, topology)]
+
+
+def workload_families(source, options: RenderOptions = RenderOptions()) -> list[Metric]:
+    """Workload families from an :class:`Accounting` or one pod's :class:`PodFigures`."""
     container = ("namespace", "pod", "container")
     families = [
-        _family("podresources_container_cpus", (*container, "numa_node"),
-                accounting.container_cpus),
+        _family("podresources_container_cpus", (*container, "numa_node"), source.container_cpus),
         _family("podresources_container_memory_bytes", (*container, "numa_node", "memory_type"),
-                accounting.container_memory),
+                source.container_memory),
         _family("podresources_container_devices", (*container, "resource", "numa_node"),
-                accounting.container_devices),
-        _family("podresources_container_numa_nodes", container, accounting.container_numa_nodes),
-        _family("podresources_pod_cpus", ("namespace", "pod", "numa_node"), accounting.pod_cpus),
+                source.container_devices),
+        _family("podresources_container_numa_nodes", container, source.container_numa_nodes),
+        _family("podresources_pod_cpus", ("namespace", "pod", "numa_node"), source.pod_cpus),
         _family("podresources_pod_memory_bytes", ("namespace", "pod", "numa_node", "memory_type"),
-                accounting.pod_memory),
+                source.pod_memory),
     ]
     if options.device_info:
         families.append(_family(
             "podresources_device_info",
             ("resource", "device_id", "numa_node", "namespace", "pod", "container"),
-            {row: 1 for row in accounting.device_info}))
+            {row: 1 for row in source.device_info}))
         dra = Metric("podresources_dra_device_info",
                      HELP["podresources_dra_device_info"], "gauge")
         names = ("driver", "pool", "device", "claim", "namespace", "pod", "container")
-        for row in accounting.dra_device_info:
+        for row in source.dra_device_info:
             labels = dict(zip(names, row[:7]))
             if row[7] is not None:
                 labels["share_id"] = row[7]
             dra.add_sample("podresources_dra_device_info", labels, 1)
         families.append(dra)
     return families
+
+
+def data_families(accounting: Accounting, topology: Topology,
+                  options: RenderOptions = RenderOptions()) -> list[Metric]:
+    """Every data family of one snapshot, built in one go (the reference for :class:`Renderer`)."""
+    families = node_families(accounting, topology)
+    if options.workload_metrics:
+        families.extend(workload_families(accounting, options))
+    return [f for f in families if f.samples or f.name == "podresources_misaligned_containers"]
 
 
 class _Families:
@@ -223,3 +232,96 @@ class _Families:
 def render_text(families: list[Metric]) -> bytes:
     """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families)."""
     return generate_latest(_Families(families))
+
+
+class Renderer:
+    """Renders the data section of /metrics, doing as little as the change requires.
+
+    A pod's workload series depend only on that pod, so they are rendered (by
+    ``prometheus_client``, in one call per pod) when the pod first appears or changes, and kept
+    with its :class:`PodFigures`; each workload family is those blocks joined under one
+    HELP/TYPE header. Node series keep their label sets from one snapshot to the next, so each
+    one's ``name{labels} `` prefix is rendered by ``prometheus_client`` once and the value is
+    formatted with its ``floatToGoString``.
+    """
+
+    _PREFIX_CACHE_LIMIT = 100_000
+
+    def __init__(self, options: RenderOptions = RenderOptions()):
+        self.options = options
+        self._names = [m.name for m in CATALOG if m.group == "workload"
+                       and (options.device_info or not m.name.endswith("device_info"))]
+        self._rows: dict[int, tuple[bytes, ...]] = {}  # id of a PodFigures -> its blocks
+        self._held: dict[int, object] = {}  # keeps those PodFigures alive
+        self._headers: dict[str, str] = {}
+        self._prefixes: dict[tuple, str] = {}
+        self._node_cache: dict[str, tuple[dict, str]] = {}  # family -> (values, text)
+
+    def render(self, accounting: Accounting, topology: Topology) -> bytes:
+        parts = [self._node_section(accounting, topology).encode()]
+        if self.options.workload_metrics:
+            pods = accounting.pod_figures
+            ids = list(map(id, pods))
+            # the cache holds its pods, so an id found there is that very pod
+            rows = list(map(self._rows.get, ids))
+            for index, row in enumerate(rows):
+                if row is None:
+                    rows[index] = self._render_pod(pods[index])
+            # rows are aligned to self._names: transpose them into one column per family
+            for name, column in zip(self._names, zip(*rows)):
+                body = b"".join(column)
+                if body:
+                    parts.append(self._header(name).encode() + body)
+            for gone in self._rows.keys() - set(ids):
+                del self._rows[gone], self._held[gone]
+        return b"".join(parts)
+
+    def _node_section(self, accounting: Accounting, topology: Topology) -> str:
+        if len(self._prefixes) > self._PREFIX_CACHE_LIMIT:
+            self._prefixes = {}
+        texts = []
+        for name, labels, values in node_series(accounting, topology):
+            cached = self._node_cache.get(name)
+            if cached is not None and cached[0] == values:
+                texts.append(cached[1])
+                continue
+            lines = [self._header(name)]
+            for key in sorted(values):
+                lines.append(self._prefix(name, labels, key))
+                lines.append(floatToGoString(values[key]))
+                lines.append("\n")
+            text = "".join(lines)
+            self._node_cache[name] = (values, text)
+            texts.append(text)
+        return "".join(texts)
+
+    def _prefix(self, name: str, labels: tuple[str, ...], values: tuple[str, ...]) -> str:
+        key = (name, values)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            family = GaugeMetricFamily(name, "", labels=list(labels))
+            family.add_metric(list(values), 0)
+            line = render_text([family]).decode().split("\n")[2]
+            prefix = self._prefixes[key] = line[:line.rindex(" ") + 1]
+        return prefix
+
+    def _render_pod(self, pod) -> tuple[bytes, ...]:
+        families = [f for f in workload_families(pod, self.options) if f.samples]
+        blocks: dict[str, bytes] = {}
+        if families:
+            # one rendering for the pod, cut into per-family blocks without HELP/TYPE lines
+            # (label values never hold a raw newline, so "\n# HELP " only starts a family)
+            text = b"\n" + render_text(families)
+            for family, chunk in zip(families, text.split(b"\n# HELP ")[1:]):
+                body = chunk.split(b"\n", 2)[2]
+                blocks[family.name] = body if body.endswith(b"\n") else body + b"\n"
+        row = tuple(blocks.get(name, b"") for name in self._names)
+        self._rows[id(pod)] = row
+        self._held[id(pod)] = pod
+        return row
+
+    def _header(self, name: str) -> str:
+        header = self._headers.get(name)
+        if header is None:
+            header = self._headers[name] = render_text([Metric(name, HELP[name], "gauge")]).decode()
+        return header

@@ -52,12 +52,10 @@ async def metrics(request: web.Request) -> web.Response:
     _, content_type = choose_encoder(request.headers.get("Accept", ""))
     openmetrics = content_type.startswith(OPENMETRICS)
     headers = {"Content-Type": content_type, "Cache-Control": "no-store"}
-    if "gzip" in request.headers.get("Accept-Encoding", "").lower():
+    compressed = "gzip" in request.headers.get("Accept-Encoding", "").lower()
+    if compressed:
         headers["Content-Encoding"] = "gzip"
-        body = refresher.compressed(openmetrics)
-    else:
-        body = refresher.exposition.body(openmetrics)
-    return web.Response(body=body, headers=headers)
+    return web.Response(body=refresher.body(openmetrics, compressed), headers=headers)
 
 
 async def healthz(request: web.Request) -> web.Response:

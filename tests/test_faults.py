@@ -240,7 +240,7 @@ async def test_hostile_data_is_counted_and_exported_without_breaking_the_exposit
         await exporter.ready()
         await asyncio.sleep(2)  # many different hostile replies
         scrape = await exporter.ready()
-        text = exporter.refresher.exposition.text
+        text = exporter.refresher.body(openmetrics=False)
     issues = scrape.by("podresources_data_issues_total", "kind")
     assert sum(issues.values()) > 10
     assert {k for k, v in issues.items() if v} >= {"duplicate_entry", "invalid_entry",

@@ -61,7 +61,7 @@ async def test_promtool_check_metrics_is_clean():
     async with Node("dual-socket-gpu") as node, Exporter(node.settings()) as exporter:
         await exporter.ready()
         body = (await exporter.get("/metrics", headers={"Accept-Encoding": "identity"}))
-        text = exporter.refresher.exposition.text
+        text = exporter.refresher.body(openmetrics=False)
     assert body.status == 200
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.accounting import UNKNOWN, account, label_ids
+from exporter.accounting import UNKNOWN, Ledger, account, label_ids
 from exporter.model import (
     Allocatable,
     ContainerAssignment,
@@ -26,7 +26,7 @@ from exporter.model import (
     PodAssignment,
     Topology,
 )
-from exporter.rendering import RenderOptions, data_families, render_text
+from exporter.rendering import Renderer, RenderOptions, data_families, render_text
 
 cpu_ids = st.integers(min_value=-2, max_value=40)
 numa_ids = st.integers(min_value=-2, max_value=6)
@@ -137,3 +137,51 @@ def test_rendered_exposition_parses_without_duplicate_series(snapshot, topology)
             assert key not in seen, key
             seen.add(key)
             assert sample.value >= 0
+
+
+def comparable(result):
+    """Every figure of an Accounting, as plain comparable data."""
+    return (result.cpus_allocatable, result.cpus_allocated, result.memory_allocatable,
+            result.memory_allocated, result.devices_allocatable, result.devices_allocated,
+            result.utilization, result.dra_devices_allocated, result.misaligned_containers,
+            result.container_cpus, result.container_memory, result.container_devices,
+            result.container_numa_nodes, result.pod_cpus, result.pod_memory, result.device_info,
+            result.dra_device_info, dict(result.data_issues), result.pod_level_seen,
+            result.pods, result.containers)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pool=st.lists(pods, min_size=1, max_size=8), allocatable=allocatables,
+       topology=topology_strategy(), api=st.sampled_from(["v1", "v1alpha1"]),
+       steps=st.lists(st.tuples(st.lists(st.integers(0, 7), max_size=6), st.booleans()),
+                      min_size=1, max_size=6))
+def test_incremental_ledger_equals_accounting_from_scratch(pool, allocatable, topology, api,
+                                                           steps):
+    """Pods come and go (the same objects reused, as the decoder hands them back)."""
+    ledger = Ledger()
+    for picks, fresh_allocatable in steps:
+        listed = tuple(pool[i % len(pool)] for i in picks)
+        current_allocatable = Allocatable(allocatable.cpu_ids, allocatable.memory,
+                                          allocatable.devices) \
+            if (fresh_allocatable and allocatable) else allocatable
+        incremental = ledger.update(listed, current_allocatable, topology, api)
+        scratch = account(KubeletSnapshot(listed, current_allocatable, api), topology)
+        assert comparable(incremental) == comparable(scratch)
+        again = ledger.update(listed, current_allocatable, topology, api)
+        if len(set(map(id, listed))) == len(listed):  # a repeated pod always takes the long way
+            assert again is incremental  # nothing changed: the same result, nothing recomputed
+        assert comparable(again) == comparable(scratch)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshot=snapshots, topology=topology_strategy(), device_info=st.booleans())
+def test_renderer_matches_rendering_in_one_go(snapshot, topology, device_info):
+    options = RenderOptions(workload_metrics=True, device_info=device_info)
+    result = account(snapshot, topology)
+    incremental = Renderer(options).render(result, topology).decode()
+    reference = render_text(data_families(result, topology, options)).decode()
+
+    def samples(text):
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                      for f in text_string_to_metric_families(text) for s in f.samples)
+    assert samples(incremental) == samples(reference)

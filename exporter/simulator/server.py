@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 DEFAULT_QPS = 100.0
 DEFAULT_BURST = 10
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
-_REPLY_VARIANTS = 4  # shuffled List replies cached per state version
+_REPLY_VARIANTS = 4  # differently ordered List replies cached per state version
 
 
 class TokenBucket:
@@ -251,8 +251,7 @@ class Simulator:
         if self.faults.garbage == "bytes":
             return b"\x0a\xff\xff\xff\xff\x0f"
         allocatable = self.state.allocatable()
-        entries = _device_entries(allocatable.devices)
-        self.rng.shuffle(entries)
+        entries = _device_entries(go_map_order(allocatable.devices, self.rng))
         return v1.AllocatableResourcesResponse(
             devices=entries,
             cpu_ids=allocatable.cpu_ids,
@@ -297,8 +296,7 @@ class Simulator:
         for container in assignment.containers:
             if container.name in sidecars and not with_sidecars:
                 continue
-            devices = _device_entries(container.devices)
-            self.rng.shuffle(devices)
+            devices = _device_entries(go_map_order(container.devices, self.rng))
             claims: dict[tuple[str, str], list] = {}
             if with_dra:
                 for dra in container.dra_devices:
@@ -309,7 +307,7 @@ class Simulator:
                             device_name=dra.device, share_id=dra.share_id))
             dynamic = []
             for (claim_name, claim_namespace), resources in claims.items():
-                self.rng.shuffle(resources)
+                resources = _rotated(resources, self.rng)
                 dynamic.append(v1.DynamicResource(claim_name=claim_name,
                                                   claim_namespace=claim_namespace,
                                                   claim_resources=resources))
@@ -334,6 +332,26 @@ class Simulator:
             "faults": asdict(self.faults),
             "calls": self.stats.by_code(),
         }
+
+
+def _rotated(items: list, rng: random.Random) -> list:
+    """Go iterates a small map from a random slot, wrapping around: a random rotation."""
+    if len(items) < 2:
+        return list(items)
+    start = rng.randrange(len(items))
+    return items[start:] + items[:start]
+
+
+def go_map_order(devices: tuple[DeviceEntry, ...], rng: random.Random) -> list[DeviceEntry]:
+    """Devices in the order the kubelet emits them: it walks ``map[resource]map[deviceID]``,
+    so resources come in a rotated order and each resource's devices in a rotated order."""
+    by_resource: dict[str, list[DeviceEntry]] = {}
+    for device in devices:
+        by_resource.setdefault(device.resource, []).append(device)
+    ordered: list[DeviceEntry] = []
+    for resource in _rotated(list(by_resource), rng):
+        ordered.extend(_rotated(by_resource[resource], rng))
+    return ordered
 
 
 def _to_bytes(reply) -> bytes:

@@ -1,0 +1,271 @@
+"""Kubelet replies -> plain data, handing back the same object for what did not change.
+
+Decoding is protobuf's (upb, in C). Converting every message into Python objects on every
+refresh would cost far more than the decode itself, so each pod is converted once: the reply is
+cut into its pods' encoded bytes (reading only the top-level framing), and bytes seen before map
+straight to the earlier :class:`PodAssignment`. The kubelet lists device entries in a varying
+order (Go map iteration), so a second, order-free key (the sorted encoded entries of each
+container) catches the same pod in a new order. The accounting's
+:class:`~exporter.accounting.Ledger` then recognises unchanged pods by identity.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from google.protobuf.message import DecodeError
+
+from ._proto.v1 import api_pb2 as v1
+from ._proto.v1alpha1 import api_pb2 as v1alpha1
+from .kubelet import INVALID_REPLY, KubeletError
+from .model import (
+    Allocatable,
+    ContainerAssignment,
+    DeviceEntry,
+    DraDevice,
+    MemoryBlock,
+    PodAssignment,
+)
+
+# Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
+# this many entries per listed pod (a container with many devices has many orderings).
+PRUNE_SECONDS = 60.0
+MAX_VARIANTS_PER_POD = 16
+
+
+def invalid_reply(method: str, error: Exception) -> KubeletError:
+    return KubeletError(method, "OK", f"reply is not a valid {method} response: {error}",
+                        INVALID_REPLY)
+
+
+# ---- protobuf -> plain data ---------------------------------------------------------------
+
+def _numa_ids(message) -> tuple[int, ...] | None:
+    if not message.HasField("topology"):
+        return None
+    return tuple(node.ID for node in message.topology.nodes)
+
+
+def _memory(blocks) -> tuple[MemoryBlock, ...]:
+    return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
+
+
+def _devices(entries) -> tuple[DeviceEntry, ...]:
+    return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
+
+
+def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
+    devices = []
+    for claim in dynamic_resources:
+        for resource in claim.claim_resources:
+            devices.append(DraDevice(
+                driver=resource.driver_name,
+                pool=resource.pool_name,
+                device=resource.device_name,
+                claim_name=claim.claim_name,
+                claim_namespace=claim.claim_namespace,
+                share_id=resource.share_id if resource.HasField("share_id") else None,
+                cdi_devices=tuple(dict.fromkeys(c.name for c in resource.cdi_devices)),
+            ))
+    return tuple(devices)
+
+
+def pod_from_v1(pod) -> PodAssignment:
+    return PodAssignment(
+        namespace=pod.namespace,
+        name=pod.name,
+        containers=tuple(ContainerAssignment(
+            name=c.name,
+            cpu_ids=tuple(c.cpu_ids),
+            memory=_memory(c.memory),
+            devices=_devices(c.devices),
+            dra_devices=_dra(c.dynamic_resources),
+        ) for c in pod.containers),
+        cpu_ids=tuple(pod.cpu_ids),
+        memory=_memory(pod.memory),
+    )
+
+
+def pod_from_v1alpha1(pod) -> PodAssignment:
+    return PodAssignment(
+        namespace=pod.namespace,
+        name=pod.name,
+        containers=tuple(ContainerAssignment(
+            name=c.name,
+            devices=tuple(DeviceEntry(d.resource_name, tuple(d.device_ids), None)
+                          for d in c.devices),
+        ) for c in pod.containers),
+    )
+
+
+def allocatable_from_v1(reply) -> Allocatable:
+    return Allocatable(
+        cpu_ids=tuple(reply.cpu_ids),
+        memory=_memory(reply.memory),
+        devices=_devices(reply.devices),
+    )
+
+
+# ---- order-free keys ----------------------------------------------------------------------
+
+_device_bytes = v1.ContainerDevices.SerializeToString
+_memory_bytes = v1.ContainerMemory.SerializeToString
+_claim_bytes = v1.ClaimResource.SerializeToString
+_alpha_device_bytes = v1alpha1.ContainerDevices.SerializeToString
+
+
+def _claim_key(claim) -> tuple:
+    return (claim.claim_name, claim.claim_namespace,
+            tuple(sorted(map(_claim_bytes, claim.claim_resources))))
+
+
+def order_free_key_v1(pod) -> tuple:
+    """Equal for two listings of the same pod that differ only in the order of entries."""
+    return (pod.namespace, pod.name, tuple(pod.cpu_ids), tuple(sorted(map(_memory_bytes,
+                                                                           pod.memory))),
+            tuple((c.name, tuple(c.cpu_ids), tuple(sorted(map(_memory_bytes, c.memory))),
+                   tuple(sorted(map(_device_bytes, c.devices))),
+                   tuple(sorted(map(_claim_key, c.dynamic_resources))))
+                  for c in pod.containers))
+
+
+def order_free_key_v1alpha1(pod) -> tuple:
+    return (pod.namespace, pod.name,
+            tuple((c.name, tuple(sorted(map(_alpha_device_bytes, c.devices))))
+                  for c in pod.containers))
+
+
+# ---- decoders -----------------------------------------------------------------------------
+
+def split_repeated_field(raw: bytes, field_number: int = 1) -> list[bytes]:
+    """The encoded elements of one repeated message field, without decoding them.
+
+    Reads only the protobuf framing of the top-level message (tag, length) and skips every
+    other field, so each pod's bytes can be looked up before anything is decoded. Raises
+    ``ValueError`` on anything it does not follow; callers then let protobuf decode the whole.
+    """
+    chunks = []
+    position, end = 0, len(raw)
+    while position < end:
+        key, position = _varint(raw, position)
+        wire_type = key & 7
+        if wire_type == 2:
+            length, position = _varint(raw, position)
+            stop = position + length
+            if stop > end:
+                raise ValueError("truncated field")
+            if key >> 3 == field_number:
+                chunks.append(raw[position:stop])
+            position = stop
+        elif wire_type == 0:
+            _, position = _varint(raw, position)
+        elif wire_type == 1:
+            position += 8
+        elif wire_type == 5:
+            position += 4
+        else:
+            raise ValueError(f"wire type {wire_type}")
+    if position != end:
+        raise ValueError("truncated field")
+    return chunks
+
+
+def _varint(raw: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if position >= len(raw) or shift > 63:
+            raise ValueError("bad varint")
+        byte = raw[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
+class ListDecoder:
+    """Decodes ``List`` replies; an unchanged pod comes back as the same object."""
+
+    def __init__(self, reply_type, pod_type, convert: Callable, order_free_key: Callable,
+                 method: str = "List"):
+        self._reply_type = reply_type
+        self._pod_type = pod_type
+        self._serialize = pod_type.SerializeToString
+        self._convert = convert
+        self._order_free_key = order_free_key
+        self._method = method
+        self._by_bytes: dict[bytes, PodAssignment] = {}
+        self._by_key: dict[tuple, PodAssignment] = {}
+        self._pruned_at = time.monotonic()
+
+    @classmethod
+    def v1(cls) -> "ListDecoder":
+        return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1)
+
+    @classmethod
+    def v1alpha1(cls) -> "ListDecoder":
+        return cls(v1alpha1.ListPodResourcesResponse, v1alpha1.PodResources, pod_from_v1alpha1,
+                   order_free_key_v1alpha1)
+
+    def decode(self, raw: bytes) -> tuple[PodAssignment, ...]:
+        try:
+            chunks = split_repeated_field(raw)
+        except ValueError:
+            chunks = self._reserialized(raw)  # framing we do not follow: let protobuf decode
+        pods = list(map(self._by_bytes.get, chunks))  # known pods, at C speed
+        for index, pod in enumerate(pods):
+            if pod is None:
+                pods[index] = self._learn(chunks[index])
+        self._prune(pods)
+        return tuple(pods)
+
+    def _reserialized(self, raw: bytes) -> list[bytes]:
+        try:
+            reply = self._reply_type.FromString(raw)
+        except (DecodeError, ValueError, RecursionError) as error:
+            raise invalid_reply(self._method, error) from None
+        return [self._serialize(message) for message in reply.pod_resources]
+
+    def _learn(self, chunk: bytes) -> PodAssignment:
+        """A pod not seen in these exact bytes: decode it, and find it if seen in another order."""
+        try:
+            message = self._pod_type.FromString(chunk)
+        except (DecodeError, ValueError, RecursionError) as error:
+            raise invalid_reply(self._method, error) from None
+        key = self._order_free_key(message)
+        pod = self._by_key.get(key)
+        if pod is None:
+            pod = self._by_key[key] = self._convert(message)
+        self._by_bytes[chunk] = pod
+        return pod
+
+    def _prune(self, pods: list[PodAssignment]) -> None:
+        limit = MAX_VARIANTS_PER_POD * (len(pods) + 16)
+        if len(self._by_bytes) <= limit and time.monotonic() - self._pruned_at < PRUNE_SECONDS:
+            return
+        self._pruned_at = time.monotonic()
+        live = {id(pod) for pod in pods}
+        self._by_key = {k: v for k, v in self._by_key.items() if id(v) in live}
+        self._by_bytes = {k: v for k, v in self._by_bytes.items() if id(v) in live}
+        if len(self._by_bytes) > limit:
+            self._by_bytes = {}  # too many orderings to keep: learn them again
+
+
+class AllocatableDecoder:
+    """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._value: Allocatable | None = None
+
+    def decode(self, raw: bytes) -> Allocatable:
+        try:
+            reply = v1.AllocatableResourcesResponse.FromString(raw)
+        except (DecodeError, ValueError, RecursionError) as error:
+            raise invalid_reply("GetAllocatableResources", error) from None
+        key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
+               tuple(sorted(map(_device_bytes, reply.devices))))
+        if key != self._key or self._value is None:
+            self._key, self._value = key, allocatable_from_v1(reply)
+        return self._value

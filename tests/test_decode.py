@@ -1,0 +1,86 @@
+"""Decoding kubelet replies: unchanged pods come back as the same objects."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from exporter._proto.v1 import api_pb2 as v1
+from exporter.decode import AllocatableDecoder, ListDecoder
+from exporter.kubelet import INVALID_REPLY, KubeletError
+
+
+def entry(resource, device, numa):
+    return v1.ContainerDevices(resource_name=resource, device_ids=[device],
+                               topology=v1.TopologyInfo(nodes=[v1.NUMANode(ID=numa)]))
+
+
+def reply(devices, cpus=(1, 2), name="p"):
+    pod = v1.PodResources(namespace="ns", name=name, containers=[
+        v1.ContainerResources(name="c", cpu_ids=list(cpus), devices=devices)])
+    return v1.ListPodResourcesResponse(pod_resources=[pod]).SerializeToString()
+
+
+def test_same_pod_in_another_device_order_is_the_same_object():
+    entries = [entry("r/x", f"d{i}", i % 2) for i in range(6)]
+    decoder = ListDecoder.v1()
+    first = decoder.decode(reply(entries))[0]
+    rng = random.Random(1)
+    for _ in range(10):
+        shuffled = entries[:]
+        rng.shuffle(shuffled)
+        assert decoder.decode(reply(shuffled))[0] is first
+    assert {d.device_ids[0] for d in first.containers[0].devices} == {f"d{i}" for i in range(6)}
+
+
+def test_a_changed_pod_is_a_new_object():
+    decoder = ListDecoder.v1()
+    first = decoder.decode(reply([entry("r/x", "d0", 0)]))[0]
+    changed = decoder.decode(reply([entry("r/x", "d0", 1)]))[0]
+    assert changed is not first
+    assert changed.containers[0].devices[0].numa_ids == (1,)
+    assert decoder.decode(reply([entry("r/x", "d0", 0)], cpus=(1, 3)))[0].containers[0].cpu_ids \
+        == (1, 3)
+
+
+def test_invalid_bytes_are_an_invalid_reply():
+    with pytest.raises(KubeletError) as caught:
+        ListDecoder.v1().decode(b"\xff\xff\xff\xff")
+    assert caught.value.kind == INVALID_REPLY
+    with pytest.raises(KubeletError):
+        AllocatableDecoder().decode(b"\x0a\xff\xff\xff\xff\x0f")
+
+
+def test_allocatable_in_another_order_is_the_same_object():
+    devices = [entry("r/x", f"d{i}", 0) for i in range(5)]
+    decoder = AllocatableDecoder()
+    first = decoder.decode(v1.AllocatableResourcesResponse(devices=devices,
+                                                           cpu_ids=[1, 2]).SerializeToString())
+    again = decoder.decode(v1.AllocatableResourcesResponse(devices=devices[::-1],
+                                                           cpu_ids=[1, 2]).SerializeToString())
+    assert again is first
+    other = decoder.decode(v1.AllocatableResourcesResponse(devices=devices[:4],
+                                                           cpu_ids=[1, 2]).SerializeToString())
+    assert other is not first and len(other.devices) == 4
+
+
+def test_split_matches_protobuf_and_skips_other_fields():
+    from exporter.decode import split_repeated_field
+    pods = [v1.PodResources(namespace="ns", name=f"p{i}", cpu_ids=[i, 300 + i]) for i in range(3)]
+    raw = v1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
+    assert split_repeated_field(raw) == [p.SerializeToString() for p in pods]
+    # a field this client does not know (number 7: varint, length-delimited, fixed64, fixed32)
+    unknown = b"\x38\x96\x01" + b"\x3a\x02hi" + b"\x39" + b"\x00" * 8 + b"\x3d" + b"\x00" * 4
+    assert split_repeated_field(unknown + raw) == [p.SerializeToString() for p in pods]
+    assert [p.name for p in ListDecoder.v1().decode(unknown + raw)] == ["p0", "p1", "p2"]
+    for broken in (raw[:-1], b"\x0a\x05abc", b"\x0b", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"):
+        with pytest.raises(ValueError):
+            split_repeated_field(broken)
+
+
+def test_a_reply_that_does_not_split_is_left_to_protobuf():
+    pods = [v1.PodResources(namespace="ns", name="p")]
+    raw = v1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
+    group = b"\x3b\x3c"  # an (empty) group, wire types 3 and 4: protobuf accepts it
+    assert [p.name for p in ListDecoder.v1().decode(group + raw)] == ["p"]

@@ -101,6 +101,8 @@ class TopologyView:
             return (), ()
         cached = self._resolved.get(numa_ids)
         if cached is None:
+            if len(self._resolved) > 4096:  # hostile data: many distinct id lists
+                self._resolved = {}
             kept: set[int] = set()
             problems: list[str] = []
             for numa_id in numa_ids:

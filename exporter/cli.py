@@ -17,13 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__, kubelet, webconfig
+from . import __version__, kubelet
 from .health import Health
 from .logs import LEVELS, setup_logging
 from .refresh import Refresher, Settings
 from .rendering import RenderOptions
 from .server import make_app, start_http
-from .simulator.profile import ProfileError
 from .topology import TopologyError, read_topology
 
 log = logging.getLogger(__name__)
@@ -198,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                           metavar="SECONDS", help="replace pods every SECONDS")
     simulate.add_argument("--churn-pods", type=non_negative_int, default=1,
                           help="pods replaced per churn step (default: %(default)s)")
+    simulate.add_argument("--state-dir", default=None, metavar="DIR",
+                          help="keep kubelet-like state files here, rewritten on every change "
+                               "(for the exporter's --watch-path)")
     simulate.add_argument("--seed", type=non_negative_int, default=None,
                           help="random seed for allocation order and churn")
     simulate.add_argument("--qps", type=positive_float, default=100.0,
@@ -270,10 +272,11 @@ def settings_from(args: argparse.Namespace, **overrides) -> Settings:
 
 # ---- commands -----------------------------------------------------------------------------
 
-def load_web_config(args: argparse.Namespace) -> webconfig.WebConfig | None:
+def load_web_config(args: argparse.Namespace) -> "webconfig.WebConfig | None":
     """The ``--web-config-file`` settings, checked before anything starts (bad: exit 2)."""
     if not getattr(args, "web_config_file", None):
         return None
+    from . import webconfig  # TLS and bcrypt only for those who configure them
     try:
         return webconfig.load(args.web_config_file)
     except webconfig.WebConfigError as error:
@@ -282,7 +285,7 @@ def load_web_config(args: argparse.Namespace) -> webconfig.WebConfig | None:
 
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None, started=None,
-                web_config: webconfig.WebConfig | None = None) -> int:
+                web_config: "webconfig.WebConfig | None" = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
     try:
         topology = read_topology(settings.sysfs_root)
@@ -367,9 +370,9 @@ async def snapshot(args: argparse.Namespace) -> int:
 
 
 async def demo(args: argparse.Namespace) -> int:
-    from .simulator import NodeState, Simulator, load_profile, write_sysfs
+    from .simulator import NodeState, Simulator, write_sysfs
 
-    spec = load_profile(args.profile)
+    spec = _profile(args.profile)
     workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
     try:
         sysfs = write_sysfs(spec, workdir / "sys")
@@ -396,6 +399,14 @@ async def demo(args: argparse.Namespace) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _profile(name: str):
+    from .simulator import ProfileError, load_profile
+    try:
+        return load_profile(name)
+    except ProfileError as error:
+        raise UsageError(f"--profile: {error}") from None
+
+
 async def _churn(simulator, interval: float, pods: int) -> None:
     while True:
         await asyncio.sleep(interval)
@@ -406,10 +417,10 @@ async def _churn(simulator, interval: float, pods: int) -> None:
 async def simulate(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from .simulator import NodeState, Simulator, load_profile, write_sysfs
+    from .simulator import NodeState, Simulator, write_sysfs
     from .simulator.control import control_app
 
-    spec = load_profile(args.profile)
+    spec = _profile(args.profile)
     if args.sysfs_root:
         write_sysfs(spec, args.sysfs_root)
     simulator = Simulator(NodeState(spec, seed=args.seed), kubelet.socket_path(args.socket),
@@ -426,13 +437,15 @@ async def simulate(args: argparse.Namespace) -> int:
         await site.start()
         log.info("simulator control endpoint on http://%s:%d/state", host or "127.0.0.1",
                  runner.addresses[0][1])
-    churn = None
+    tasks = []
     if args.churn_interval:
-        churn = asyncio.create_task(_churn(simulator, args.churn_interval, args.churn_pods))
+        tasks.append(asyncio.create_task(_churn(simulator, args.churn_interval, args.churn_pods)))
+    if args.state_dir:
+        tasks.append(asyncio.create_task(simulator.keep_state_files(args.state_dir)))
     log.info("simulating %s (%s): %d pods", spec.name, args.profile, len(simulator.state.pods))
     await stop.wait()
-    if churn is not None:
-        churn.cancel()
+    for task in tasks:
+        task.cancel()
     if runner is not None:
         await runner.cleanup()
     await simulator.stop()
@@ -451,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(simulate(args))
         return asyncio.run(serve(settings_from(args), args.listen_address,
                                  web_config=load_web_config(args)))
-    except (UsageError, ProfileError) as error:
+    except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

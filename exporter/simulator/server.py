@@ -11,10 +11,12 @@ healthy devices only in ``GetAllocatableResources``, DRA claims, and one global 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
 import time
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -164,6 +166,16 @@ class Simulator:
 
     def churn(self, count: int) -> tuple[list[str], list[str]]:
         return self.state.churn(count)
+
+    async def keep_state_files(self, directory: str | os.PathLike, period: float = 0.05) -> None:
+        """Rewrite kubelet-like state files under ``directory`` whenever assignments change,
+        as the kubelet's CPU, memory, device and DRA managers do (for ``--watch-path``)."""
+        written = None
+        while True:
+            if self.state.version != written:
+                written = self.state.version
+                write_state_files(self.state, Path(directory))
+            await asyncio.sleep(period)
 
     # ---- request handling ----------------------------------------------------------------
 
@@ -352,6 +364,52 @@ def go_map_order(devices: tuple[DeviceEntry, ...], rng: random.Random) -> list[D
     for resource in _rotated(list(by_resource), rng):
         ordered.extend(_rotated(by_resource[resource], rng))
     return ordered
+
+
+def write_state_files(state: NodeState, directory: Path) -> None:
+    """``cpu_manager_state``, ``memory_manager_state``, ``dra_manager_state`` and
+    ``device-plugins/kubelet_internal_checkpoint``, shaped like the kubelet's checkpoints and
+    replaced atomically (write, then rename), as its checkpoint manager does."""
+    from ..topology import format_cpulist
+
+    cpus: dict = {}
+    memory: dict = {}
+    devices: list = []
+    claims: dict = {}
+    for (namespace, name), pod in state.pods.items():
+        uid = f"{namespace}/{name}"
+        for container in pod.assignment.containers:
+            if container.cpu_ids:
+                cpus.setdefault(uid, {})[container.name] = format_cpulist(container.cpu_ids)
+            if container.memory:
+                memory.setdefault(uid, {})[container.name] = [
+                    {"numaAffinity": list(b.numa_ids or ()), "type": b.memory_type, "size": b.size}
+                    for b in container.memory]
+            for device in container.devices:
+                devices.append({"PodUID": uid, "ContainerName": container.name,
+                                "ResourceName": device.resource,
+                                "DeviceIDs": {str(n): list(device.device_ids)
+                                              for n in (device.numa_ids or (-1,))}})
+            for dra in container.dra_devices:
+                claims.setdefault(f"{dra.claim_namespace}/{dra.claim_name}", []).append(
+                    {"driver": dra.driver, "pool": dra.pool, "device": dra.device})
+    free = set().union(*state.free_cpus.values()) if state.free_cpus else set()
+    files = {
+        "cpu_manager_state": {"policyName": state.spec.cpu_manager_policy,
+                              "defaultCpuSet": format_cpulist(free), "entries": cpus},
+        "memory_manager_state": {"policyName": state.spec.memory_manager_policy,
+                                 "entries": memory},
+        "dra_manager_state": {"claims": claims},
+        "device-plugins/kubelet_internal_checkpoint": {"Data": {"PodDeviceEntries": devices}},
+    }
+    for name, content in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(content, sort_keys=True)
+        data = json.dumps({**content, "checksum": zlib.crc32(text.encode())}, sort_keys=True)
+        scratch = path.with_name(f".{path.name}.tmp")
+        scratch.write_text(data)
+        os.replace(scratch, path)
 
 
 def _to_bytes(reply) -> bytes:

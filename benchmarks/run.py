@@ -1,0 +1,502 @@
+"""Benchmark the exporter against the simulated kubelet, per profile, and check the budgets.
+
+Measures, for the profiles small, dual-socket-gpu, large and huge:
+
+* CPU per refresh (decode + accounting + rendering, plus the health section a scrape needs)
+  on real ``List`` replies fetched over gRPC, against a bare protobuf decode of the very same
+  bytes; in steady state and with a pod replaced before every refresh; and the naive design
+  (``benchmarks/naive.py``) on the same bytes;
+* wall time per refresh and kubelet calls per refresh, from a real exporter process;
+* resident memory after warm-up and after a churn phase (default 10 minutes);
+* ``/metrics`` latency with 16 concurrent scrapers (``wrk``; Prometheus' headers), for the
+  exporter and for the naive design;
+* series count;
+* with ``--watch-path``: the delay from a kubelet state-file change to the updated metric.
+
+Prints a table and the budget checks, and writes JSON (``--json``, default
+``benchmarks/results/<date>.json``).
+
+    python benchmarks/run.py                  # everything, about 20 minutes
+    python benchmarks/run.py --quick          # shorter phases, about 6 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import aiohttp  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
+from exporter.accounting import Ledger  # noqa: E402
+from exporter.decode import AllocatableDecoder, ListDecoder  # noqa: E402
+from exporter.health import Health  # noqa: E402
+from exporter.kubelet import KubeletClient  # noqa: E402
+from exporter.rendering import Renderer  # noqa: E402
+from exporter.topology import read_topology  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from naive import naive_refresh  # noqa: E402
+
+PROFILES = ("small", "dual-socket-gpu", "large", "huge")
+PROMETHEUS_HEADERS = {
+    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+              "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "Accept-Encoding": "gzip",
+}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ---- processes ----------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Simulator:
+    """A simulator process with its control endpoint, socket, sysfs tree and state files."""
+
+    def __init__(self, profile: str, churn_interval: float | None = None, churn_pods: int = 1):
+        self.profile = profile
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
+        self.socket = self.dir / "pod-resources" / "kubelet.sock"
+        self.sysfs = self.dir / "sys"
+        self.state_dir = self.dir / "kubelet"
+        self.control_port = free_port()
+        args = [sys.executable, "-m", "exporter", "simulate", "--profile", profile,
+                "--socket", str(self.socket), "--sysfs-root", str(self.sysfs),
+                "--control-address", f"127.0.0.1:{self.control_port}",
+                "--state-dir", str(self.state_dir), "--seed", "1", "--log-level", "warning"]
+        if churn_interval:
+            args += ["--churn-interval", str(churn_interval), "--churn-pods", str(churn_pods)]
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not (self.socket.exists() and (self.state_dir / "cpu_manager_state").exists()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"simulator for {profile} did not start")
+            time.sleep(0.1)
+
+    async def control(self, session, path: str, body: dict | None = None) -> dict:
+        url = f"http://127.0.0.1:{self.control_port}{path}"
+        method = session.get if body is None else session.post
+        kwargs = {} if body is None else {"json": body}
+        async with method(url, **kwargs) as response:
+            return await response.json()
+
+    def stop(self) -> None:
+        stop(self.proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_exporter(sim: Simulator, *extra: str, naive: bool = False) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    if naive:
+        args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]
+    else:
+        args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
+    args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
+             "--listen-address", f"127.0.0.1:{port}", *extra]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def scrape(session, port: int) -> dict[tuple, float]:
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        text = await response.text()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+async def wait_up(session, port: int, naive: bool = False, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            samples = await scrape(session, port)
+            if naive and any(k[0] == "podresources_numa_node_cpus" for k in samples):
+                return samples
+            if samples.get(("podresources_up", ())) == 1.0:
+                return samples
+        except aiohttp.ClientError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("exporter did not come up")
+        await asyncio.sleep(0.25)
+
+
+def series_count(samples: dict) -> int:
+    return len(samples)
+
+
+# ---- phase 1: CPU per refresh, in process, on real reply bytes ----------------------------
+
+def cpu_of(function, *args) -> tuple[float, object]:
+    started = time.process_time()
+    result = function(*args)
+    return time.process_time() - started, result
+
+
+async def measure_pipeline(sim: Simulator, session, steady_replies: int,
+                           churn_replies: int) -> dict:
+    client = KubeletClient(str(sim.socket))
+    try:
+        steady = []
+        for _ in range(steady_replies):
+            steady.append((await client.list_pods()).raw)
+            await asyncio.sleep(0.015)  # stay under the kubelet's 100 calls/s
+        allocatable_raw = (await client.get_allocatable()).raw
+        churned = []
+        for _ in range(churn_replies):
+            await sim.control(session, "/churn", {"pods": 1})
+            churned.append((await client.list_pods()).raw)
+            await asyncio.sleep(0.015)
+    finally:
+        await client.close()
+    topology = read_topology(sim.sysfs)
+    decoder, allocatable_decoder = ListDecoder.v1(), AllocatableDecoder()
+    ledger, renderer, health = Ledger(), Renderer(), Health("bench")
+    allocatable = allocatable_decoder.decode(allocatable_raw)
+    state = {"accounting": None, "data": b""}
+
+    def refresh(raw: bytes) -> bytes:
+        """What one refresh costs the exporter when at least one scrape follows it."""
+        accounting = ledger.update(decoder.decode(raw), allocatable, topology)
+        if accounting is not state["accounting"]:
+            state["accounting"], state["data"] = accounting, renderer.render(accounting, topology)
+        return state["data"] + health.render(openmetrics=True) + b"# EOF\n"
+
+    cold, body = cpu_of(refresh, steady[0])
+    for raw in steady:  # learn the orderings the kubelet uses (a long-running exporter has)
+        refresh(raw)
+    steady_cpu = [cpu_of(refresh, raw)[0] for raw in steady]
+    churn_cpu = [cpu_of(refresh, raw)[0] for raw in churned]
+    bare = [min(cpu_of(v1.ListPodResourcesResponse.FromString, raw)[0] for _ in range(5))
+            for raw in steady]
+    naive_cpu = [cpu_of(naive_refresh, raw, allocatable_raw, topology)[0]
+                 for raw in steady[:max(5, steady_replies // 4)]]
+    bare_ms = statistics.fmean(bare) * 1000
+    steady_ms = statistics.fmean(steady_cpu) * 1000
+    churn_ms = statistics.fmean(churn_cpu) * 1000
+    return {
+        "reply_bytes": len(steady[0]),
+        "body_bytes": len(body),
+        "bare_decode_ms": round(bare_ms, 4),
+        "cold_refresh_ms": round(cold * 1000, 2),
+        "refresh_cpu_ms": round(steady_ms, 4),
+        "refresh_cpu_ratio": round(steady_ms / bare_ms, 1),
+        "churn_refresh_cpu_ms": round(churn_ms, 4),
+        "churn_refresh_cpu_ratio": round(churn_ms / bare_ms, 1),
+        "naive_refresh_cpu_ms": round(statistics.fmean(naive_cpu) * 1000, 2),
+        "naive_over_ours_refresh": round(statistics.fmean(naive_cpu) * 1000 / steady_ms, 1),
+    }
+
+
+# ---- phase 2: real processes --------------------------------------------------------------
+
+def wrk_latency(port: int, seconds: float, connections: int = 16) -> dict:
+    """Latency of /metrics under ``connections`` closed-loop scrapers (wrk), in ms."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise RuntimeError("wrk not found: apt-get install wrk")
+    command = [wrk, f"-c{connections}", "-t2", f"-d{seconds:.0f}s", "--latency",
+               "--timeout", "5s"]
+    for name, value in PROMETHEUS_HEADERS.items():
+        command += ["-H", f"{name}: {value}"]
+    output = subprocess.run(command + [f"http://127.0.0.1:{port}/metrics"],
+                            capture_output=True, text=True, check=True).stdout
+    percentiles = {}
+    for label in ("50", "99"):
+        match = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", output, re.MULTILINE)
+        value, unit = float(match.group(1)), match.group(2)
+        percentiles[label] = value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    return {"p50_ms": round(percentiles["50"], 3), "p99_ms": round(percentiles["99"], 3),
+            "requests": requests, "non_2xx": int(errors.group(1)) if errors else 0}
+
+
+async def measure_process(sim: Simulator, session, window: float, latency_seconds: float) -> dict:
+    result: dict = {}
+    # time-scaled steady state: the default 10 s / 60 s ratio, ten times faster
+    proc, port = start_exporter(sim, "--interval", "1", "--allocatable-interval", "6")
+    try:
+        await wait_up(session, port)
+        await asyncio.sleep(8)
+        before_state = await sim.control(session, "/state")
+        before = await scrape(session, port)
+        await asyncio.sleep(window)
+        after = await scrape(session, port)
+        after_state = await sim.control(session, "/state")
+        refreshes = (after[("podresources_refresh_duration_seconds_count", ())]
+                     - before[("podresources_refresh_duration_seconds_count", ())])
+        seconds = (after[("podresources_refresh_duration_seconds_sum", ())]
+                   - before[("podresources_refresh_duration_seconds_sum", ())])
+        calls = sum(after_state["calls"].values()) - sum(before_state["calls"].values())
+        result["calls_per_refresh"] = round(calls / refreshes, 3)
+        result["refresh_wall_ms"] = round(seconds / refreshes * 1000, 3)
+        result["series"] = series_count(after)
+        result["rss_warm_mib"] = round(rss_mib(proc.pid), 1)
+    finally:
+        stop(proc)
+    # scrape latency at the default refresh interval
+    proc, port = start_exporter(sim)
+    try:
+        await wait_up(session, port)
+        cpu_before = cpu_seconds(proc.pid)
+        latency = wrk_latency(port, latency_seconds)
+        cpu_used = cpu_seconds(proc.pid) - cpu_before
+        result["scrape_p50_ms"] = latency["p50_ms"]
+        result["scrape_p99_ms"] = latency["p99_ms"]
+        result["scrapes_per_second"] = round(latency["requests"] / latency_seconds)
+        result["scrape_cpu_ms"] = round(cpu_used / max(1, latency["requests"]) * 1000, 4)
+        result["scrape_errors"] = latency["non_2xx"]
+    finally:
+        stop(proc)
+    proc, port = start_exporter(sim, "--interval", "10", naive=True)
+    try:
+        await wait_up(session, port, naive=True)
+        cpu_before = cpu_seconds(proc.pid)
+        latency = wrk_latency(port, latency_seconds)
+        cpu_used = cpu_seconds(proc.pid) - cpu_before
+        result["naive_scrape_p50_ms"] = latency["p50_ms"]
+        result["naive_scrape_p99_ms"] = latency["p99_ms"]
+        result["naive_scrape_cpu_ms"] = round(cpu_used / max(1, latency["requests"]) * 1000, 3)
+        result["naive_rss_mib"] = round(rss_mib(proc.pid), 1)
+    finally:
+        stop(proc)
+    return result
+
+
+# ---- phase 3: memory through churn --------------------------------------------------------
+
+async def measure_churn_memory(profiles: list[str], minutes: float) -> dict:
+    """Every profile at once: pods replaced every second, the exporter refreshing every
+    second, RSS sampled every 10 s."""
+    sims = [Simulator(p, churn_interval=1.0, churn_pods=2) for p in profiles]
+    procs = [start_exporter(sim, "--interval", "1") for sim in sims]
+    samples: dict[str, list[tuple[float, float]]] = {p: [] for p in profiles}
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _, port in procs:
+                await wait_up(session, port)
+            started = time.monotonic()
+            while time.monotonic() - started < minutes * 60:
+                await asyncio.sleep(10)
+                for profile, (proc, port) in zip(profiles, procs):
+                    await scrape(session, port)
+                    samples[profile].append((time.monotonic() - started, rss_mib(proc.pid)))
+    finally:
+        for proc, _ in procs:
+            stop(proc)
+        for sim in sims:
+            sim.stop()
+    result = {}
+    for profile, points in samples.items():
+        second_half = [(t, m) for t, m in points if t >= minutes * 30]
+        result[profile] = {
+            "rss_after_churn_mib": round(points[-1][1], 1),
+            "rss_churn_max_mib": round(max(m for _, m in points), 1),
+            "rss_trend_mib_per_hour": round(slope(second_half) * 3600, 2),
+        }
+    return result
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    if len(points) < 3:
+        return 0.0
+    xs, ys = zip(*points)
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    denominator = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / denominator if denominator else 0.0
+
+
+# ---- phase 4: event-driven refresh --------------------------------------------------------
+
+async def measure_watch(profile: str, events: int) -> dict:
+    sim = Simulator(profile)
+    proc, port = start_exporter(sim, "--interval", "60", "--watch-path", str(sim.state_dir),
+                                "--max-refresh-rate", "1")
+    delays: list[float] = []
+    skipped = 0
+    rng = random.Random(5)
+    try:
+        async with aiohttp.ClientSession() as session:
+            await wait_up(session, port)
+            first = await scrape(session, port)
+            started = time.monotonic()
+            for _ in range(events):
+                await asyncio.sleep(rng.uniform(0.2, 2.0))  # some faster than the ceiling
+                changed = await sim.control(session, "/churn", {"pods": 1})
+                at = time.monotonic()
+                gone = [p.split("/", 1)[1] for p in changed["removed"]]
+                new = [p.split("/", 1)[1] for p in changed["added"]]
+                while time.monotonic() - at < 10:
+                    pods = {dict(labels).get("pod") for _, labels in await scrape(session, port)}
+                    if any(p in pods for p in new) or (gone and not any(p in pods for p in gone)
+                                                       and not new):
+                        delays.append(time.monotonic() - at)
+                        break
+                    await asyncio.sleep(0.01)
+                else:
+                    skipped += 1  # the replaced pods hold nothing exclusive: no series to see
+            last = await scrape(session, port)
+            elapsed = time.monotonic() - started
+    finally:
+        stop(proc)
+        sim.stop()
+    refreshes = (last[("podresources_refresh_duration_seconds_count", ())]
+                 - first[("podresources_refresh_duration_seconds_count", ())])
+    delays.sort()
+    return {
+        "profile": profile,
+        "events": events,
+        "measured": len(delays),
+        "watch_delay_median_s": round(statistics.median(delays), 3),
+        "watch_delay_p99_s": round(delays[min(len(delays) - 1, int(len(delays) * 0.99))], 3),
+        "refreshes_per_second": round(refreshes / elapsed, 3),
+        "skipped": skipped,
+    }
+
+
+# ---- report -------------------------------------------------------------------------------
+
+BUDGETS = [
+    ("refresh CPU / bare decode (large, steady)", lambda r: r["large"]["refresh_cpu_ratio"], 20),
+    ("RSS MiB (large, warm)", lambda r: r["large"]["rss_warm_mib"], 80),
+    ("RSS MiB (large, after churn)", lambda r: r["large"].get("rss_after_churn_mib"), 80),
+    ("/metrics p99 ms (large, 16 scrapers)", lambda r: r["large"]["scrape_p99_ms"], 5),
+    ("p99 large / small", lambda r: r["large"]["scrape_p99_ms"] / r["small"]["scrape_p99_ms"],
+     2),
+    ("kubelet calls per refresh (large)", lambda r: r["large"]["calls_per_refresh"], 1.2),
+    ("watch delay median s", lambda r: r["watch"]["watch_delay_median_s"], 1.5),
+    ("series (large)", lambda r: r["large"]["series"], 15000),
+]
+
+
+def report(results: dict) -> str:
+    profiles = [p for p in PROFILES if p in results]
+    rows = [
+        ("List reply bytes", "reply_bytes"), ("bare decode ms", "bare_decode_ms"),
+        ("refresh CPU ms (steady)", "refresh_cpu_ms"), ("  / bare decode", "refresh_cpu_ratio"),
+        ("refresh CPU ms (1 pod changed)", "churn_refresh_cpu_ms"),
+        ("  / bare decode", "churn_refresh_cpu_ratio"), ("cold refresh ms", "cold_refresh_ms"),
+        ("naive refresh CPU ms", "naive_refresh_cpu_ms"),
+        ("  naive / ours", "naive_over_ours_refresh"), ("refresh wall ms", "refresh_wall_ms"),
+        ("kubelet calls per refresh", "calls_per_refresh"), ("series", "series"),
+        ("RSS MiB warm", "rss_warm_mib"), ("RSS MiB after churn", "rss_after_churn_mib"),
+        ("RSS trend MiB/h (churn)", "rss_trend_mib_per_hour"),
+        ("/metrics p50 ms", "scrape_p50_ms"), ("/metrics p99 ms", "scrape_p99_ms"),
+        ("CPU ms per scrape", "scrape_cpu_ms"), ("naive p50 ms", "naive_scrape_p50_ms"),
+        ("naive p99 ms", "naive_scrape_p99_ms"), ("naive CPU ms per scrape", "naive_scrape_cpu_ms"),
+        ("naive RSS MiB", "naive_rss_mib"),
+    ]
+    width = max(len(r[0]) for r in rows) + 2
+    lines = ["".ljust(width) + "".join(p.rjust(17) for p in profiles)]
+    for title, key in rows:
+        cells = []
+        for profile in profiles:
+            value = results[profile].get(key, "-")
+            cells.append(f"{value:,}" if isinstance(value, (int, float)) else str(value))
+        lines.append(title.ljust(width) + "".join(c.rjust(17) for c in cells))
+    if "watch" in results:
+        w = results["watch"]
+        lines += ["", f"--watch-path ({w['profile']}): delay median {w['watch_delay_median_s']} s, "
+                      f"p99 {w['watch_delay_p99_s']} s over {w['measured']} changes; "
+                      f"{w['refreshes_per_second']} refreshes/s (ceiling 1)"]
+    lines += ["", "Budgets (profile large):"]
+    for title, value_of, limit in BUDGETS:
+        try:
+            value = value_of(results)
+        except (KeyError, TypeError, ZeroDivisionError):
+            value = None
+        verdict = "n/a" if value is None else ("PASS" if value <= limit else "FAIL")
+        shown = "-" if value is None else f"{value:.3g}"
+        lines.append(f"  {verdict:4}  {title}: {shown} (budget <= {limit})")
+    return "\n".join(lines)
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=PROFILES)
+    parser.add_argument("--quick", action="store_true", help="shorter phases")
+    parser.add_argument("--churn-minutes", type=float, default=None,
+                        help="length of the churn phase (default 10, or 1 with --quick)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    quick = args.quick
+    churn_minutes = args.churn_minutes if args.churn_minutes is not None else (1 if quick else 10)
+    results: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
+                   f"Python {platform.python_version()}",
+    }
+    async with aiohttp.ClientSession() as session:
+        for profile in args.profiles:
+            print(f"[{profile}] refresh CPU ...", file=sys.stderr)
+            sim = Simulator(profile)
+            try:
+                results[profile] = await measure_pipeline(
+                    sim, session, 20 if quick else 60, 10 if quick else 40)
+                print(f"[{profile}] processes, latency ...", file=sys.stderr)
+                results[profile].update(await measure_process(
+                    sim, session, 15 if quick else 30, 5 if quick else 10))
+            finally:
+                sim.stop()
+    print(f"churn phase: {churn_minutes} min ...", file=sys.stderr)
+    for profile, figures in (await measure_churn_memory(args.profiles, churn_minutes)).items():
+        results[profile].update(figures)
+    watch_profile = "large" if "large" in args.profiles else args.profiles[0]
+    print(f"[{watch_profile}] --watch-path ...", file=sys.stderr)
+    results["watch"] = await measure_watch(watch_profile, 15 if quick else 40)
+    print(report(results))
+    target = args.json or REPO / "benchmarks" / "results" / time.strftime("%Y-%m-%d-%H%M.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nJSON: {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -384,7 +384,6 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
             nodes[EDGE_NODE].simulator.faults.rate_limit_storm = True
             nodes[GPU_NODE].simulator.faults.garbage = "inconsistent"
             expected = {("PodresourcesKubeletRateLimited", EDGE_NODE),
-                        ("PodresourcesKubeletUnreachable", EDGE_NODE),
                         ("PodresourcesDataIssues", GPU_NODE)}
 
             async def fault_alerts():
@@ -392,7 +391,15 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
                 return expected <= firing
 
             await prometheus.wait_until(fault_alerts, f"alerts {sorted(expected)}")
+            firing = {(alert, node) for alert, node, *_ in await prometheus.firing()}
+            assert ("PodresourcesKubeletUnreachable", EDGE_NODE) not in firing  # rate limited
             proven |= {alert for alert, _ in expected}
+
+            # gpu-node-01's kubelet goes away (its socket is removed).
+            await nodes[GPU_NODE].simulator.stop()
+            expected = {("PodresourcesKubeletUnreachable", GPU_NODE)}
+            await prometheus.wait_until(fault_alerts, "PodresourcesKubeletUnreachable")
+            proven.add("PodresourcesKubeletUnreachable")
 
             # The snapshot of edge-node-01 ages while it is rate limited; 5 s instead of 300 s.
             stale_expr = lowered(exprs["PodresourcesSnapshotStale"], "> 300", "> 5")

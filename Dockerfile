@@ -48,6 +48,7 @@ LABEL org.opencontainers.image.title="podresources-exporter" \
 # kubelet's socket.
 RUN python -m pip uninstall --yes --root-user-action=ignore pip
 COPY --from=build /venv /venv
+COPY LICENSE /licenses/LICENSE
 # Bytecode was compiled at install time; the root filesystem is read-only in the chart.
 ENV PATH=/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -95,7 +95,8 @@ def test_build_context_is_an_allow_list():
              if line.strip() and not line.startswith("#")]
     assert lines[0] == "*"
     assert {line for line in lines if line.startswith("!")} == {
-        "!pyproject.toml", "!README.md", "!exporter/"}
+        "!pyproject.toml", "!README.md", "!LICENSE", "!exporter/"}
     copied = [rest for keyword, rest in instructions() if keyword == "COPY"
               and not rest.startswith("--from")]
-    assert copied == ["pyproject.toml README.md ./", "exporter ./exporter"]
+    assert copied == ["pyproject.toml README.md ./", "exporter ./exporter",
+                      "LICENSE /licenses/LICENSE"]

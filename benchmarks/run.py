@@ -31,7 +31,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,7 @@ from exporter.rendering import Renderer  # noqa: E402
 from exporter.topology import read_topology  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
+from common import free_port, rss_kib, slope  # noqa: E402
 from naive import naive_refresh  # noqa: E402
 
 PROFILES = ("small", "dual-socket-gpu", "large", "huge")
@@ -67,17 +67,9 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # ---- processes ----------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    kib = rss_kib(pid)
+    return float("nan") if kib is None else kib / 1024
 
 
 def cpu_seconds(pid: int) -> float:
@@ -341,15 +333,6 @@ async def measure_churn_memory(profiles: list[str], minutes: float) -> dict:
             "rss_trend_mib_per_hour": round(slope(second_half) * 3600, 2),
         }
     return result
-
-
-def slope(points: list[tuple[float, float]]) -> float:
-    if len(points) < 3:
-        return 0.0
-    xs, ys = zip(*points)
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    denominator = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / denominator if denominator else 0.0
 
 
 # ---- phase 4: event-driven refresh --------------------------------------------------------

@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -31,34 +30,9 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def slope_per_hour(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (seconds, KiB) points, in KiB per hour."""
-    if len(points) < 3:
-        return 0.0
-    xs, ys = zip(*points)
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    denominator = sum((x - mean_x) ** 2 for x in xs)
-    if denominator == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / denominator * 3600
+from common import free_port, rss_kib, slope  # noqa: E402
 
 
 class Soak:
@@ -213,7 +187,7 @@ class Soak:
             "rss_kib_after_warmup": warm[0] if warm else None,
             "rss_kib_at_end": self.memory[-1][1] if self.memory else None,
             "rss_kib_max": max((kib for _, kib in self.memory), default=None),
-            "rss_trend_kib_per_hour_second_half": round(slope_per_hour(second_half), 1),
+            "rss_trend_kib_per_hour_second_half": round(slope(second_half) * 3600, 1),
         }
 
     async def stop(self) -> None:

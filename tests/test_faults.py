@@ -275,3 +275,41 @@ async def test_no_tight_retry_loop_without_a_kubelet():
         scrape = await exporter.scrape()
     assert scrape.value("podresources_api_requests_total", method="List",
                         code="UNAVAILABLE") <= 5
+
+
+async def test_a_neighbour_draining_the_shared_quota():
+    """A second client calls List in a tight loop: the kubelet's one token bucket is shared."""
+    import grpc.aio
+
+    from exporter._proto.v1 import api_pb2 as v1
+    from exporter._proto.v1 import api_pb2_grpc as v1_grpc
+
+    async with Node(profile()) as node, \
+            Exporter(node.settings(interval=0.5)) as exporter:
+        exporter.refresher.rng = random.Random(3)
+        await exporter.ready()
+        channel = grpc.aio.insecure_channel(f"unix://{node.socket}")
+        neighbour = v1_grpc.PodResourcesListerStub(channel)
+        rejected = 0
+
+        async def drain(seconds: float) -> None:
+            nonlocal rejected
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                try:
+                    await neighbour.List(v1.ListPodResourcesRequest())
+                except grpc.aio.AioRpcError:
+                    rejected += 1
+
+        async with Watch(exporter) as watch:
+            await drain(8.0)
+            scrape = await exporter.wait_for(lambda s: s.get("podresources_up") == 1.0,
+                                             timeout=40, what="recovery after the neighbour")
+        await channel.close()
+    assert rejected > 100  # the neighbour really emptied the bucket
+    assert watch.statuses == {200}
+    assert 0.0 in watch.values("podresources_up")
+    exporter_rejected = scrape.value("podresources_api_requests_total", method="List",
+                                     code="RESOURCE_EXHAUSTED")
+    assert 1 <= exporter_rejected <= 6  # backed off instead of joining the fight
+    assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}

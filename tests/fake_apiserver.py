@@ -1,0 +1,467 @@
+"""A fake kube-apiserver for the Kubernetes-API view: list and watch, as the real one speaks them.
+
+Plain HTTP on 127.0.0.1 (aiohttp), serving what the exporter's ``kubernetes`` client asks for:
+``/api/v1/nodes``, ``/api/v1/pods`` and ``/apis/resource.k8s.io/<version>/resourceslices``, with
+field selectors, paged lists (``limit``/``continue``) carrying ``metadata.resourceVersion``, and
+watches (``watch=true``) streaming newline-delimited JSON events in chunks: a watch replays the
+history after its ``resourceVersion``, then follows changes until its ``timeoutSeconds``.
+
+Controls for tests: :meth:`FakeApiServer.put` / :meth:`delete` objects (each change bumps the
+resourceVersion and reaches open watches), :meth:`bookmark`, :meth:`end_watches` (as their
+timeout would), :meth:`drop_watches` (cut the connections mid-stream), :meth:`compact` (watches
+from older versions get 410 Gone, as an ERROR event or, with ``gone_as_status``, as the HTTP
+status), ``served_slice_versions`` (which resource.k8s.io versions exist), ``fail_status``
+(answer every request with that status), and :meth:`stop` / :meth:`start` on the same port (an
+unreachable API server).
+
+Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
+
+    python -m tests.fake_apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import copy
+import json
+import uuid
+from pathlib import Path
+
+from aiohttp import web
+
+COLLECTIONS = ("nodes", "pods", "resourceslices")
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
+
+
+def status(code: int, reason: str, message: str) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def _field(obj: dict, path: str) -> str:
+    value = obj
+    for part in path.split("."):
+        value = (value or {}).get(part)
+    return "" if value is None else str(value)
+
+
+def _selector(text: str) -> list[tuple[str, str]]:
+    """``a=b,c==d`` -> [(a, b), (c, d)]; only the fields the real server selects on here."""
+    terms = []
+    for term in filter(None, text.split(",")):
+        name, _, value = term.replace("==", "=").partition("=")
+        if name not in SELECTABLE:
+            raise web.HTTPBadRequest(
+                text=json.dumps(status(400, "BadRequest", f"field label not supported: {name}")),
+                content_type="application/json")
+        terms.append((name, value))
+    return terms
+
+
+class _Watcher:
+    def __init__(self, collection: str, terms: list[tuple[str, str]], version: str | None,
+                 response: web.StreamResponse, request: web.Request):
+        self.collection = collection
+        self.terms = terms
+        self.version = version  # resource.k8s.io version the watcher sees objects as
+        self.response = response
+        self.request = request
+        self.queue: asyncio.Queue = asyncio.Queue()
+
+
+class FakeApiServer:
+    """The state of a tiny cluster and an HTTP server answering list and watch on it."""
+
+    def __init__(self, served_slice_versions=SLICE_VERSIONS, gone_as_status: bool = False):
+        self.served_slice_versions = set(served_slice_versions)
+        self.gone_as_status = gone_as_status
+        self.fail_status: int | None = None
+        self.resource_version = 1
+        self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
+        self.objects: dict[str, dict[tuple[str, str], dict]] = {c: {} for c in COLLECTIONS}
+        self.history: list[tuple[int, str, str, dict]] = []  # rv, collection, type, object
+        self.watchers: list[_Watcher] = []
+        self.requests: list[tuple[str, dict]] = []  # path and query of every request
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    # ---- server life cycle --------------------------------------------------------------
+
+    async def start(self) -> "FakeApiServer":
+        """Serve on 127.0.0.1 (the same port again after :meth:`stop`)."""
+        app = web.Application()
+        app.router.add_get("/api/v1/{collection}", self._core)
+        app.router.add_get("/apis/resource.k8s.io/{version}/{collection}", self._resource)
+        app.router.add_route("*", "/{tail:.*}", self._unknown)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        """Stop answering: open watches are cut, new connections refused."""
+        self.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> "FakeApiServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig pointing the real client at this server (JSON is YAML)."""
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "exporter", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "exporter"}}],
+        }))
+        return path
+
+    # ---- controls -------------------------------------------------------------------------
+
+    def put(self, collection: str, obj: dict) -> dict:
+        """Create or replace an object (ADDED or MODIFIED to watchers); returns the stored copy."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace", ""), meta["name"])
+        old = self.objects[collection].get(key)
+        meta.setdefault("uid", old["metadata"]["uid"] if old else str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", "2026-11-21T12:00:00Z")
+        self.resource_version += 1
+        meta["resourceVersion"] = str(self.resource_version)
+        self.objects[collection][key] = obj
+        self._event(collection, "MODIFIED" if old else "ADDED", obj)
+        return obj
+
+    def delete(self, collection: str, name: str, namespace: str = "") -> None:
+        obj = copy.deepcopy(self.objects[collection].pop((namespace, name)))
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        self._event(collection, "DELETED", obj)
+
+    def bookmark(self, collection: str) -> None:
+        """A BOOKMARK to the collection's watchers: 'nothing for you up to this version'."""
+        self.resource_version += 1
+        mark = {"kind": "", "apiVersion": "",
+                "metadata": {"resourceVersion": str(self.resource_version)}}
+        for watcher in self.watchers:
+            if watcher.collection == collection:
+                watcher.queue.put_nowait(("BOOKMARK", mark))
+
+    def compact(self) -> None:
+        """Forget the history so far: a watch resuming from an older version gets 410 Gone."""
+        self.compacted = self.resource_version
+        self.history.clear()
+
+    def end_watches(self, collection: str | None = None) -> int:
+        """End open watches cleanly, as their timeoutSeconds would; returns how many."""
+        return self._close_watches(collection, abort=False)
+
+    def drop_watches(self, collection: str | None = None) -> int:
+        """Cut open watch connections mid-reply (a network failure); returns how many."""
+        return self._close_watches(collection, abort=True)
+
+    def _close_watches(self, collection: str | None, abort: bool) -> int:
+        closed = 0
+        for watcher in list(self.watchers):
+            if collection in (None, watcher.collection):
+                if abort and watcher.request.transport is not None:
+                    watcher.request.transport.abort()
+                watcher.queue.put_nowait(None)
+                self.watchers.remove(watcher)
+                closed += 1
+        return closed
+
+    def watches(self, collection: str) -> list[dict]:
+        """Queries of the watch requests received for a collection, in order."""
+        return [query for path, query in self.requests
+                if path.endswith("/" + collection) and query.get("watch") in ("true", "1")]
+
+    def _event(self, collection: str, kind: str, obj: dict) -> None:
+        self.history.append((self.resource_version, collection, kind, obj))
+        for watcher in self.watchers:
+            if watcher.collection == collection and self._matches(obj, watcher.terms):
+                watcher.queue.put_nowait((kind, obj))
+
+    # ---- HTTP -----------------------------------------------------------------------------
+
+    async def _core(self, request: web.Request) -> web.StreamResponse:
+        collection = request.match_info["collection"]
+        if collection not in ("nodes", "pods"):
+            return await self._unknown(request)
+        return await self._serve(request, collection, None)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        version = request.match_info["version"]
+        if request.match_info["collection"] != "resourceslices" \
+                or version not in self.served_slice_versions:
+            return await self._unknown(request)
+        return await self._serve(request, "resourceslices", version)
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        self.requests.append((request.path, dict(request.query)))
+        return web.json_response(status(404, "NotFound", "the server could not find the "
+                                                         "requested resource"), status=404)
+
+    async def _serve(self, request: web.Request, collection: str,
+                     version: str | None) -> web.StreamResponse:
+        query = request.query
+        self.requests.append((request.path, dict(query)))
+        if self.fail_status is not None:
+            return web.json_response(status(self.fail_status, "InternalError", "injected"),
+                                     status=self.fail_status)
+        terms = _selector(query.get("fieldSelector", ""))
+        if query.get("watch") in ("true", "1"):
+            return await self._watch(request, collection, version, terms)
+        return self._list(collection, version, terms, query)
+
+    def _list(self, collection: str, version: str | None, terms, query) -> web.Response:
+        items = sorted((k, o) for k, o in self.objects[collection].items()
+                       if self._matches(o, terms))
+        start, list_rv = 0, self.resource_version
+        if query.get("continue"):
+            token = json.loads(base64.b64decode(query["continue"]))
+            start, list_rv = token["start"], token["rv"]
+            if list_rv < self.compacted:
+                return web.json_response(status(410, "Expired", "The provided continue parameter "
+                                                "is too old"), status=410)
+        limit = int(query.get("limit") or 0) or len(items)
+        page = items[start:start + limit]
+        meta = {"resourceVersion": str(list_rv)}
+        if start + limit < len(items):
+            meta["continue"] = base64.b64encode(json.dumps(
+                {"start": start + limit, "rv": list_rv}).encode()).decode()
+            meta["remainingItemCount"] = len(items) - start - limit
+        kind = {"nodes": "NodeList", "pods": "PodList", "resourceslices": "ResourceSliceList"}
+        return web.json_response({
+            "kind": kind[collection], "apiVersion": self._api_version(collection, version),
+            "metadata": meta, "items": [self._shown(o, collection, version) for _, o in page]})
+
+    async def _watch(self, request: web.Request, collection: str, version: str | None,
+                     terms) -> web.StreamResponse:
+        since = request.query.get("resourceVersion", "")
+        too_old = since not in ("", "0") and int(since) < self.compacted
+        gone = status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
+        if too_old and self.gone_as_status:
+            return web.json_response(gone, status=410)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        if too_old:
+            await response.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
+            await response.write_eof()
+            return response
+        watcher = _Watcher(collection, terms, version, response, request)
+        if since in ("", "0"):  # from "any" version: the current objects first
+            for obj in self.objects[collection].values():
+                if self._matches(obj, terms):
+                    watcher.queue.put_nowait(("ADDED", obj))
+        else:
+            for rv, kind_collection, kind, obj in self.history:
+                if rv > int(since) and kind_collection == collection \
+                        and self._matches(obj, terms):
+                    watcher.queue.put_nowait((kind, obj))
+        self.watchers.append(watcher)
+        deadline = asyncio.get_running_loop().time() + int(request.query.get("timeoutSeconds",
+                                                                             1800))
+        try:
+            while True:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                if item is None:  # ended or dropped
+                    break
+                kind, obj = item
+                shown = obj if kind == "BOOKMARK" else self._shown(obj, collection, version)
+                await response.write(json.dumps({"type": kind, "object": shown}).encode() + b"\n")
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if watcher in self.watchers:
+                self.watchers.remove(watcher)
+        return response
+
+    @staticmethod
+    def _matches(obj: dict, terms) -> bool:
+        return all(_field(obj, name) == value for name, value in terms)
+
+    @staticmethod
+    def _api_version(collection: str, version: str | None) -> str:
+        return f"resource.k8s.io/{version}" if collection == "resourceslices" else "v1"
+
+    def _shown(self, obj: dict, collection: str, version: str | None) -> dict:
+        """The object as the requested API version spells it."""
+        kind = {"nodes": "Node", "pods": "Pod", "resourceslices": "ResourceSlice"}[collection]
+        shown = {"kind": kind, "apiVersion": self._api_version(collection, version), **obj}
+        if collection == "resourceslices" and version == "v1beta1":
+            # v1beta1 wraps each device's attributes and capacity in "basic"
+            spec = dict(shown.get("spec") or {})
+            spec["devices"] = [{"name": d["name"], "basic": {k: v for k, v in d.items()
+                                                             if k != "name"}}
+                               for d in spec.get("devices") or ()]
+            shown["spec"] = spec
+        return shown
+
+
+# ---- objects ------------------------------------------------------------------------------
+
+def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None = None) -> dict:
+    base = {"cpu": "64", "memory": "263856064Ki", "pods": "110",
+            "ephemeral-storage": "936484380Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"podCIDR": "10.244.1.0/24"},
+            "status": {"capacity": {**base, **capacity},
+                       "allocatable": {**base, **(capacity if allocatable is None
+                                                  else allocatable)},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def container(name: str, requests: dict[str, str] | None = None,
+              restart_policy: str | None = None) -> dict:
+    result = {"name": name, "image": f"registry.example.com/{name}:1.0",
+              "resources": {"requests": dict(requests or {}), "limits": dict(requests or {})}}
+    if restart_policy:
+        result["restartPolicy"] = restart_policy
+    return result
+
+
+def pod(namespace: str, name: str, node_name: str, containers: list[dict],
+        init_containers: list[dict] = (), phase: str = "Running",
+        overhead: dict[str, str] | None = None) -> dict:
+    spec = {"nodeName": node_name, "containers": list(containers), "restartPolicy": "Always"}
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    if overhead:
+        spec["overhead"] = dict(overhead)
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def resource_slice(name: str, node_name: str, driver: str, pool: str, devices: list[str],
+                   generation: int = 1, slice_count: int = 1) -> dict:
+    return {"metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": node_name,
+                     "pool": {"name": pool, "generation": generation,
+                              "resourceSliceCount": slice_count},
+                     "devices": [{"name": d, "attributes": {"index": {"int": i}}}
+                                 for i, d in enumerate(devices)]}}
+
+
+def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
+    """Put a simulator profile's node in the API as a cluster would show it: its pods with
+    their requests (sidecars as restartable init containers), managed fields and statuses; the
+    device resources plus a patched ``example.com/dongle: 4`` and two dead Akri entries at 0;
+    one ResourceSlice per DRA pool. Returns the node name."""
+    from exporter.simulator import NodeState, load_profile
+
+    spec = load_profile(profile)
+    state = NodeState(spec)
+    extended = {}
+    for device in spec.devices:
+        extended[device.resource] = str(int(extended.get(device.resource, "0")) + 1)
+    extended.update({"example.com/dongle": "4", "akri.sh/zeroconf-a1b2c3": "0",
+                     "akri.sh/zeroconf-d4e5f6": "0"})
+    server.put("nodes", node(spec.name, extended))
+    for index, sim in enumerate(state.pods.values()):
+        server.put("pods", _realistic_pod(sim.spec, spec.name, index))
+    for index, pool in enumerate(spec.dra_pools):
+        server.put("resourceslices", resource_slice(f"{spec.name}-{index}", spec.name,
+                                                    pool.driver, pool.pool, pool.devices))
+    return spec.name
+
+
+def _requests_of(sim_container, dongles: int) -> dict[str, str]:
+    requests = {"cpu": str(sim_container.cpus or 1), "memory": "512Mi"}
+    for memory_type, size in sim_container.memory.items():
+        requests[memory_type] = str(size)
+    for resource, count in sim_container.devices.items():
+        requests[resource] = str(count)
+    if dongles:
+        requests["example.com/dongle"] = str(dongles)
+    return requests
+
+
+def _realistic_pod(spec, node_name: str, index: int) -> dict:
+    """A pod about the size the API server returns (labels, owner, managed fields, status)."""
+    containers = [container(c.name, _requests_of(c, 1 if index < 3 and not n else 0))
+                  for n, c in enumerate(spec.containers)]
+    inits = [container(c.name, _requests_of(c, 0), "Always") for c in spec.sidecars]
+    inits += [container(c.name, _requests_of(c, 0)) for c in spec.init_containers]
+    obj = pod(spec.namespace, spec.name, node_name, containers, inits, spec.phase)
+    for entry in obj["spec"]["containers"] + obj["spec"].get("initContainers", []):
+        entry.update({"env": [{"name": f"VAR_{i}", "value": "x" * 24} for i in range(6)],
+                      "volumeMounts": [{"name": "kube-api-access", "readOnly": True,
+                                        "mountPath": "/var/run/secrets/kubernetes.io/"
+                                                     "serviceaccount"}],
+                      "imagePullPolicy": "IfNotPresent",
+                      "terminationMessagePath": "/dev/termination-log"})
+    obj["metadata"].update({
+        "labels": {"app.kubernetes.io/name": spec.name.rsplit("-", 1)[0],
+                   "pod-template-hash": "7d9f8c6b5"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
+                             "name": spec.name.rsplit("-", 1)[0] + "-7d9f8c6b5",
+                             "uid": str(uuid.uuid4())}],
+        "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                           "apiVersion": "v1", "fieldsType": "FieldsV1",
+                           "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {
+                               "f:containers": {f"k:{{\"name\":\"{c['name']}\"}}": {
+                                   "f:image": {}, "f:resources": {}} for c in containers}}}}]})
+    obj["spec"].update({"serviceAccountName": "default", "schedulerName": "default-scheduler",
+                        "tolerations": [{"key": "node.kubernetes.io/not-ready",
+                                         "operator": "Exists", "effect": "NoExecute",
+                                         "tolerationSeconds": 300}],
+                        "volumes": [{"name": "kube-api-access", "projected": {"sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607,
+                                                     "path": "token"}}]}}]})
+    obj["status"].update({
+        "qosClass": "Guaranteed" if spec.guaranteed else "Burstable",
+        "podIP": f"10.244.{index // 250}.{index % 250 + 2}", "hostIP": "192.0.2.10",
+        "conditions": [{"type": t, "status": "True", "lastTransitionTime":
+                        "2026-11-21T12:00:00Z"} for t in ("Initialized", "Ready",
+                                                           "ContainersReady", "PodScheduled")],
+        "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0,
+                               "image": c["image"], "imageID": "sha256:" + "ab" * 32,
+                               "containerID": "containerd://" + "cd" * 32,
+                               "state": {"running": {"startedAt": "2026-11-21T12:00:05Z"}}}
+                              for c in containers]})
+    return obj
+
+
+async def _main() -> None:
+    parser = argparse.ArgumentParser(description="Serve a simulator profile's node as a fake "
+                                                 "Kubernetes API server.")
+    parser.add_argument("--profile", default="large")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--kubeconfig", type=Path, required=True,
+                        help="write a kubeconfig pointing at this server here")
+    args = parser.parse_args()
+    server = FakeApiServer()
+    server.port = args.port
+    name = cluster_from_profile(server, args.profile)
+    await server.start()
+    server.write_kubeconfig(args.kubeconfig)
+    print(f"fake API server for node {name} on {server.url}: {len(server.objects['pods'])} pods, "
+          f"{len(server.objects['resourceslices'])} ResourceSlices", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

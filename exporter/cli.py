@@ -148,6 +148,10 @@ def _serving(parser: argparse.ArgumentParser) -> None:
                        help="drop the per-container and per-pod series")
     group.add_argument("--no-device-info", action="store_true",
                        help="drop podresources_device_info and podresources_dra_device_info")
+    group.add_argument("--kube-api", action="store_true",
+                       help="add the Kubernetes-API view: extended resources, their staleness "
+                            "and DRA capacity of this node; needs the node name and RBAC "
+                            "(in-cluster config, or $KUBECONFIG when set)")
     group.add_argument("--web-config-file", default=None, metavar="PATH",
                        help="TLS and basic auth, in the Prometheus exporter-toolkit web-config "
                             "format; /healthz and /readyz need no credentials (off when unset)")
@@ -263,6 +267,7 @@ def settings_from(args: argparse.Namespace, **overrides) -> Settings:
         max_message_bytes=args.max_message_bytes,
         timeout=args.timeout,
         node_name=args.node_name,
+        kube_api=getattr(args, "kube_api", False),
         render=RenderOptions(workload_metrics=not getattr(args, "no_workload_metrics", False),
                              device_info=not getattr(args, "no_device_info", False)),
     )
@@ -294,8 +299,8 @@ async def serve(settings: Settings, address: tuple[str, int],
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
     stop = stop or asyncio.Event()
+    refresher = _refresher(settings, topology)
     _install_signal_handlers(stop)
-    refresher = Refresher(settings, Health(settings.node_name), topology=topology)
     host, port = address
     try:
         runner, bound = await start_http(
@@ -331,6 +336,19 @@ async def serve(settings: Settings, address: tuple[str, int],
         log.error("refresh loop failed: %r", loop_task.exception())
         return 1
     return 0
+
+
+def _refresher(settings: Settings, topology) -> Refresher:
+    """The refresh loop, with the Kubernetes-API view if asked (bad setup: exit 2)."""
+    if not settings.kube_api:
+        return Refresher(settings, Health(settings.node_name), topology=topology)
+    if not settings.node_name:
+        raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
+    from .kubeapi import ViewError
+    try:
+        return Refresher(settings, Health(settings.node_name), topology=topology)
+    except ViewError as error:
+        raise UsageError(f"--kube-api: {error}") from None
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:

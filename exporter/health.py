@@ -35,7 +35,10 @@ ISSUE_KINDS = (
     accounting.ISSUE_UNKNOWN_NUMA_ID,
     "invalid_reply",
     "message_too_large",
+    "terminated_pod",
 )
+# What the Kubernetes-API view (--kube-api) lists and watches, as the resource label says it.
+KUBE_API_RESOURCES = ("node", "pods", "resourceslices")
 METHODS = (kubelet.METHOD_LIST, kubelet.METHOD_GET_ALLOCATABLE, kubelet.METHOD_GET)
 
 _REFRESH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -65,6 +68,7 @@ class Health:
         self.up = 0
         self.last_success = 0.0
         self.backoff_seconds = 0.0
+        self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Counter("podresources_api_requests", HELP["podresources_api_requests_total"],
                                 ["method", "code"], registry=self.registry)
@@ -84,6 +88,15 @@ class Health:
         for kind in ISSUE_KINDS:
             self.data_issues.labels(kind)
         self.registry.register(_StateCollector(self))
+
+    def track_kube_api(self) -> None:
+        """Export the Kubernetes-API view's health; only with --kube-api."""
+        self.kube_api_up = dict.fromkeys(KUBE_API_RESOURCES, 0)
+        self.kube_api_errors = Counter("podresources_kube_api_errors",
+                                       HELP["podresources_kube_api_errors_total"], ["resource"],
+                                       registry=self.registry)
+        for resource in KUBE_API_RESOURCES:
+            self.kube_api_errors.labels(resource)
 
     def observe_call(self, method: str, code: str, seconds: float) -> None:
         """Hook for :class:`exporter.kubelet.KubeletClient`: one finished call."""
@@ -130,4 +143,11 @@ class _StateCollector:
         build = GaugeMetricFamily("podresources_build_info", HELP["podresources_build_info"],
                                   labels=["version", "python_version"])
         build.add_metric([__version__, platform.python_version()], 1)
-        return [up, last, backoff, api, node, build]
+        families = [up, last, backoff, api, node, build]
+        if health.kube_api_up is not None:
+            kube = GaugeMetricFamily("podresources_kube_api_up", HELP["podresources_kube_api_up"],
+                                     labels=["resource"])
+            for resource, value in health.kube_api_up.items():
+                kube.add_metric([resource], value)
+            families.append(kube)
+        return families

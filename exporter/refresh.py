@@ -42,6 +42,7 @@ WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
+TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Settings:
     max_message_bytes: int = kubelet.DEFAULT_MAX_MESSAGE_BYTES
     timeout: float = kubelet.DEFAULT_TIMEOUT_SECONDS
     node_name: str = ""
+    kube_api: bool = False
     render: RenderOptions = field(default_factory=RenderOptions)
 
 
@@ -84,7 +86,7 @@ class Refresher:
         self.attempted = False
         self.last_error: KubeletError | None = None
         self.generation = 0  # bumped after every refresh attempt
-        self._bodies: dict[tuple[int, bool, bool], bytes] = {}
+        self._bodies: dict[tuple[int, int, bool, bool], bytes] = {}
         self._data = b""
         self._ledger = Ledger()
         self._renderer = Renderer(settings.render)
@@ -103,6 +105,10 @@ class Refresher:
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
+        self.kube_view = None
+        if settings.kube_api:
+            from .kubeapi import KubeView  # the kubernetes client only for those who ask
+            self.kube_view = KubeView(settings.node_name, self.health, lambda: self._allocatable)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -111,14 +117,20 @@ class Refresher:
         watcher = None
         if self.settings.watch_path:
             watcher = asyncio.create_task(self._watch(Path(self.settings.watch_path)))
+        if self.kube_view is not None:
+            self.kube_view.start(asyncio.get_running_loop())
         try:
             while not self._stop.is_set():
                 delay = await self.refresh_once()
                 await self._wait(delay)
         finally:
+            if self.kube_view is not None:
+                self.kube_view.stop()
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
+            if self.kube_view is not None:
+                await asyncio.to_thread(self.kube_view.join)
 
     def stop(self) -> None:
         self._stop.set()
@@ -134,9 +146,12 @@ class Refresher:
         try:
             self._maybe_reread_topology()
             snapshot = await self._read_kubelet()
-            result = self._ledger.update(snapshot.pods, snapshot.allocatable, self.topology,
+            pods = snapshot.pods
+            if self.kube_view is not None:
+                pods = self.kube_view.without_terminated(pods)
+            result = self._ledger.update(pods, snapshot.allocatable, self.topology,
                                          snapshot.api_version)
-            self._publish(snapshot, result)
+            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -270,22 +285,26 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting) -> None:
+    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
+        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
         self.snapshot = snapshot
         if result is not self.accounting:  # the ledger returns the same object when unchanged
             self._data = self._renderer.render(result, self.topology)
         self.accounting = result
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")
-        self.health.count_issues(result.data_issues)
-        kinds = {k for k, v in result.data_issues.items() if v}
+        issues, examples = result.data_issues, result.issue_examples
+        if terminated:
+            issues = {**issues, TERMINATED_POD: terminated}
+            examples = {**examples, TERMINATED_POD: "a pod the Kubernetes API reports Succeeded "
+                                                    "or Failed, left out of the figures"}
+        self.health.count_issues(issues)
+        kinds = {k for k, v in issues.items() if v}
         for kind in sorted(kinds - self._issue_kinds):
             log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
-                        "snapshot is exported", kind, result.data_issues[kind],
-                        result.issue_examples.get(kind, ""))
+                        "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
         for kind in sorted(kinds & self._issue_kinds):
-            log.debug("kubelet data issue %s persists (%d this refresh)", kind,
-                      result.data_issues[kind])
+            log.debug("kubelet data issue %s persists (%d this refresh)", kind, issues[kind])
         self._issue_kinds = kinds
 
     def _succeeded(self) -> float:
@@ -365,17 +384,20 @@ class Refresher:
     # ---- exposition ----------------------------------------------------------------------
 
     def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
-        """The /metrics body: the data section as of the last successful refresh, and the
-        health section as of the last attempt. Built at most once per refresh and format."""
-        key = (self.generation, openmetrics, compressed)
+        """The /metrics body: the data section as of the last successful refresh, the
+        Kubernetes-API view's section as of its last change, and the health section as of the
+        last attempt. Built at most once per refresh, view change and format."""
+        view = self.kube_view
+        key = (self.generation, view.version if view is not None else 0, openmetrics, compressed)
         body = self._bodies.get(key)
         if body is None:
             if compressed:
                 body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
             else:
                 health = self.health.render(openmetrics)
-                body = self._data + health + (b"# EOF\n" if openmetrics else b"")
-            self._bodies = {k: v for k, v in self._bodies.items() if k[0] == self.generation}
+                body = (self._data + (view.render() if view is not None else b"") + health
+                        + (b"# EOF\n" if openmetrics else b""))
+            self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body
         return body
 

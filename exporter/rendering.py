@@ -120,6 +120,31 @@ CATALOG: tuple[MetricDef, ...] = (
     MetricDef("podresources_build_info", "gauge",
               "Always 1; the exporter version and the Python version running it.",
               ("version", "python_version"), "health"),
+    # ---- the Kubernetes-API view (--kube-api) ----
+    MetricDef("podresources_extended_resource_capacity", "gauge",
+              "Node status.capacity of an extended resource (a domain-qualified resource name "
+              "outside kubernetes.io, from a device plugin or a Node status patch).",
+              ("resource",), "kube-api"),
+    MetricDef("podresources_extended_resource_allocatable", "gauge",
+              "Node status.allocatable of an extended resource.", ("resource",), "kube-api"),
+    MetricDef("podresources_extended_resource_requested", "gauge",
+              "Effective requests of an extended resource summed over the pods bound to this "
+              "node that have not terminated (init containers and sidecars by the Kubernetes "
+              "rule, plus pod overhead).", ("resource",), "kube-api"),
+    MetricDef("podresources_extended_resource_stale", "gauge",
+              "1 when the node advertises the extended resource but no device plugin serves "
+              "it: capacity 0, or no healthy device in GetAllocatableResources and nothing "
+              "requested; else 0.", ("resource",), "kube-api"),
+    MetricDef("podresources_dra_devices_allocatable", "gauge",
+              "Devices published in the ResourceSlices of this node (spec.nodeName), per driver "
+              "and pool; only the newest generation of a pool counts.", ("driver", "pool"),
+              "kube-api"),
+    MetricDef("podresources_kube_api_up", "gauge",
+              "1 if the last list or watch of the resource (node, pods, resourceslices) in the "
+              "Kubernetes API succeeded, else 0.", ("resource",), "kube-api"),
+    MetricDef("podresources_kube_api_errors_total", "counter",
+              "Failed list and watch attempts against the Kubernetes API, by resource.",
+              ("resource",), "kube-api"),
 )
 
 HELP = {m.name: m.help for m in CATALOG}

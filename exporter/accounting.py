@@ -127,39 +127,63 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
     """Size of the smallest NUMA set containing ``required`` and touching every device set.
 
     This is the alignment rule: CPUs and memory fix the nodes a container already uses; each
-    device only needs one of its local nodes to be among them. A minimum hitting set, solved
-    exactly by search over the few candidate nodes that matter (machines have at most a few
-    dozen NUMA nodes, containers a handful of distinct device localities).
+    device only needs one of its local nodes to be among them. A minimum hitting set, found by
+    branch and bound: branch on the nodes of the smallest set not yet hit, prune with a lower
+    bound (sets that share no node each need their own). Real containers settle in a handful of
+    steps; the search is capped so hostile data cannot stall a refresh, and past the cap the
+    best cover found so far (at worst a greedy one) is returned.
     """
     chosen = set(required)
     residual = {s for s in device_sets if s and not (s & chosen)}
-    # A device local to a single node forces that node.
-    chosen |= {next(iter(s)) for s in residual if len(s) == 1}
-    residual = [s for s in residual if not (s & chosen)]
     if not residual:
         return len(chosen)
-    # Drop supersets: hitting the smaller set hits the larger one too.
-    residual.sort(key=len)
-    minimal: list[frozenset[int]] = []
-    for candidate in residual:
+    ordered = sorted(residual, key=len)
+    minimal: list[frozenset[int]] = []  # hitting a set hits its supersets too
+    for candidate in ordered:
         if not any(kept <= candidate for kept in minimal):
             minimal.append(candidate)
-    candidates = sorted(set().union(*minimal))
-    if len(candidates) > 24:
-        # Not expected on real hardware; fall back to a greedy cover (an upper bound).
-        extra: set[int] = set()
-        remaining = list(minimal)
-        while remaining:
-            best = max(candidates, key=lambda node: sum(node in s for s in remaining))
-            extra.add(best)
-            remaining = [s for s in remaining if best not in s]
-        return len(chosen) + len(extra)
-    for size in range(1, len(minimal) + 1):
-        for combo in combinations(candidates, size):
-            picked = set(combo)
-            if all(s & picked for s in minimal):
-                return len(chosen) + size
-    return len(chosen) + len(minimal)  # unreachable: one node per set always hits
+    best = [_greedy_cover(minimal)]
+    budget = [_SEARCH_BUDGET]
+
+    def search(sets: list[frozenset[int]], depth: int) -> None:
+        if not sets:
+            best[0] = min(best[0], depth)
+            return
+        if depth + _disjoint_count(sets) >= best[0] or budget[0] <= 0:
+            return
+        budget[0] -= 1
+        smallest = min(sets, key=len)
+        for node in sorted(smallest):
+            search([s for s in sets if node not in s], depth + 1)
+
+    search(minimal, 0)
+    return len(chosen) + best[0]
+
+
+_SEARCH_BUDGET = 20_000
+
+
+def _greedy_cover(sets: list[frozenset[int]]) -> int:
+    """An upper bound: repeatedly take the node in the most unhit sets."""
+    remaining = list(sets)
+    size = 0
+    while remaining:
+        counts = Counter(node for s in remaining for node in s)
+        best = min(counts, key=lambda node: (-counts[node], node))
+        remaining = [s for s in remaining if best not in s]
+        size += 1
+    return size
+
+
+def _disjoint_count(sets: list[frozenset[int]]) -> int:
+    """A lower bound: sets that share no node (picked greedily, smallest first) each need one."""
+    used: set[int] = set()
+    count = 0
+    for s in sorted(sets, key=len):
+        if not (s & used):
+            used |= s
+            count += 1
+    return count
 
 
 def apportion_group_memory(
@@ -352,31 +376,65 @@ def _cpu_labels(cpus: Iterable[int], view: TopologyView) -> Iterable[str]:
 def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
                 container_memory: dict[str, list[MemoryBlock]], view: TopologyView,
                 issues: Issues) -> None:
+    """Memory the pod holds per (NUMA group, type), each block counted once.
+
+    A pod-level block includes its containers' blocks of the same type on the nodes it spans;
+    a container block is covered by the narrowest pod-level block whose NUMA nodes contain its
+    own, and each pod-level block counts as the larger of itself and what it covers. Container
+    blocks no pod-level block covers count as they are.
+    """
     namespace, name = figures.key
-    from_containers: Counter = Counter()
+    containers: list[tuple[str, tuple[int, ...], int]] = []  # (type, known ids, size)
     for ctr in names:
         for block in container_memory[ctr]:
-            label = group_label(view.ids(block.numa_ids, issues,
-                                         f"memory of {namespace}/{name}/{ctr}"))
-            key = (namespace, name, ctr, label, block.memory_type)
+            ids = view.ids(block.numa_ids, issues, f"memory of {namespace}/{name}/{ctr}")
+            key = (namespace, name, ctr, group_label(ids), block.memory_type)
             figures.container_memory[key] = figures.container_memory.get(key, 0) + block.size
-            from_containers[(label, block.memory_type)] += block.size
-    pod_level: Counter = Counter()
+            containers.append((block.memory_type, ids, block.size))
+    pod_level: Counter = Counter()  # (type, known ids) -> size
+    seen: list[MemoryBlock] = []
     for block in pod.memory:
         if not block.memory_type:
             issues.add(ISSUE_INVALID_ENTRY, f"pod {namespace}/{name} memory without type")
             continue
-        label = group_label(view.ids(block.numa_ids, issues, f"pod memory of {namespace}/{name}"))
-        pod_level[(label, block.memory_type)] += block.size
-    for (label, memory_type), size in pod_level.items():
-        figures.pod_memory[(namespace, name, label, memory_type)] = size
-    for key in from_containers.keys() | pod_level.keys():
-        own, summed = pod_level.get(key, 0), from_containers.get(key, 0)
-        if 0 < own < summed:
+        if block in seen:
+            issues.add(ISSUE_DUPLICATE_ENTRY,
+                       f"pod {namespace}/{name} repeats pod-level block {block.memory_type}")
+            continue
+        seen.append(block)
+        ids = view.ids(block.numa_ids, issues, f"pod memory of {namespace}/{name}")
+        pod_level[(block.memory_type, ids)] += block.size
+    for (memory_type, ids), size in pod_level.items():
+        figures.pod_memory[(namespace, name, group_label(ids), memory_type)] = size
+    covered: Counter = Counter()  # pod-level (type, ids) -> container bytes it includes
+    for memory_type, ids, size in containers:
+        cover = _narrowest_cover(memory_type, ids, pod_level)
+        if cover is None:
+            key = (group_label(ids), memory_type)
+            figures.memory[key] = figures.memory.get(key, 0) + size
+        else:
+            covered[cover] += size
+    for (memory_type, ids), own in pod_level.items():
+        included = covered.get((memory_type, ids), 0)
+        if 0 < own < included:
             issues.add(ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-                       f"pod {namespace}/{name} pod-level {key[1]} on NUMA {key[0]} is {own} "
-                       f"bytes, its containers hold {summed}")
-        figures.memory[key] = max(own, summed)
+                       f"pod {namespace}/{name} pod-level {memory_type} on NUMA "
+                       f"{group_label(ids)} is {own} bytes, its containers hold {included}")
+        key = (group_label(ids), memory_type)
+        figures.memory[key] = figures.memory.get(key, 0) + max(own, included)
+
+
+def _narrowest_cover(memory_type: str, ids: tuple[int, ...],
+                     pod_level: Counter) -> tuple[str, tuple[int, ...]] | None:
+    """The pod-level block of this type whose NUMA nodes contain ``ids`` with fewest extra."""
+    best = None
+    for kind, group in pod_level:
+        if kind != memory_type:
+            continue
+        if group == ids or (ids and group and set(ids) <= set(group)):
+            if best is None or (len(group), group) < (len(best[1]), best[1]):
+                best = (kind, group)
+    return best
 
 
 def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
@@ -431,10 +489,16 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
     else:
         figures.cpus = frozenset()
     memory: Counter = Counter()
+    blocks_seen: set[tuple[str, NumaIds]] = set()
     for block in allocatable.memory:
         if not block.memory_type:
             issues.add(ISSUE_INVALID_ENTRY, "allocatable memory block without memory_type")
             continue
+        if (block.memory_type, block.numa_ids) in blocks_seen:  # one per (NUMA node, type)
+            issues.add(ISSUE_DUPLICATE_ENTRY, f"allocatable {block.memory_type} listed twice "
+                                              f"for NUMA {list(block.numa_ids or ())}")
+            continue
+        blocks_seen.add((block.memory_type, block.numa_ids))
         label = group_label(view.ids(block.numa_ids, issues, f"allocatable {block.memory_type}"))
         memory[(label, block.memory_type)] += block.size
     figures.memory = dict(memory)
@@ -766,7 +830,7 @@ class Ledger:
             memory = {key: 0 for key in alloc.memory}
             memory.update({k: self._memory[k] for k, n in self._memory_holders.items() if n})
             result.memory_allocated = memory
-            _memory_utilization(result, issues)
+            _memory_utilization(result, issues, self._allocatable is not None)
             result.misaligned_containers = self._misaligned
         result.devices_allocatable = dict(alloc.devices)
         devices = {key: 0 for key in alloc.devices}
@@ -775,6 +839,10 @@ class Ledger:
         for (node, resource), capacity in sorted(alloc.device_capacity.items()):
             _set_ratio(result, issues, str(node), resource,
                        self._device_use.get((node, resource), 0), capacity)
+        if self._allocatable is not None:
+            for (node, resource), used in self._device_use.items():
+                if used > 0 and (node, resource) not in alloc.device_capacity:
+                    _excess(issues, str(node), resource, used)
         result.dra_devices_allocated = {k: v for k, v in self._dra.items() if v}
         pods = self._pods
         result.pod_figures = [pods[key][1] for key in self._order]
@@ -809,9 +877,13 @@ def _extend(held: tuple, more: tuple) -> tuple:
     return held + tuple(item for item in more if item not in held)
 
 
-def _memory_utilization(result: Accounting, issues: Issues) -> None:
-    """Utilization per single node and memory type, with group memory apportioned."""
+def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:
+    """Utilization per single node and memory type, with group memory apportioned; memory
+    assigned on a node with none allocatable (when allocatable is known) is an excess."""
     types = {memory_type for _, memory_type in result.memory_allocatable}
+    if allocatable_known:
+        types |= {memory_type for (label, memory_type), size in result.memory_allocated.items()
+                  if size and label != UNKNOWN}
     for memory_type in sorted(types):
         capacity: dict[int, int] = {}
         single: dict[int, int] = {}
@@ -831,6 +903,16 @@ def _memory_utilization(result: Accounting, issues: Issues) -> None:
         for node, size in capacity.items():
             if size > 0:
                 _set_ratio(result, issues, str(node), memory_type, totals.get(node, 0), size)
+        for node, size in totals.items():
+            if size > 0 and capacity.get(node, 0) <= 0:
+                _excess(issues, str(node), memory_type, size)
+
+
+def _excess(issues: Issues, numa: str, resource: str, allocated: int,
+            allocatable: int = 0) -> None:
+    issues.add(ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
+               f"{resource} on NUMA node {numa}: {allocated} allocated, "
+               f"{allocatable} allocatable")
 
 
 def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
@@ -838,9 +920,7 @@ def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
     if allocatable <= 0:
         return
     if allocated > allocatable:
-        issues.add(ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
-                   f"{resource} on NUMA node {numa}: {allocated} allocated, "
-                   f"{allocatable} allocatable")
+        _excess(issues, numa, resource, allocated, allocatable)
         result.utilization[(numa, resource)] = 1.0
     else:
         result.utilization[(numa, resource)] = allocated / allocatable

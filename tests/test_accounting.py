@@ -371,3 +371,39 @@ def test_a_pod_listed_twice_does_not_double_its_memory():
         allocatable=None), TWO_NODES)
     assert result.memory_allocated == {("0", "memory"): 2 * GiB}
     assert result.data_issues[ISSUE_DUPLICATE_ENTRY] == 1
+
+
+def test_container_blocks_are_covered_by_the_pod_level_block_that_contains_them():
+    # a: 12Gi on (0); b: 12Gi on (0,1); the pod-level 25Gi on (0,1) includes both
+    result = account(snap(P("ns", "p", (C("a", memory=(M("memory", 12 * GiB, (0,)),)),
+                                         C("b", memory=(M("memory", 12 * GiB, (0, 1)),))),
+                             memory=(M("memory", 25 * GiB, (0, 1)),)),
+                          allocatable=Allocatable(memory=(M("memory", 16 * GiB, (0,)),
+                                                          M("memory", 16 * GiB, (1,))))),
+                     TWO_NODES)
+    assert result.memory_allocated == {("0", "memory"): 0, ("1", "memory"): 0,
+                                       ("0,1", "memory"): 25 * GiB}
+    assert result.utilization[("0", "memory")] == 1.0
+    assert result.utilization[("1", "memory")] == pytest.approx(9 / 16)
+    assert not result.data_issues
+
+
+def test_memory_or_devices_on_a_node_with_nothing_allocatable_are_an_excess():
+    result = account(snap(P("ns", "p", (C("a", memory=(M("hugepages-1Gi", GiB, (1,)),),
+                                          devices=(D("r/x", ("d0",), (1,)),)),)),
+                          allocatable=Allocatable(memory=(M("hugepages-1Gi", 4 * GiB, (0,)),),
+                                                  devices=(D("r/x", ("d1",), (0,)),))),
+                     TWO_NODES)
+    assert ("1", "hugepages-1Gi") not in result.utilization  # no ratio without allocatable
+    assert ("1", "r/x") not in result.utilization
+    assert result.data_issues[ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE] == 2
+
+
+def test_smallest_set_search_is_exact_where_greedy_is_not():
+    f = frozenset
+    # node 2 is in the most sets, but {0, 1} plus one node per pad is smaller
+    sets = [f({0, 2, 3}), f({0, 2, 4}), f({1, 2, 5}), f({1, 2, 6}), f({0, 7}), f({1, 8})] + [
+        f({9 + 2 * k, 10 + 2 * k}) for k in range(8)]
+    assert min_numa_nodes(f(), sets) == 10
+    # many disjoint choices: the lower bound settles it without enumerating 2^12 covers
+    assert min_numa_nodes(f(), [f({2 * k, 2 * k + 1}) for k in range(12)]) == 12

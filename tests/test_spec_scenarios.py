@@ -8,7 +8,7 @@ still serialises it the way the kubelet does (one device entry per device per NU
 random order).
 
 Expected values are worked out by hand from SPEC section 2 in the comments, not taken from the
-exporter. A test that exposes a deviation from the SPEC is kept, marked ``xfail(strict=True)``.
+exporter.
 
 Default machine (``small_profile``): NUMA 0 = CPUs 0-3, NUMA 1 = CPUs 4-7, CPU 0 reserved, so
 allocatable CPUs are 1-3 on node 0 (3) and 4-7 on node 1 (4); 16Gi of memory and 512 x 2Mi
@@ -957,9 +957,6 @@ async def test_odd_device_id_characters_are_escaped_in_labels():
     assert s.by("podresources_device_info", "device_id") == {weird: 1}
 
 
-@pytest.mark.xfail(strict=True, reason="exporter deviates from SPEC §2: a duplicated "
-                   "GetAllocatableResources memory block (one per NUMA node and type) is "
-                   "summed, not counted once, and no data issue is counted")
 async def test_duplicated_allocatable_memory_block_is_counted_once():
     async with Node(small_profile()) as node:
         blocks = small_allocatable_memory()
@@ -974,9 +971,6 @@ async def test_duplicated_allocatable_memory_block_is_counted_once():
     assert issue(s, "duplicate_entry") > 0
 
 
-@pytest.mark.xfail(strict=True, reason="exporter deviates from SPEC §2: a duplicated pod-level "
-                   "memory block is summed (and exceeds the max rule), not counted once, and "
-                   "no data issue is counted; container-level duplicates are handled")
 async def test_duplicated_pod_level_memory_block_is_counted_once():
     async with Node(small_profile()) as node:
         put_pod(node, "ns", "p", C("c", cpu_ids=(1,), memory=(mem(GiB, [0]),)),
@@ -1027,10 +1021,6 @@ async def test_figures_after_churn_equal_a_fresh_read():
                                 what="the seasoned exporter to match a fresh one")
 
 
-@pytest.mark.xfail(strict=True, reason="exporter deviates from SPEC §2 fact 3 ('never count a "
-                   "memory block twice') and the attribution rule ('a sum over numa_node never "
-                   "double counts'): the pod-level max rule is keyed by NUMA group, so container "
-                   "blocks on a narrower group than the pod-level block are counted again")
 async def test_pod_level_block_spanning_the_containers_groups_is_not_double_counted():
     # The simulator's own allocator (best-effort "spread" placement), no hand edits:
     #   a: 12Gi on (0); b: 12Gi on (0,1) (4Gi left on node 0 + 8Gi from node 1);
@@ -1052,9 +1042,6 @@ async def test_pod_level_block_spanning_the_containers_groups_is_not_double_coun
     assert issue(s, "allocated_exceeds_allocatable") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="exporter deviates from SPEC §2 Alignment ('the size of "
-                   "the smallest set'): beyond 24 candidate NUMA nodes it falls back to a greedy "
-                   "cover, an upper bound")
 async def test_alignment_smallest_set_beyond_24_candidate_nodes():
     # 25 NUMA nodes. a=0, b=1 hit everything but the pads; t=2 is in the most sets (a trap).
     # sets {0,2,3} {0,2,4} {1,2,5} {1,2,6} {0,7} {1,8} + 8 disjoint pads {9,10} ... {23,24}

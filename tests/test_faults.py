@@ -313,3 +313,32 @@ async def test_a_neighbour_draining_the_shared_quota():
                                      code="RESOURCE_EXHAUSTED")
     assert 1 <= exporter_rejected <= 6  # backed off instead of joining the fight
     assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
+
+
+async def test_a_real_process_logs_each_state_change_once_as_json():
+    import json
+    import signal
+    import sys
+
+    from .helpers import REPO, free_port
+
+    async with Node(profile()) as node:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "exporter", "--socket", str(node.socket),
+            "--sysfs-root", str(node.sysfs), "--listen-address", f"127.0.0.1:{port}",
+            "--interval", "0.3", "--log-format", "json", cwd=REPO,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        try:
+            await asyncio.sleep(2.0)
+            await node.simulator.restart(downtime=2.0)  # gRPC sees a GOAWAY, then no socket
+            await asyncio.sleep(4.0)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 10)
+        lines = (await proc.stderr.read()).decode().splitlines()
+    records = [json.loads(line) for line in lines]  # nothing but our JSON records
+    messages = [r["msg"] for r in records]
+    assert sum("unreachable" in m for m in messages) == 1, messages
+    assert sum("reachable again" in m for m in messages) == 1, messages
+    assert proc.returncode == 0

@@ -49,7 +49,7 @@ WATCH_SECONDS = (300, 600)  # server-side watch timeout, drawn per watch like cl
 CONNECT_TIMEOUT_SECONDS = 10
 LIST_TIMEOUT_SECONDS = 60
 READ_SLACK_SECONDS = 30  # a watch silent this long past its timeout is dead
-LIST_PAGE = 250  # bounds the JSON held at once while listing a busy node
+LIST_PAGE = 100  # bounds the JSON held at once while listing a busy node
 MIN_WATCH_SECONDS = 1.0  # a shorter watch without events counts as a failed one
 NOT_SERVED_RECHECK_SECONDS = 600.0
 JOIN_SECONDS = 2.0
@@ -257,6 +257,8 @@ class KubeView:
                 config.load_incluster_config(client_configuration=configuration)
         except (config.ConfigException, OSError, ValueError, TypeError) as error:
             raise ViewError(f"no Kubernetes API configuration: {error}") from None
+        # The workers retry with back-off; urllib3's own retries would log each attempt.
+        configuration.retries = False
         self.node_name = node_name
         self.health = health
         self.api_exception = ApiException

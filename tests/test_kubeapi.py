@@ -1,0 +1,541 @@
+"""The Kubernetes-API view (--kube-api): the real ``kubernetes`` client against a fake API server.
+
+The fake (tests/fake_apiserver.py) speaks the list/watch protocol over plain HTTP; the client
+finds it through ``$KUBECONFIG``. The kubelet side is the simulator, as everywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from exporter import kubeapi
+from exporter.cli import main, parse_args
+from exporter.simulator import load_profile, write_sysfs
+from exporter.kubeapi import (
+    SliceRecord,
+    dra_allocatable,
+    is_extended_resource,
+    parse_quantity,
+    pod_requests,
+)
+
+from .fake_apiserver import FakeApiServer, container, node, pod, resource_slice
+from .helpers import REPO, Exporter, Node, Scrape, free_port, require_tool, small_profile
+from .test_metrics_contract import assert_live_matches_docs
+
+NODE = "test-node"
+DONGLE = "example.com/dongle"
+AKRI_A, AKRI_B = "akri.sh/zeroconf-a1b2c3", "akri.sh/zeroconf-d4e5f6"
+GPU_DRA = "gpu.example.com"
+VIEW_FAMILIES = {"podresources_extended_resource_capacity",
+                 "podresources_extended_resource_allocatable",
+                 "podresources_extended_resource_requested",
+                 "podresources_extended_resource_stale", "podresources_dra_devices_allocatable",
+                 "podresources_kube_api_up", "podresources_kube_api_errors"}
+
+
+# ---- the rules, without a server --------------------------------------------------------
+
+@pytest.mark.parametrize("name, extended", [
+    (DONGLE, True), (AKRI_A, True), ("nvidia.com/gpu", True), ("intel.com/sriov_netdevice", True),
+    ("cpu", False), ("memory", False), ("hugepages-2Mi", False), ("ephemeral-storage", False),
+    ("pods", False), ("attachable-volumes-aws-ebs", False), ("kubernetes.io/batteries", False),
+    ("storage.kubernetes.io/scratch", False), ("requests.example.com/dongle", False),
+    ("Example.com/dongle", False), ("example.com/", False), ("example.com/a/b", False),
+    ("example.com/-dongle", False),
+])
+def test_extended_resource_names_follow_kubernetes(name, extended):
+    assert is_extended_resource(name) is extended
+
+
+@pytest.mark.parametrize("text, value", [
+    ("4", 4), ("0", 0), ("1k", 1000), ("2Ki", 2048), ("500m", 0.5), ("1.5", 1.5), ("1e3", 1000),
+    ("1E", 1e18), ("3Gi", 3 * 2**30), ("+2", 2),
+])
+def test_quantities(text, value):
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "four", "1KB", "1.2.3", "e3"])
+def test_bad_quantities_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+def _spec(containers, init=(), overhead=None) -> dict:
+    return pod("ns", "p", NODE, containers, init, overhead=overhead)["spec"]
+
+
+def _dongles(n: int, restart_policy: str | None = None, name: str = "c") -> dict:
+    return container(name, {DONGLE: str(n), "cpu": "1"}, restart_policy)
+
+
+@pytest.mark.parametrize("spec, expected", [
+    # app containers add up
+    (_spec([_dongles(1), _dongles(2)]), 3),
+    # a regular init container runs alone: the larger of it and the app containers
+    (_spec([_dongles(1)], [_dongles(3)]), 3),
+    (_spec([_dongles(4)], [_dongles(3)]), 4),
+    # a sidecar runs beside the app containers and beside every init container after it
+    (_spec([_dongles(1)], [_dongles(1, "Always"), _dongles(2)]), 3),
+    # ... but not beside the init containers before it
+    (_spec([_dongles(1)], [_dongles(2), _dongles(1, "Always")]), 2),
+    # the pod overhead comes on top
+    (_spec([_dongles(1)], overhead={DONGLE: "1"}), 2),
+])
+def test_effective_request_rule(spec, expected):
+    assert pod_requests(spec) == {DONGLE: expected}
+
+
+def test_requests_keep_only_extended_resources():
+    spec = _spec([container("c", {"cpu": "2", "memory": "1Gi", "hugepages-2Mi": "4Mi",
+                                  "nvidia.com/gpu": "1"})])
+    assert pod_requests(spec) == {"nvidia.com/gpu": 1}
+
+
+def test_only_the_newest_generation_of_a_pool_counts():
+    slices = [SliceRecord(GPU_DRA, "p", 1, 8), SliceRecord(GPU_DRA, "p", 2, 2),
+              SliceRecord(GPU_DRA, "p", 2, 1), SliceRecord("nic.example.com", "p", 1, 4),
+              SliceRecord("nic.example.com", "empty", 3, 0)]
+    assert dra_allocatable(slices) == {(GPU_DRA, "p"): 3, ("nic.example.com", "p"): 4,
+                                       ("nic.example.com", "empty"): 0}
+
+
+# ---- against the fake API server ----------------------------------------------------------
+
+@pytest.fixture
+async def api(tmp_path, monkeypatch):
+    server = FakeApiServer()
+    await server.start()
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch):
+    """Back-off delays of 1 to 2 s, so recovery tests do not wait a minute."""
+    monkeypatch.setattr(kubeapi, "BACKOFF_CAP_SECONDS", 2.0)
+
+
+def kubelet_profile(**overrides) -> dict:
+    """The simulated kubelet: two GPUs served by a device plugin, one pod holding one."""
+    profile = small_profile(
+        devices=[{"resource": "nvidia.com/gpu", "count": 2, "numa": [0]}],
+        pods=[{"namespace": "ml", "name": "trainer",
+               "containers": [{"name": "c", "cpus": 1, "devices": {"nvidia.com/gpu": 1}}]}])
+    profile.update(overrides)
+    return profile
+
+
+def cluster(server: FakeApiServer, name: str = NODE) -> None:
+    """The node as an operator knows it: a patched dongle resource, a dead Akri plugin's
+    entries, a device plugin's GPUs, a QAT resource whose plugin is gone; pods using dongles
+    (one through an init container and a sidecar; a finished one not counting); a DRA driver
+    that published two generations of its pool, and a slice of another node."""
+    server.put("nodes", node(name, {DONGLE: "4", AKRI_A: "0", AKRI_B: "0", "nvidia.com/gpu": "2",
+                                    "intel.com/qat": "8"}))
+    server.put("pods", pod("ml", "trainer", name, [container("c", {"nvidia.com/gpu": "1",
+                                                                   DONGLE: "1"})]))
+    server.put("pods", pod("ml", "etl", name, [_dongles(1, name="main")],
+                           [_dongles(1, "Always", "proxy"), _dongles(2, name="fetch")]))
+    server.put("pods", pod("ml", "done", name, [_dongles(2)], phase="Succeeded"))
+    server.put("pods", pod("ml", "elsewhere", "other-node", [_dongles(3)]))
+    server.put("resourceslices", resource_slice("old", name, GPU_DRA, name, ["g0"] * 8, 1))
+    server.put("resourceslices", resource_slice("new-0", name, GPU_DRA, name, ["g0", "g1"], 2, 2))
+    server.put("resourceslices", resource_slice("new-1", name, GPU_DRA, name, ["g2"], 2, 2))
+    server.put("resourceslices", resource_slice("nics", name, "nic.example.com", "nics",
+                                                ["n0", "n1", "n2", "n3"]))
+    server.put("resourceslices", resource_slice("far", "other-node", GPU_DRA, "other-node",
+                                                ["g0", "g1"]))
+
+
+def synced(scrape: Scrape) -> bool:
+    return scrape.by("podresources_kube_api_up", "resource") == {
+        "node": 1, "pods": 1, "resourceslices": 1} and scrape.get("podresources_up") == 1
+
+
+async def test_view_reports_use_staleness_and_dra_capacity(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        s = await exporter.wait_for(synced, what="the view to sync")
+        resources = {DONGLE: 4, AKRI_A: 0, AKRI_B: 0, "nvidia.com/gpu": 2, "intel.com/qat": 8}
+        assert s.by("podresources_extended_resource_capacity", "resource") == resources
+        assert s.by("podresources_extended_resource_allocatable", "resource") == resources
+        # trainer 1 + etl max(main 1 + proxy 1, fetch 2 + proxy 1) = 3; done and elsewhere: 0
+        assert s.by("podresources_extended_resource_requested", "resource") == {
+            DONGLE: 4, AKRI_A: 0, AKRI_B: 0, "nvidia.com/gpu": 1, "intel.com/qat": 0}
+        # Akri: capacity 0; QAT: no healthy device and nothing requested; the dongle is used,
+        # the GPUs have healthy devices
+        assert s.by("podresources_extended_resource_stale", "resource") == {
+            DONGLE: 0, AKRI_A: 1, AKRI_B: 1, "nvidia.com/gpu": 0, "intel.com/qat": 1}
+        assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
+            (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
+        assert s.by("podresources_kube_api_errors_total", "resource") == {
+            "node": 0, "pods": 0, "resourceslices": 0}
+        # the kubelet side is untouched
+        assert s.by("podresources_devices_allocated", "numa_node", resource="nvidia.com/gpu") \
+            == {"0": 1}
+    # node-scoped: every list and watch selected this node, resource.k8s.io/v1 was enough
+    assert {(path, query["fieldSelector"]) for path, query in api.requests} == {
+        ("/api/v1/nodes", f"metadata.name={NODE}"), ("/api/v1/pods", f"spec.nodeName={NODE}"),
+        ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}")}
+
+
+async def test_live_metrics_with_the_view_on_match_the_docs(api):
+    async with Node("dual-socket-gpu") as kubelet:
+        cluster(api, kubelet.spec.name)
+        async with Exporter(kubelet.settings(kube_api=True)) as exporter:
+            s = await exporter.wait_for(synced, what="the view to sync")
+    assert_live_matches_docs(s, {"node", "workload", "health", "kube-api"})
+
+
+async def test_without_get_allocatable_only_zero_capacity_is_stale(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet:
+        kubelet.simulator.faults.get_allocatable = "disabled"
+        async with Exporter(kubelet.settings(kube_api=True)) as exporter:
+            s = await exporter.wait_for(synced, what="the view to sync")
+            assert s.by("podresources_extended_resource_stale", "resource") == {
+                DONGLE: 0, AKRI_A: 1, AKRI_B: 1, "nvidia.com/gpu": 0, "intel.com/qat": 0}
+
+
+async def test_promtool_finds_no_fault_with_the_view_on(api):
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(synced, what="the view to sync")
+        text = exporter.refresher.body(openmetrics=False)
+    assert b"podresources_extended_resource_stale{" in text
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), \
+        result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("served, used", [(("v1beta2", "v1beta1"), "v1beta2"),
+                                          (("v1beta1",), "v1beta1")])
+async def test_resource_slices_fall_back_to_older_versions(api, caplog, served, used):
+    caplog.set_level(logging.INFO, logger="exporter.kubeapi")
+    api.served_slice_versions = set(served)
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        s = await exporter.wait_for(synced, what="the view to sync")
+        assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
+            (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
+    paths = [path for path, _ in api.requests if "resource.k8s.io" in path]
+    tried = ["v1", "v1beta2", "v1beta1"][:["v1", "v1beta2", "v1beta1"].index(used) + 1]
+    assert paths[:len(tried)] == [f"/apis/resource.k8s.io/{v}/resourceslices" for v in tried]
+    assert paths[len(tried):] == [f"/apis/resource.k8s.io/{used}/resourceslices"] * \
+        (len(paths) - len(tried))  # the watch stays on the version found
+    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()] == [
+        f"Kubernetes API: resourceslices: resource.k8s.io/v1 is not served; using {used}"]
+
+
+async def test_no_resource_slice_api_means_no_dra_series(api, caplog):
+    caplog.set_level(logging.INFO, logger="exporter.kubeapi")
+    api.served_slice_versions = set()
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        s = await exporter.wait_for(synced, what="the view to sync")
+        assert not s.series("podresources_dra_devices_allocatable")
+        assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
+        assert s.value("podresources_kube_api_errors_total", resource="resourceslices") == 0
+    assert sum("serves none of resource.k8s.io" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_watch_events_update_the_metrics(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(synced, what="the view to sync")
+        lists = len(api.requests)
+        # an operator removes the dead Akri entries and patches a second dongle board in
+        api.put("nodes", node(NODE, {DONGLE: "8", "nvidia.com/gpu": "2", "intel.com/qat": "8"}))
+        s = await exporter.wait_for(
+            lambda s: s.get("podresources_extended_resource_capacity", resource=DONGLE) == 8,
+            what="the node change")
+        assert set(s.by("podresources_extended_resource_stale", "resource")) == {
+            DONGLE, "nvidia.com/gpu", "intel.com/qat"}
+        # a pod arrives, one finishes, one is deleted: 4 + 5 - 3 (etl) - 1 (trainer) = 5
+        api.put("pods", pod("ml", "batch", NODE, [_dongles(5)]))
+        api.put("pods", pod("ml", "etl", NODE, [_dongles(1, name="main")],
+                            [_dongles(1, "Always", "proxy"), _dongles(2, name="fetch")],
+                            phase="Failed"))
+        api.delete("pods", "trainer", "ml")
+        await exporter.wait_for(
+            lambda s: s.get("podresources_extended_resource_requested", resource=DONGLE) == 5,
+            what="the pod changes")
+        # the DRA driver publishes generation 3 and retires the nic pool
+        api.put("resourceslices", resource_slice("new-0", NODE, GPU_DRA, NODE,
+                                                 ["g0", "g1", "g2", "g3"], 3))
+        api.delete("resourceslices", "nics")
+        s = await exporter.wait_for(
+            lambda s: s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
+                (GPU_DRA, NODE): 4}, what="the slice changes")
+        assert s.value("podresources_extended_resource_requested", resource=DONGLE) == 5
+    assert len(api.requests) == lists  # events only: no list, no new watch
+
+
+async def test_a_dropped_watch_resumes_from_the_last_version(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(synced, what="the view to sync")
+        api.put("pods", pod("ml", "batch", NODE, [_dongles(2)]))
+        seen = api.resource_version
+        await exporter.wait_for(
+            lambda s: s.get("podresources_extended_resource_requested", resource=DONGLE) == 6,
+            what="the new pod")
+        assert api.drop_watches("pods") == 1
+        api.put("pods", pod("ml", "late", NODE, [_dongles(1)]))  # while the watch is down
+        s = await exporter.wait_for(
+            lambda s: s.get("podresources_extended_resource_requested", resource=DONGLE) == 7,
+            what="the pod added while the watch was down")
+        assert api.watches("pods")[-1]["resourceVersion"] == str(seen)
+        assert len(api.watches("pods")) == 2
+        assert [p for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q] == [
+            "/api/v1/pods"]  # resumed, not listed again
+        assert s.value("podresources_kube_api_errors_total", resource="pods") == 1
+        assert s.value("podresources_kube_api_up", resource="pods") == 1
+
+
+async def test_a_watch_resumes_from_a_bookmark(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(synced, what="the view to sync")
+        api.bookmark("nodes")
+        mark = api.resource_version
+        assert api.end_watches("nodes") == 1  # as if its timeout had come
+        deadline = time.monotonic() + 10
+        while len(api.watches("nodes")) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert api.watches("nodes")[-1]["resourceVersion"] == str(mark)
+        s = await exporter.scrape()
+        assert s.value("podresources_kube_api_errors_total", resource="node") == 0
+
+
+@pytest.mark.parametrize("gone_as_status", [False, True], ids=["error-event", "http-status"])
+async def test_410_gone_lists_again(api, gone_as_status):
+    api.gone_as_status = gone_as_status
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(synced, what="the view to sync")
+        # the watch breaks; meanwhile a pod goes and the server forgets the history
+        api.delete("pods", "etl", "ml")
+        api.compact()
+        api.drop_watches("pods")
+        s = await exporter.wait_for(
+            lambda s: s.get("podresources_extended_resource_requested", resource=DONGLE) == 1,
+            what="the re-list")
+        pod_lists = [q for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q]
+        assert len(pod_lists) == 2
+        assert api.watches("pods")[-1]["resourceVersion"] == str(api.resource_version)
+        # the broken connection is an error; the expiry is not
+        assert s.value("podresources_kube_api_errors_total", resource="pods") == 1
+
+
+async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff):
+    caplog.set_level(logging.INFO, logger="exporter.kubeapi")
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        before = await exporter.wait_for(synced, what="the view to sync")
+        await api.stop()
+        s = await exporter.wait_for(
+            lambda s: s.by("podresources_kube_api_up", "resource") == {
+                "node": 0, "pods": 0, "resourceslices": 0}
+            and s.get("podresources_kube_api_errors_total", resource="node") >= 3,
+            what="the view to notice, and retry")
+        for name in ("podresources_extended_resource_capacity",
+                     "podresources_extended_resource_requested",
+                     "podresources_extended_resource_stale", "podresources_dra_devices_allocatable"):
+            assert s.series(name) == before.series(name), name
+        # the kubelet refresh goes on regardless
+        assert s.value("podresources_up") == 1
+        refreshed = s.value("podresources_last_refresh_timestamp_seconds")
+        assert refreshed > before.value("podresources_last_refresh_timestamp_seconds")
+        await api.start()
+        await exporter.wait_for(synced, timeout=15, what="the view to come back")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for r, m in zip(caplog.records, messages) if r.name.startswith("urllib3")]
+    for resource in ("node", "pods", "resourceslices"):  # one line per state change
+        assert sum(m.startswith(f"Kubernetes API: {resource} unreachable") for m in messages) == 1
+        assert sum(m.startswith(f"Kubernetes API: {resource} reachable again")
+                   for m in messages) == 1
+
+
+async def test_failures_never_loop_tightly(api, quick_backoff):
+    cluster(api)
+    api.fail_status = 500
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.ready()
+        await asyncio.sleep(3)
+        s = await exporter.scrape()
+        # attempts at least 1 s apart: at most 4 in 3 s
+        for path in ("/api/v1/nodes", "/api/v1/pods"):
+            assert 1 <= sum(p == path for p, _ in api.requests) <= 4, api.requests
+        assert s.value("podresources_kube_api_errors_total", resource="node") == \
+            sum(p == "/api/v1/nodes" for p, _ in api.requests)
+        assert s.value("podresources_kube_api_up", resource="node") == 0
+        assert not s.series("podresources_extended_resource_capacity")
+        # lists succeed, every watch answers 410: list again once at once, then back off
+        api.fail_status = None
+        api.compacted = 10**9
+        await exporter.wait_for(lambda s: s.get("podresources_kube_api_up", resource="node") == 1,
+                                what="a list to succeed")
+        started = len(api.requests)
+        await asyncio.sleep(3)
+        assert sum(p == "/api/v1/nodes" and "watch" not in q
+                   for p, q in api.requests[started:]) <= 4
+
+
+async def test_terminated_pods_are_left_out_of_the_numa_figures(api, caplog):
+    caplog.set_level(logging.WARNING, logger="exporter.refresh")
+    # a 1.30 kubelet still lists the finished pod; "static" is a static pod the API lacks
+    profile = small_profile(kubernetes_version="1.30", pods=[
+        {"namespace": "ns", "name": "running", "containers": [{"name": "c", "cpus": 1}]},
+        {"namespace": "ns", "name": "done", "phase": "Succeeded",
+         "containers": [{"name": "c", "cpus": 2}]},
+        {"namespace": "ns", "name": "static", "containers": [{"name": "c", "cpus": 1}]}])
+    api.put("nodes", node(NODE, {}))
+    api.put("pods", pod("ns", "running", NODE, [container("c", {"cpu": "1"})]))
+    api.put("pods", pod("ns", "done", NODE, [container("c", {"cpu": "2"})], phase="Succeeded"))
+    async with Node(profile) as kubelet, Exporter(kubelet.settings(kube_api=True)) as exporter:
+        s = await exporter.wait_for(
+            lambda s: s.get("podresources_data_issues_total", kind="terminated_pod", ) >= 2,
+            what="two refreshes without the finished pod")
+        assert {dict(k)["pod"] for k in s.series("podresources_container_cpus")} == {
+            "running", "static"}
+        assert sum(s.by("podresources_cpus_allocated", "numa_node").values()) == 2
+        assert not s.series("podresources_extended_resource_capacity")  # none advertised
+    assert sum("kubelet data issue terminated_pod" in r.getMessage()
+               for r in caplog.records) == 1
+
+
+async def test_exporter_process_with_the_view_stops_within_5_seconds(api):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "exporter", "--socket", str(kubelet.socket),
+            "--sysfs-root", str(kubelet.sysfs), "--listen-address", f"127.0.0.1:{port}",
+            "--interval", "1", "--log-format", "json", cwd=REPO,
+            env={"KUBECONFIG": api.write_kubeconfig(kubelet.dir / "kubeconfig").as_posix(),
+                 "NODE_NAME": NODE, "PODRESOURCES_EXPORTER_KUBE_API": "true",
+                 "PATH": "/usr/bin:/bin"},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            scrape = await _scrape_until(port, synced)
+            assert scrape.value("podresources_extended_resource_requested", resource=DONGLE) == 4
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            await asyncio.wait_for(proc.wait(), 10)
+            elapsed = time.monotonic() - started
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        err = (await proc.stderr.read()).decode()
+    assert proc.returncode == 0, err
+    assert elapsed < 5.0
+    messages = [json.loads(line)["msg"] for line in err.splitlines()]
+    assert any(m.startswith("Kubernetes-API view: watching node test-node") for m in messages)
+
+
+async def _scrape_until(port: int, predicate, timeout: float = 20.0) -> Scrape:
+    import aiohttp
+
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                    scrape = Scrape(await response.text())
+                    if predicate(scrape):
+                        return scrape
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("the exporter did not get there")
+            await asyncio.sleep(0.1)
+
+
+# ---- switched off, and set up wrong -------------------------------------------------------
+
+VIEW_OFF = """
+import asyncio, sys
+from tests.helpers import Exporter, Node, small_profile
+
+async def main():
+    async with Node(small_profile()) as node, Exporter(node.settings()) as exporter:
+        scrape = await exporter.ready()
+    print(sorted(scrape.families))
+    print("kubernetes" in sys.modules)
+
+asyncio.run(main())
+"""
+
+
+def test_view_off_exports_none_of_it_and_never_imports_kubernetes():
+    result = subprocess.run([sys.executable, "-c", VIEW_OFF], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    families, imported = result.stdout.splitlines()
+    assert "podresources_up" in families
+    assert not any(name in families for name in VIEW_FAMILIES)
+    assert imported == "False"
+
+
+def test_the_flag_and_its_environment_twin():
+    assert parse_args([], environ={}).kube_api is False
+    assert parse_args(["--kube-api"], environ={}).kube_api is True
+    assert parse_args([], environ={"PODRESOURCES_EXPORTER_KUBE_API": "true"}).kube_api is True
+
+
+@pytest.fixture
+def sysfs(tmp_path) -> str:
+    return str(write_sysfs(load_profile("small"), tmp_path / "sys"))
+
+
+def _exit_line(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_the_view_needs_a_node_name(capsys, monkeypatch, sysfs):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    err = _exit_line(["--kube-api", "--sysfs-root", sysfs, "--listen-address", ":0"], capsys)
+    assert "--kube-api needs the node name: set --node-name or NODE_NAME" in err
+
+
+def test_the_view_needs_an_api_configuration(capsys, monkeypatch, sysfs):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    err = _exit_line(["--kube-api", "--node-name", NODE, "--sysfs-root", sysfs,
+                      "--listen-address", ":0"], capsys)
+    assert "--kube-api: no Kubernetes API configuration" in err
+
+
+def test_the_view_without_the_kubernetes_package(capsys, monkeypatch, sysfs):
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
+    err = _exit_line(["--kube-api", "--node-name", NODE, "--sysfs-root", sysfs,
+                      "--listen-address", ":0"], capsys)
+    assert "--kube-api: the kubernetes package is not installed; install " \
+           "podresources-exporter[kube]" in err

@@ -458,6 +458,7 @@ class _Reflector:
         self.call = listers[0][1] if listers else None
         self.version_in_use: str | None = None
         self.rv: str | None = None
+        self.list_current = False  # after a 410: list the current state, not the cache's
         self.attempts = 0
         self.gone_in_a_row = 0
         self.not_served_logged = False
@@ -491,7 +492,7 @@ class _Reflector:
             started = time.monotonic()
             events = self._watch()
         except _Gone:
-            self.rv, gone = None, True
+            self.rv, gone, self.list_current = None, True, True
         except _NotServed:
             self._not_served()
             return
@@ -531,13 +532,15 @@ class _Reflector:
         raise _NotServed
 
     def _list_pages(self, call) -> tuple[dict, str]:
+        """Like client-go's reflector, list from the API server's watch cache (resourceVersion
+        0: cheap when every node's exporter starts at once), but after a 410 read the current
+        state (the cache may be older than what the expired watch had shown)."""
+        options = {"limit": LIST_PAGE, "_preload_content": False,
+                   "_request_timeout": (CONNECT_TIMEOUT_SECONDS, LIST_TIMEOUT_SECONDS)}
+        if not self.list_current:
+            options["resource_version"] = "0"
         records: dict = {}
-        token = None
         while True:
-            options = {"limit": LIST_PAGE, "_preload_content": False,
-                       "_request_timeout": (CONNECT_TIMEOUT_SECONDS, LIST_TIMEOUT_SECONDS)}
-            if token:
-                options["_continue"] = token
             response = call(**options)
             try:
                 body = json.loads(response.data)
@@ -545,9 +548,11 @@ class _Reflector:
                 response.release_conn()
             records.update(self.parse(obj) for obj in body.get("items") or ())
             meta = body.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
+            if not meta.get("continue"):
+                self.list_current = False
                 return records, meta.get("resourceVersion", "")
+            options.pop("resource_version", None)  # a continued list takes no version
+            options["_continue"] = meta["continue"]
 
     def _use(self, version: str, call) -> None:
         if self.optional and version != self.version_in_use:

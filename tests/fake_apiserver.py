@@ -10,8 +10,8 @@ Controls for tests: :meth:`FakeApiServer.put` / :meth:`delete` objects (each cha
 resourceVersion and reaches open watches), :meth:`bookmark`, :meth:`end_watches` (as their
 timeout would), :meth:`drop_watches` (cut the connections mid-stream), :meth:`compact` (watches
 from older versions get 410 Gone, as an ERROR event or, with ``gone_as_status``, as the HTTP
-status), ``served_slice_versions`` (which resource.k8s.io versions exist), ``fail_status``
-(answer every request with that status), and :meth:`stop` / :meth:`start` on the same port (an
+status), ``expire_next_continue`` (a paged list's token expires), ``served_slice_versions``
+(which resource.k8s.io versions exist), ``fail_status`` (answer every request with that status), and :meth:`stop` / :meth:`start` on the same port (an
 unreachable API server).
 
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
@@ -79,6 +79,7 @@ class FakeApiServer:
         self.served_slice_versions = set(served_slice_versions)
         self.gone_as_status = gone_as_status
         self.fail_status: int | None = None
+        self.expire_next_continue = False  # answer the next continued list with 410
         self.resource_version = 1
         self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
         self.objects: dict[str, dict[tuple[str, str], dict]] = {c: {} for c in COLLECTIONS}
@@ -235,7 +236,8 @@ class FakeApiServer:
         if query.get("continue"):
             token = json.loads(base64.b64decode(query["continue"]))
             start, list_rv = token["start"], token["rv"]
-            if list_rv < self.compacted:
+            if list_rv < self.compacted or self.expire_next_continue:
+                self.expire_next_continue = False
                 return web.json_response(status(410, "Expired", "The provided continue parameter "
                                                 "is too old"), status=410)
         limit = int(query.get("limit") or 0) or len(items)

@@ -342,10 +342,28 @@ async def test_410_gone_lists_again(api, gone_as_status):
             lambda s: s.get("podresources_extended_resource_requested", resource=DONGLE) == 1,
             what="the re-list")
         pod_lists = [q for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q]
-        assert len(pod_lists) == 2
+        # first from the watch cache, then (the cache may lag) the current state
+        assert [q.get("resourceVersion") for q in pod_lists] == ["0", None]
         assert api.watches("pods")[-1]["resourceVersion"] == str(api.resource_version)
         # the broken connection is an error; the expiry is not
         assert s.value("podresources_kube_api_errors_total", resource="pods") == 1
+
+
+async def test_a_busy_node_is_listed_in_pages(api):
+    api.put("nodes", node(NODE, {DONGLE: "400"}))
+    for index in range(250):
+        api.put("pods", pod("batch", f"job-{index}", NODE, [_dongles(1)]))
+    api.expire_next_continue = True  # the first list's second page comes too late
+    async with Node(kubelet_profile()) as kubelet, \
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        s = await exporter.wait_for(synced, what="the view to sync")
+        assert s.value("podresources_extended_resource_requested", resource=DONGLE) == 250
+    pages = [(q.get("resourceVersion"), "continue" in q, q["limit"])
+             for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q]
+    # 410 on the continued page: the list starts over, reading the current state
+    assert pages == [("0", False, "100"), (None, True, "100"),
+                     (None, False, "100"), (None, True, "100"), (None, True, "100")]
+    assert s.value("podresources_kube_api_errors_total", resource="pods") == 0
 
 
 async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff):

@@ -245,8 +245,8 @@ class KubeView:
         try:
             from kubernetes import client, config
             from kubernetes.client.exceptions import ApiException
-        except ImportError:
-            raise ViewError("the kubernetes package is not installed; install "
+        except ImportError as error:
+            raise ViewError(f"cannot import the kubernetes package ({error}); install "
                             "podresources-exporter[kube]") from None
         configuration = client.Configuration()
         try:

@@ -34,6 +34,7 @@ from aiohttp import web
 COLLECTIONS = ("nodes", "pods", "resourceslices")
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
+SLICES_PER_POOL = 4
 
 
 def status(code: int, reason: str, message: str) -> dict:
@@ -371,7 +372,7 @@ def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
     """Put a simulator profile's node in the API as a cluster would show it: its pods with
     their requests (sidecars as restartable init containers), managed fields and statuses; the
     device resources plus a patched ``example.com/dongle: 4`` and two dead Akri entries at 0;
-    one ResourceSlice per DRA pool. Returns the node name."""
+    each DRA pool in a few ResourceSlices. Returns the node name."""
     from exporter.simulator import NodeState, load_profile
 
     spec = load_profile(profile)
@@ -385,8 +386,10 @@ def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
     for index, sim in enumerate(state.pods.values()):
         server.put("pods", _realistic_pod(sim.spec, spec.name, index))
     for index, pool in enumerate(spec.dra_pools):
-        server.put("resourceslices", resource_slice(f"{spec.name}-{index}", spec.name,
-                                                    pool.driver, pool.pool, pool.devices))
+        for part in range(SLICES_PER_POOL):  # as drivers split big pools
+            server.put("resourceslices", resource_slice(
+                f"{spec.name}-{index}-{part}", spec.name, pool.driver, pool.pool,
+                pool.devices[part::SLICES_PER_POOL], slice_count=SLICES_PER_POOL))
     return spec.name
 
 

@@ -20,12 +20,13 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
-# Wheels only (--only-binary): grpcio, protobuf, aiohttp, bcrypt and PyYAML all publish manylinux
-# wheels, so nothing is compiled and no compiler is ever installed. The dependency versions are
-# the ranges of pyproject.toml; the project wheel is built first so that rule can cover the rest.
+# Wheels only (--only-binary): grpcio, protobuf, aiohttp, bcrypt, PyYAML and the Kubernetes client
+# (the "kube" extra, imported only with --kube-api) all publish wheels, so nothing is compiled
+# and no compiler is ever installed. The dependency versions are the ranges of pyproject.toml;
+# the project wheel is built first so that rule can cover the rest.
 RUN pip wheel --no-deps --wheel-dir /wheels . \
     && python -m venv /venv \
-    && /venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+    && /venv/bin/pip install --only-binary=:all: "$(ls /wheels/*.whl)[kube]" \
     && /venv/bin/pip uninstall --yes pip \
     && /venv/bin/podresources-exporter --version
 

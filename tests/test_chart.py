@@ -245,6 +245,10 @@ def test_kubernetes_api_view_gets_exactly_its_read_only_rbac(helm):
     assert "Role" not in kinds(docs)
     no_rbac = render(helm, "--set", "kubeApi.enabled=true", "--set", "rbac.create=false")
     assert "ClusterRole" not in kinds(no_rbac)
+    # the Kubernetes client's code needs more memory: kubeApi.resources is merged over resources
+    assert exporter_container(docs)["resources"] == {
+        "requests": {"cpu": "25m", "memory": "128Mi"},
+        "limits": {"cpu": "250m", "memory": "256Mi"}}
 
 
 def test_watch_path_mounts_the_kubelet_root_read_only(helm, defaults):

@@ -88,6 +88,7 @@ def test_final_stage_runs_non_root_without_compilers_or_pip():
     assert "pip uninstall --yes" in text
     build = " ".join(rest for _, rest in stages()[0])
     assert "--only-binary=:all:" in build and "apt-get" not in build
+    assert '.whl)[kube]"' in build  # --kube-api needs the Kubernetes client in the image
 
 
 def test_build_context_is_an_allow_list():

@@ -183,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="simulator profile (default: %(default)s)")
     demo.add_argument("--churn-interval", type=positive_float, default=None, metavar="SECONDS",
                       help="replace pods every SECONDS (default: no churn)")
+    demo.add_argument("--control-address", type=listen_address, default=None,
+                      metavar="HOST:PORT",
+                      help="HTTP endpoint to misbehave the simulated kubelet: rate-limit storms, "
+                           "restarts, garbage (off when unset; see the README)")
     _common(demo)
     _serving(demo)
 
@@ -396,6 +400,7 @@ async def demo(args: argparse.Namespace) -> int:
         sysfs = write_sysfs(spec, workdir / "sys")
         simulator = Simulator(NodeState(spec), workdir / "pod-resources" / "kubelet.sock")
         await simulator.start()
+        control = await _start_control(simulator, args.control_address)
         churn = None
         if args.churn_interval:
             churn = asyncio.create_task(_churn(simulator, args.churn_interval, 1))
@@ -412,6 +417,8 @@ async def demo(args: argparse.Namespace) -> int:
         finally:
             if churn is not None:
                 churn.cancel()
+            if control is not None:
+                await control.cleanup()
             await simulator.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -432,11 +439,25 @@ async def _churn(simulator, interval: float, pods: int) -> None:
         log.debug("churn: removed %s, added %s", gone, added)
 
 
-async def simulate(args: argparse.Namespace) -> int:
+async def _start_control(simulator, address: tuple[str, int] | None):
+    """The simulator's HTTP control endpoint (fault switches, restarts, churn), if asked for."""
+    if address is None:
+        return None
     from aiohttp import web
 
-    from .simulator import NodeState, Simulator, write_sysfs
     from .simulator.control import control_app
+
+    runner = web.AppRunner(control_app(simulator), access_log=None)
+    await runner.setup()
+    host, port = address
+    await web.TCPSite(runner, host or "127.0.0.1", port).start()
+    log.info("simulator control endpoint on http://%s:%d/state (POST /faults, /restart, "
+             "/churn, /health)", host or "127.0.0.1", runner.addresses[0][1])
+    return runner
+
+
+async def simulate(args: argparse.Namespace) -> int:
+    from .simulator import NodeState, Simulator, write_sysfs
 
     spec = _profile(args.profile)
     if args.sysfs_root:
@@ -446,15 +467,7 @@ async def simulate(args: argparse.Namespace) -> int:
     await simulator.start()
     stop = asyncio.Event()
     _install_signal_handlers(stop)
-    runner = None
-    if args.control_address:
-        runner = web.AppRunner(control_app(simulator), access_log=None)
-        await runner.setup()
-        host, port = args.control_address
-        site = web.TCPSite(runner, host or "127.0.0.1", port)
-        await site.start()
-        log.info("simulator control endpoint on http://%s:%d/state", host or "127.0.0.1",
-                 runner.addresses[0][1])
+    runner = await _start_control(simulator, args.control_address)
     tasks = []
     if args.churn_interval:
         tasks.append(asyncio.create_task(_churn(simulator, args.churn_interval, args.churn_pods)))

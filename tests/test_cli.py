@@ -184,3 +184,64 @@ async def _scrape_until_up(port: int, timeout: float = 20.0) -> Scrape:
             if time.monotonic() > deadline:
                 raise AssertionError("exporter did not come up")
             await asyncio.sleep(0.2)
+
+
+async def test_demo_kubelet_can_be_misbehaved_from_outside():
+    """An operator's tour: garbage, a restart and a drained quota; /metrics answers throughout."""
+    import grpc.aio
+
+    from exporter._proto.v1 import api_pb2 as v1
+    from exporter._proto.v1 import api_pb2_grpc as v1_grpc
+
+    port, control = free_port(), free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
+        "--control-address", f"127.0.0.1:{control}", "--interval", "0.5", cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    statuses: list[int] = []
+    try:
+        await _scrape_until_up(port)
+        async with aiohttp.ClientSession() as session:
+            async def scrape() -> Scrape:
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                    statuses.append(response.status)
+                    return Scrape(await response.text())
+
+            async def until(predicate, what: str) -> Scrape:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    scrape_now = await scrape()
+                    if predicate(scrape_now):
+                        return scrape_now
+                    await asyncio.sleep(0.2)
+                raise AssertionError(f"timed out waiting for {what}")
+
+            base = f"http://127.0.0.1:{control}"
+            await session.post(f"{base}/faults", json={"garbage": "bytes"})
+            await until(lambda s: s.get("podresources_data_issues_total",
+                                        kind="invalid_reply") >= 1, "invalid_reply")
+            await session.post(f"{base}/faults", json={"garbage": ""})
+            await until(lambda s: s.get("podresources_up") == 1.0, "recovery from garbage")
+            await session.post(f"{base}/restart", json={"downtime": 1.5})
+            await until(lambda s: s.get("podresources_up") == 0.0, "the kubelet gone")
+            recovered = await until(lambda s: s.get("podresources_up") == 1.0,
+                                    "the kubelet back")
+            async with session.get(f"{base}/state") as response:
+                socket_path = (await response.json())["socket"]
+        # a second client drains the kubelet's quota
+        channel = grpc.aio.insecure_channel(f"unix://{socket_path}")
+        stub = v1_grpc.PodResourcesListerStub(channel)
+        rejected = 0
+        for _ in range(300):
+            try:
+                await stub.List(v1.ListPodResourcesRequest())
+            except grpc.aio.AioRpcError:
+                rejected += 1
+        await channel.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
+    assert set(statuses) == {200}
+    assert rejected > 0
+    assert recovered.value("podresources_cpus_allocated", numa_node="0") == 29

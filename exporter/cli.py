@@ -16,6 +16,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, kubelet
 from .health import Health
@@ -24,6 +25,9 @@ from .refresh import Refresher, Settings
 from .rendering import RenderOptions
 from .server import make_app, start_http
 from .topology import TopologyError, read_topology
+
+if TYPE_CHECKING:
+    from . import webconfig
 
 log = logging.getLogger(__name__)
 
@@ -281,11 +285,11 @@ def settings_from(args: argparse.Namespace, **overrides) -> Settings:
 
 # ---- commands -----------------------------------------------------------------------------
 
-def load_web_config(args: argparse.Namespace) -> "webconfig.WebConfig | None":
+def load_web_config(args: argparse.Namespace) -> webconfig.WebConfig | None:
     """The ``--web-config-file`` settings, checked before anything starts (bad: exit 2)."""
     if not getattr(args, "web_config_file", None):
         return None
-    from . import webconfig  # TLS and bcrypt only for those who configure them
+    from . import webconfig  # noqa: F811 -- TLS and bcrypt only for those who configure them
     try:
         return webconfig.load(args.web_config_file)
     except webconfig.WebConfigError as error:
@@ -294,7 +298,7 @@ def load_web_config(args: argparse.Namespace) -> "webconfig.WebConfig | None":
 
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None, started=None,
-                web_config: "webconfig.WebConfig | None" = None) -> int:
+                web_config: webconfig.WebConfig | None = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
     try:
         topology = read_topology(settings.sysfs_root)

@@ -26,7 +26,6 @@ import re
 import socket
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Callable, Iterator

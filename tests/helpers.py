@@ -167,6 +167,37 @@ class Exporter:
         return await self.wait_for(lambda s: s.get("podresources_up") == 1.0, timeout, "up == 1")
 
 
+async def scrape_port_until(port: int, predicate, timeout: float = 20.0,
+                            what: str = "the exporter to get there") -> Scrape:
+    """Scrape an exporter process on ``port`` until ``predicate(scrape)`` holds."""
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                    scrape = Scrape(await response.text())
+                    if predicate(scrape):
+                        return scrape
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.1)
+
+
+async def terminate(proc: asyncio.subprocess.Process, timeout: float = 10.0) -> float:
+    """SIGTERM an exporter process and wait for it; returns how long it took to exit."""
+    started = time.monotonic()
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return time.monotonic() - started
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

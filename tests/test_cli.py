@@ -13,7 +13,15 @@ import pytest
 
 from exporter.cli import main, parse_args
 
-from .helpers import REPO, Node, Scrape, free_port, small_profile
+from .helpers import (
+    REPO,
+    Node,
+    Scrape,
+    free_port,
+    scrape_port_until,
+    small_profile,
+    terminate,
+)
 
 
 @pytest.mark.parametrize("argv, reason", [
@@ -134,14 +142,8 @@ async def test_serve_process_scrapes_and_stops_cleanly_on_sigterm():
         try:
             scrape = await _scrape_until_up(port)
             assert scrape.value("podresources_cpus_allocated", numa_node="0") == 29
-            proc.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            await asyncio.wait_for(proc.wait(), 10)
-            elapsed = time.monotonic() - started
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            elapsed = await terminate(proc)
         err = (await proc.stderr.read()).decode()
     assert proc.returncode == 0, err
     assert elapsed < 5.0
@@ -171,19 +173,8 @@ async def test_demo_serves_two_numa_nodes_of_metrics():
 
 
 async def _scrape_until_up(port: int, timeout: float = 20.0) -> Scrape:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as session:
-        while True:
-            try:
-                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-                    scrape = Scrape(await response.text())
-                    if scrape.get("podresources_up") == 1.0:
-                        return scrape
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("exporter did not come up")
-            await asyncio.sleep(0.2)
+    return await scrape_port_until(port, lambda s: s.get("podresources_up") == 1.0, timeout,
+                                   "the exporter to come up")
 
 
 async def test_demo_kubelet_can_be_misbehaved_from_outside():
@@ -239,8 +230,7 @@ async def test_demo_kubelet_can_be_misbehaved_from_outside():
                 rejected += 1
         await channel.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 10)
+        await terminate(proc)
     assert proc.returncode == 0
     assert set(statuses) == {200}
     assert rejected > 0

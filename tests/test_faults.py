@@ -317,10 +317,9 @@ async def test_a_neighbour_draining_the_shared_quota():
 
 async def test_a_real_process_logs_each_state_change_once_as_json():
     import json
-    import signal
     import sys
 
-    from .helpers import REPO, free_port
+    from .helpers import REPO, free_port, terminate
 
     async with Node(profile()) as node:
         port = free_port()
@@ -334,8 +333,7 @@ async def test_a_real_process_logs_each_state_change_once_as_json():
             await node.simulator.restart(downtime=2.0)  # gRPC sees a GOAWAY, then no socket
             await asyncio.sleep(4.0)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 10)
+            await terminate(proc)
         lines = (await proc.stderr.read()).decode().splitlines()
     records = [json.loads(line) for line in lines]  # nothing but our JSON records
     messages = [r["msg"] for r in records]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,17 @@ from exporter.kubeapi import (
 )
 
 from .fake_apiserver import FakeApiServer, container, node, pod, resource_slice
-from .helpers import REPO, Exporter, Node, Scrape, free_port, require_tool, small_profile
+from .helpers import (
+    REPO,
+    Exporter,
+    Node,
+    Scrape,
+    free_port,
+    require_tool,
+    scrape_port_until,
+    small_profile,
+    terminate,
+)
 from .test_metrics_contract import assert_live_matches_docs
 
 NODE = "test-node"
@@ -458,39 +467,15 @@ async def test_exporter_process_with_the_view_stops_within_5_seconds(api):
                  "PATH": "/usr/bin:/bin"},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
-            scrape = await _scrape_until(port, synced)
+            scrape = await scrape_port_until(port, synced)
             assert scrape.value("podresources_extended_resource_requested", resource=DONGLE) == 4
-            proc.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            await asyncio.wait_for(proc.wait(), 10)
-            elapsed = time.monotonic() - started
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            elapsed = await terminate(proc)
         err = (await proc.stderr.read()).decode()
     assert proc.returncode == 0, err
     assert elapsed < 5.0
     messages = [json.loads(line)["msg"] for line in err.splitlines()]
     assert any(m.startswith("Kubernetes-API view: watching node test-node") for m in messages)
-
-
-async def _scrape_until(port: int, predicate, timeout: float = 20.0) -> Scrape:
-    import aiohttp
-
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as session:
-        while True:
-            try:
-                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-                    scrape = Scrape(await response.text())
-                    if predicate(scrape):
-                        return scrape
-            except aiohttp.ClientError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("the exporter did not get there")
-            await asyncio.sleep(0.1)
 
 
 # ---- switched off, and set up wrong -------------------------------------------------------

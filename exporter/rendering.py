@@ -21,7 +21,6 @@ from prometheus_client.utils import floatToGoString
 from .accounting import Accounting
 from .model import Topology
 
-PREFIX = "podresources_"
 
 
 @dataclass(frozen=True)

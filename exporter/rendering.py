@@ -22,7 +22,6 @@ from .accounting import Accounting
 from .model import Topology
 
 
-
 @dataclass(frozen=True)
 class MetricDef:
     name: str

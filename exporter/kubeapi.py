@@ -32,9 +32,9 @@ from typing import Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 
+from .backoff import BACKOFF_CAP_SECONDS, backoff_delay
 from .health import KUBE_API_RESOURCES, Health
 from .model import Allocatable, PodAssignment
-from .refresh import BACKOFF_CAP_SECONDS, backoff_delay
 from .rendering import HELP, render_text
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import kubelet
 from .accounting import Accounting, Ledger
+from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
 from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
 from .kubelet import KubeletClient, KubeletError
@@ -33,8 +34,6 @@ from .topology import TopologyError, read_topology
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_CAP_SECONDS = 60.0
 WATCH_POLL_SECONDS = 0.2
 WATCH_DEBOUNCE_SECONDS = 0.1
 # Files the kubelet rewrites when it assigns or frees exclusive resources.
@@ -60,13 +59,6 @@ class Settings:
     node_name: str = ""
     kube_api: bool = False
     render: RenderOptions = field(default_factory=RenderOptions)
-
-
-def backoff_delay(attempt: int, cap: float, base: float = BACKOFF_BASE_SECONDS,
-                  rng: random.Random | random.SystemRandom = random) -> float:
-    """Exponential back-off with full jitter, floored at ``base``: attempt 1 -> [1, 2] s."""
-    ceiling = min(cap, base * (2 ** attempt))
-    return max(base, min(cap, rng.uniform(0, ceiling)))
 
 
 class Refresher:

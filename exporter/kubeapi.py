@@ -32,10 +32,11 @@ from typing import Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily
 
+from . import catalog
 from .backoff import BACKOFF_CAP_SECONDS, backoff_delay
 from .health import KUBE_API_RESOURCES, Health
 from .model import Allocatable, PodAssignment
-from .rendering import HELP, render_text
+from .rendering import gauge_family, render_text
 
 log = logging.getLogger(__name__)
 
@@ -345,13 +346,13 @@ class KubeView:
                                and not requested.get(name)))
                  for name in advertised}
         return [
-            _gauge("podresources_extended_resource_capacity", ("resource",), capacity),
-            _gauge("podresources_extended_resource_allocatable", ("resource",), node_allocatable),
-            _gauge("podresources_extended_resource_requested", ("resource",),
-                   {name: requested.get(name, 0) for name in advertised | requested.keys()}),
-            _gauge("podresources_extended_resource_stale", ("resource",), stale),
-            _gauge("podresources_dra_devices_allocatable", ("driver", "pool"),
-                   dra_allocatable(self._records[SLICES].values())),
+            gauge_family(catalog.EXTENDED_RESOURCE_CAPACITY, capacity),
+            gauge_family(catalog.EXTENDED_RESOURCE_ALLOCATABLE, node_allocatable),
+            gauge_family(catalog.EXTENDED_RESOURCE_REQUESTED,
+                         {name: requested.get(name, 0) for name in advertised | requested.keys()}),
+            gauge_family(catalog.EXTENDED_RESOURCE_STALE, stale),
+            gauge_family(catalog.DRA_DEVICES_ALLOCATABLE,
+                         dra_allocatable(self._records[SLICES].values())),
         ]
 
     # ---- changes from the workers (run on the loop thread) -------------------------------
@@ -414,13 +415,6 @@ def _selecting(call, field_selector: str):
     def selected(**kwargs):
         return call(field_selector=field_selector, **kwargs)
     return selected
-
-
-def _gauge(name: str, labels: tuple[str, ...], values: dict) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, HELP[name], labels=list(labels))
-    for key in sorted(values):
-        family.add_metric(list(key) if isinstance(key, tuple) else [key], values[key])
-    return family
 
 
 def _lines(response) -> Iterator[bytes]:

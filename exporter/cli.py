@@ -352,7 +352,7 @@ def _refresher(settings: Settings, topology) -> Refresher:
         return Refresher(settings, Health(settings.node_name), topology=topology)
     if not settings.node_name:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
-    from .kubeapi import ViewError
+    from .kubeapi.view import ViewError
     try:
         return Refresher(settings, Health(settings.node_name), topology=topology)
     except ViewError as error:

@@ -99,7 +99,7 @@ class Refresher:
         self._changed = asyncio.Event()
         self.kube_view = None
         if settings.kube_api:
-            from .kubeapi import KubeView  # the kubernetes client only for those who ask
+            from .kubeapi.view import KubeView  # the kubernetes client only for those who ask
             self.kube_view = KubeView(settings.node_name, self.health, lambda: self._allocatable)
 
     # ---- the loop ------------------------------------------------------------------------

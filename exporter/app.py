@@ -25,6 +25,7 @@ from .server import make_app, start_http
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
+    from .kubeapi.view import KubeView
     from .simulator import NodeSpec
     from .simulator.run import SimulateOptions
     from .webconfig import WebConfig
@@ -58,14 +59,20 @@ def _topology(sysfs_root: str) -> Topology:
 
 
 def build_refresher(settings: Settings, topology: Topology | None = None) -> Refresher:
-    """The refresh loop, with the Kubernetes-API view if asked for."""
-    if not settings.kube_api:
-        return Refresher(settings, Health(settings.node_name), topology=topology)
+    """The refresh loop, with the Kubernetes-API view if asked for; both report into one
+    :class:`Health`."""
+    health = Health(settings.node_name)
+    view = build_kube_view(settings, health) if settings.kube_api else None
+    return Refresher(settings, health, topology=topology, kube_view=view)
+
+
+def build_kube_view(settings: Settings, health: Health) -> KubeView:
+    """The Kubernetes-API view of ``settings.node_name`` (imports the ``kubernetes`` client)."""
     if not settings.node_name:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
-    from .kubeapi.view import ViewError
+    from .kubeapi.view import KubeView, ViewError
     try:
-        return Refresher(settings, Health(settings.node_name), topology=topology)
+        return KubeView(settings.node_name, health)
     except ViewError as error:
         raise UsageError(f"--kube-api: {error}") from None
 

@@ -21,6 +21,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import kubelet
 from .accounting import Accounting, Ledger
@@ -31,6 +32,9 @@ from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 from .rendering import Renderer, RenderOptions
 from .topology import TopologyError, read_topology
+
+if TYPE_CHECKING:
+    from .kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +66,16 @@ class Settings:
 
 
 class Refresher:
-    """Owns the kubelet client, the topology and the current exposition."""
+    """Owns the kubelet client, the topology and the current exposition.
+
+    ``kube_view``, the Kubernetes-API view (``--kube-api``), is built by the caller around the
+    same ``health``; the loop runs its workers, filters terminated pods through it and adds its
+    section to ``/metrics``.
+    """
 
     def __init__(self, settings: Settings, health: Health | None = None,
                  client: KubeletClient | None = None, topology: Topology | None = None,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, kube_view: KubeView | None = None):
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
@@ -97,10 +106,7 @@ class Refresher:
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
-        self.kube_view = None
-        if settings.kube_api:
-            from .kubeapi.view import KubeView  # the kubernetes client only for those who ask
-            self.kube_view = KubeView(settings.node_name, self.health, lambda: self._allocatable)
+        self.kube_view = kube_view
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -387,7 +393,8 @@ class Refresher:
                 body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
             else:
                 health = self.health.render(openmetrics)
-                body = (self._data + (view.render() if view is not None else b"") + health
+                body = (self._data + (view.render(self._allocatable) if view is not None else b"")
+                        + health
                         + (b"# EOF\n" if openmetrics else b""))
             self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body

@@ -42,17 +42,14 @@ class ViewError(Exception):
 class KubeView:
     """A node-scoped view of the Node, its pods and its ResourceSlices, and its metric families.
 
-    ``allocatable`` returns the refresh loop's latest ``GetAllocatableResources`` view (None
-    when the kubelet does not offer it), which decides staleness together with the Node.
-
-    Built at start-up (it connects nothing until :meth:`start`); the refresh asks it for
+    Built at start-up, beside the refresh loop that uses it (it connects nothing until
+    :meth:`start`); the refresh asks it for
     :meth:`without_terminated` and :meth:`render`. It is the reflectors' sink: their calls
     (:meth:`replaced`, :meth:`changed`, :meth:`reached`, :meth:`failed`) come from worker
     threads and take effect on the loop thread.
     """
 
-    def __init__(self, node_name: str, health: Health,
-                 allocatable: Callable[[], Allocatable | None]):
+    def __init__(self, node_name: str, health: Health):
         try:
             from kubernetes import client, config
             from kubernetes.client.exceptions import ApiException
@@ -74,7 +71,6 @@ class KubeView:
         self.health = health
         self.version = 0  # bumped on every change of the view's state
         self.server = configuration.host
-        self._allocatable = allocatable
         self._api = client.ApiClient(configuration)
         self._records: dict[str, dict[Any, Any]] = {resource: {} for resource in KUBE_API_RESOURCES}
         self._terminated: set[tuple[str, str]] = set()
@@ -133,9 +129,10 @@ class KubeView:
             return pods
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)
 
-    def render(self) -> bytes:
-        """The view's section of /metrics, rendered once per state and allocatable view."""
-        allocatable = self._allocatable()
+    def render(self, allocatable: Allocatable | None) -> bytes:
+        """The view's section of /metrics, rendered once per state and allocatable view.
+        ``allocatable`` is the kubelet's latest ``GetAllocatableResources`` view (None when the
+        kubelet does not offer it), which decides staleness together with the Node."""
         cached = self._rendered_for
         if cached is None or cached[0] != self.version or cached[1] is not allocatable:
             self._rendered = render_text([f for f in self.families(allocatable) if f.samples])

@@ -9,6 +9,7 @@ runs the simulator alone. Anything that keeps them from starting as configured i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -81,10 +82,8 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
     """SIGTERM and SIGINT set ``stop`` (where this thread may handle signals)."""
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread
-            pass
 
 
 async def serve(settings: Settings, address: tuple[str, int],
@@ -124,7 +123,7 @@ async def serve(settings: Settings, address: tuple[str, int],
     try:
         await asyncio.wait_for(asyncio.gather(loop_task, return_exceptions=True),
                                timeout=SHUTDOWN_SECONDS / 2)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         loop_task.cancel()
     stopper.cancel()
     await refresher.client.close()

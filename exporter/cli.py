@@ -16,13 +16,16 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, kubelet
 from .app import PROG, UsageError, demo, load_web_config, serve, simulate, snapshot
 from .logs import LEVELS, setup_logging
 from .refresh import Settings
 from .rendering import RenderOptions
+
+if TYPE_CHECKING:
+    from .simulator.run import SimulateOptions
 
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"
 DEFAULT_PORT = 10041
@@ -223,7 +226,7 @@ FLAGS: tuple[Flag, ...] = (
 # ---- parser -------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]  # one line, status 2
+    def error(self, message: str) -> NoReturn:  # one line, status 2
         raise UsageError(message)
 
 
@@ -305,7 +308,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 # ---- dispatch -----------------------------------------------------------------------------
 
-def _simulate_options(args: argparse.Namespace) -> Any:
+def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
     from .simulator.run import SimulateOptions  # the simulator only for its commands
 
     return SimulateOptions(

@@ -319,7 +319,8 @@ async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff)
             what="the view to notice, and retry")
         for name in ("podresources_extended_resource_capacity",
                      "podresources_extended_resource_requested",
-                     "podresources_extended_resource_stale", "podresources_dra_devices_allocatable"):
+                     "podresources_extended_resource_stale",
+                     "podresources_dra_devices_allocatable"):
             assert s.series(name) == before.series(name), name
         # the kubelet refresh goes on regardless
         assert s.value("podresources_up") == 1

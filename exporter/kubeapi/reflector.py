@@ -7,6 +7,7 @@ parses objects with the function it is given and hands records to a :class:`Sink
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -132,10 +133,8 @@ class Reflector:
         response = self.response
         sock = getattr(getattr(response, "connection", None), "sock", None)
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     # ---- the worker ----------------------------------------------------------------------
 

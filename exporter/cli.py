@@ -251,10 +251,10 @@ def _from_environment(flag: Flag, environ: Mapping[str, str]) -> Any:
 def _add_flags(parser: argparse.ArgumentParser, command: str,
                environ: Mapping[str, str]) -> None:
     """The command's flags, in table order; an environment twin replaces a flag's default."""
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for flag in FLAGS:
-        if command not in flag.commands:
-            continue
+    flags = [flag for flag in FLAGS if command in flag.commands]
+    titles = dict.fromkeys(flag.group for flag in flags if flag.group is not None)
+    groups = {title: parser.add_argument_group(title) for title in titles}
+    for flag in flags:
         value = _from_environment(flag, environ)
         options: dict[str, Any] = {
             "default": flag.default if value is _UNSET else value,
@@ -265,11 +265,7 @@ def _add_flags(parser: argparse.ArgumentParser, command: str,
         else:
             options.update(type=flag.parse, metavar=flag.metavar,
                            required=flag.required and value is _UNSET)
-        target: argparse.ArgumentParser | argparse._ArgumentGroup = parser
-        if flag.group is not None:
-            if flag.group not in groups:
-                groups[flag.group] = parser.add_argument_group(flag.group)
-            target = groups[flag.group]
+        target = parser if flag.group is None else groups[flag.group]
         target.add_argument(flag.name, **options)
 
 

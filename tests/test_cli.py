@@ -95,6 +95,14 @@ def test_defaults_match_the_documented_contract():
     assert not args.no_workload_metrics and not args.no_device_info
 
 
+def test_simulator_rate_limit_defaults_to_the_kubelets():
+    from exporter.simulator.server import DEFAULT_BURST, DEFAULT_QPS
+
+    args = parse_args(["simulate", "--socket", "/run/kubelet.sock"], environ={})
+    # the kubelet's podresources token bucket: 100 calls per second, burst 10
+    assert (args.qps, args.burst) == (100.0, 10) == (DEFAULT_QPS, DEFAULT_BURST)
+
+
 async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "exporter", *argv, cwd=REPO,

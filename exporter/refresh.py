@@ -394,8 +394,7 @@ class Refresher:
             else:
                 health = self.health.render(openmetrics)
                 body = (self._data + (view.render(self._allocatable) if view is not None else b"")
-                        + health
-                        + (b"# EOF\n" if openmetrics else b""))
+                        + health + (b"# EOF\n" if openmetrics else b""))
             self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body
         return body

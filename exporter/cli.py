@@ -1,44 +1,41 @@
-"""The ``podresources-exporter`` command: serve (default), snapshot, demo, simulate.
+"""The ``podresources-exporter`` command: its flags, their environment twins, dispatch.
 
-Every flag has an environment-variable twin, ``PODRESOURCES_EXPORTER_<FLAG>`` (upper case,
-dashes as underscores); a flag on the command line wins over its twin. A bad value, from either,
-exits with status 2 and a one-line reason.
+Every flag is declared once, in ``FLAGS``: name, value check, default, help and the commands that
+take it; the argparse parsers and the environment lookup are both built from that table. Each
+flag has an environment-variable twin, ``PODRESOURCES_EXPORTER_<FLAG>`` (upper case, dashes as
+underscores); a flag on the command line wins over its twin. A bad value, from either, exits
+with status 2 and a one-line reason. What each command then builds and runs is in
+:mod:`exporter.app`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
-import shutil
-import signal
 import sys
-import tempfile
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, kubelet
-from .health import Health
+from .app import PROG, UsageError, demo, load_web_config, serve, simulate, snapshot
 from .logs import LEVELS, setup_logging
-from .refresh import Refresher, Settings
+from .refresh import Settings
 from .rendering import RenderOptions
-from .server import make_app, start_http
-from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
-    from . import webconfig
+    from .simulator.run import SimulateOptions
 
-log = logging.getLogger(__name__)
-
-PROG = "podresources-exporter"
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"
 DEFAULT_PORT = 10041
-SHUTDOWN_SECONDS = 5.0
 
-
-class UsageError(Exception):
-    """A bad flag or environment value: exit status 2."""
+SERVE, SNAPSHOT, DEMO, SIMULATE = "serve", "snapshot", "demo", "simulate"
+SUBCOMMANDS = (
+    (SNAPSHOT, "read the kubelet once and print the per-NUMA picture"),
+    (DEMO, "serve real /metrics from the built-in kubelet simulator (no cluster needed)"),
+    (SIMULATE, "run the kubelet simulator alone"),
+)
 
 
 # ---- value checks -------------------------------------------------------------------------
@@ -86,7 +83,7 @@ def socket_address(text: str) -> str:
     return text
 
 
-def choice(*allowed: str):
+def choice(*allowed: str) -> Callable[[str], str]:
     def check(text: str) -> str:
         value = text.lower()
         if value not in allowed:
@@ -105,63 +102,176 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def switch(text: str) -> bool:
+    """An on/off flag's environment value."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+# ---- the flags ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag and its environment twin.
+
+    ``parse`` checks a value (None: any text); a ``switch`` flag takes no value on the command
+    line. ``group`` titles the flag's section of ``--help``. A flag named twice in the table
+    means different things to different commands (the simulator serves the socket the exporter
+    reads).
+    """
+
+    name: str
+    commands: tuple[str, ...]
+    help: str
+    parse: Callable[[str], Any] | None = None
+    default: Any = None
+    group: str | None = None
+    metavar: str | None = None
+    required: bool = False
+    hidden_in: tuple[str, ...] = ()  # accepted but left out of these commands' --help
+    environ_fallback: str | None = None  # read when the twin is unset
+
+    @property
+    def dest(self) -> str:
+        return self.name[2:].replace("-", "_")
+
+    @property
+    def environ(self) -> str:
+        return ENV_PREFIX + self.dest.upper()
+
+
+_LOOP = Settings()  # the refresh loop's defaults are the flags' defaults
+_EXPORTER = (SERVE, SNAPSHOT, DEMO)
+_SERVING = (SERVE, DEMO)
+KUBELET, LOGGING, SERVING = "kubelet and node", "logging", "serving"
+
+FLAGS: tuple[Flag, ...] = (
+    # ---- snapshot ----
+    Flag("--format", (SNAPSHOT,), "table or json (default: %(default)s)",
+         choice("table", "json"), "table"),
+    # ---- the simulator (demo and simulate) ----
+    Flag("--profile", (DEMO, SIMULATE), "simulator profile: a bundled profile's name or the path "
+         "to a profile .json (default: %(default)s)", None, "dual-socket-gpu"),
+    Flag("--socket", (SIMULATE,), "unix socket to serve the podresources API on",
+         socket_address, required=True),
+    Flag("--sysfs-root", (SIMULATE,), "write a matching fake sysfs tree here"),
+    Flag("--control-address", (DEMO, SIMULATE), "HTTP endpoint to misbehave the simulated "
+         "kubelet: rate-limit storms, restarts, garbage (off when unset; see the README)",
+         listen_address, None, metavar="HOST:PORT"),
+    Flag("--churn-interval", (DEMO, SIMULATE),
+         "replace pods every SECONDS (default: no churn)", positive_float, None,
+         metavar="SECONDS"),
+    Flag("--churn-pods", (SIMULATE,), "pods replaced per churn step (default: %(default)s)",
+         non_negative_int, 1),
+    Flag("--state-dir", (SIMULATE,), "keep kubelet-like state files here, rewritten on every "
+         "change (for the exporter's --watch-path)", None, None, metavar="DIR"),
+    Flag("--seed", (SIMULATE,), "random seed for allocation order and churn", non_negative_int),
+    # the kubelet's own rate limit (exporter.simulator.server.DEFAULT_QPS, DEFAULT_BURST)
+    Flag("--qps", (SIMULATE,), "rate limit, calls per second (default: %(default)s)",
+         positive_float, 100.0),
+    Flag("--burst", (SIMULATE,), "rate limit burst (default: %(default)s)", non_negative_int,
+         10),
+    # ---- what the exporter reads ----
+    Flag("--socket", _EXPORTER, "kubelet podresources socket; unix:// prefix accepted "
+         "(default: %(default)s)", socket_address, _LOOP.socket, KUBELET),
+    Flag("--sysfs-root", _EXPORTER, "where devices/system/node is read (default: %(default)s)",
+         None, _LOOP.sysfs_root, KUBELET),
+    Flag("--max-message-bytes", _EXPORTER,
+         "gRPC receive limit for kubelet replies (default: %(default)s)", message_size,
+         _LOOP.max_message_bytes, KUBELET),
+    Flag("--timeout", _EXPORTER, "deadline of each kubelet call, seconds (default: %(default)s)",
+         positive_float, _LOOP.timeout, KUBELET),
+    Flag("--node-name", _EXPORTER,
+         "node name for podresources_node_info (default: $NODE_NAME)", None, _LOOP.node_name,
+         KUBELET, environ_fallback="NODE_NAME"),  # the downward-API variable the chart sets
+    # ---- logging, every command ----
+    Flag("--log-format", (*_EXPORTER, SIMULATE), "text or json (default: %(default)s)",
+         choice("text", "json"), "text", LOGGING),
+    Flag("--log-level", (*_EXPORTER, SIMULATE), f"{', '.join(LEVELS)} (default: %(default)s)",
+         choice(*LEVELS), "info", LOGGING),
+    # ---- serving /metrics ----
+    Flag("--listen-address", _SERVING,
+         f"HTTP listener; port 0 picks a free port (default: :{DEFAULT_PORT})", listen_address,
+         ("", DEFAULT_PORT), SERVING, "HOST:PORT"),
+    Flag("--interval", _SERVING, "seconds between List calls (default: %(default)s)",
+         positive_float, _LOOP.interval, SERVING),
+    Flag("--allocatable-interval", _SERVING,
+         "seconds between GetAllocatableResources calls (default: %(default)s)", positive_float,
+         _LOOP.allocatable_interval, SERVING),
+    Flag("--watch-path", _SERVING, "refresh soon after the kubelet's state files under DIR "
+         "change (e.g. /var/lib/kubelet); off when unset", None, _LOOP.watch_path, SERVING,
+         "DIR"),
+    Flag("--max-refresh-rate", _SERVING,
+         "ceiling on refreshes triggered by --watch-path (default: %(default)s)", positive_float,
+         _LOOP.max_refresh_rate, SERVING, "PER_SECOND"),
+    Flag("--no-workload-metrics", (*_SERVING, SNAPSHOT),
+         "drop the per-container and per-pod series", switch, False, SERVING,
+         hidden_in=(SNAPSHOT,)),
+    Flag("--no-device-info", _SERVING,
+         "drop podresources_device_info and podresources_dra_device_info", switch, False,
+         SERVING),
+    Flag("--kube-api", _SERVING, "add the Kubernetes-API view: extended resources, their "
+         "staleness and DRA capacity of this node; needs the node name and RBAC (in-cluster "
+         "config, or $KUBECONFIG when set)", switch, _LOOP.kube_api, SERVING),
+    Flag("--web-config-file", _SERVING, "TLS and basic auth, in the Prometheus exporter-toolkit "
+         "web-config format; /healthz and /readyz need no credentials (off when unset)", None,
+         None, SERVING, "PATH"),
+)
+
+
 # ---- parser -------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, status 2
+    def error(self, message: str) -> NoReturn:  # one line, status 2
         raise UsageError(message)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("kubelet and node")
-    group.add_argument("--socket", type=socket_address, default=kubelet.DEFAULT_SOCKET,
-                       help="kubelet podresources socket; unix:// prefix accepted "
-                            "(default: %(default)s)")
-    group.add_argument("--sysfs-root", default="/sys",
-                       help="where devices/system/node is read (default: %(default)s)")
-    group.add_argument("--max-message-bytes", type=message_size,
-                       default=kubelet.DEFAULT_MAX_MESSAGE_BYTES,
-                       help="gRPC receive limit for kubelet replies (default: %(default)s)")
-    group.add_argument("--timeout", type=positive_float, default=kubelet.DEFAULT_TIMEOUT_SECONDS,
-                       help="deadline of each kubelet call, seconds (default: %(default)s)")
-    group.add_argument("--node-name", default="",
-                       help="node name for podresources_node_info (default: $NODE_NAME)")
-    logs = parser.add_argument_group("logging")
-    logs.add_argument("--log-format", type=choice("text", "json"), default="text",
-                      help="text or json (default: %(default)s)")
-    logs.add_argument("--log-level", type=choice(*LEVELS), default="info",
-                      help=f"{', '.join(LEVELS)} (default: %(default)s)")
+_UNSET = object()
 
 
-def _serving(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("serving")
-    group.add_argument("--listen-address", type=listen_address, default=("", DEFAULT_PORT),
-                       metavar="HOST:PORT",
-                       help=f"HTTP listener; port 0 picks a free port (default: :{DEFAULT_PORT})")
-    group.add_argument("--interval", type=positive_float, default=10.0,
-                       help="seconds between List calls (default: %(default)s)")
-    group.add_argument("--allocatable-interval", type=positive_float, default=60.0,
-                       help="seconds between GetAllocatableResources calls (default: %(default)s)")
-    group.add_argument("--watch-path", default=None, metavar="DIR",
-                       help="refresh soon after the kubelet's state files under DIR change "
-                            "(e.g. /var/lib/kubelet); off when unset")
-    group.add_argument("--max-refresh-rate", type=positive_float, default=1.0,
-                       metavar="PER_SECOND",
-                       help="ceiling on refreshes triggered by --watch-path (default: %(default)s)")
-    group.add_argument("--no-workload-metrics", action="store_true",
-                       help="drop the per-container and per-pod series")
-    group.add_argument("--no-device-info", action="store_true",
-                       help="drop podresources_device_info and podresources_dra_device_info")
-    group.add_argument("--kube-api", action="store_true",
-                       help="add the Kubernetes-API view: extended resources, their staleness "
-                            "and DRA capacity of this node; needs the node name and RBAC "
-                            "(in-cluster config, or $KUBECONFIG when set)")
-    group.add_argument("--web-config-file", default=None, metavar="PATH",
-                       help="TLS and basic auth, in the Prometheus exporter-toolkit web-config "
-                            "format; /healthz and /readyz need no credentials (off when unset)")
+def _from_environment(flag: Flag, environ: Mapping[str, str]) -> Any:
+    """The value of the flag's environment twin, checked like the flag's; ``_UNSET`` if none."""
+    name = flag.environ
+    if name not in environ and flag.environ_fallback is not None:
+        name = flag.environ_fallback
+    if name not in environ:
+        return _UNSET
+    if flag.parse is None:
+        return environ[name]
+    try:
+        return flag.parse(environ[name])
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"{name}: {error}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_flags(parser: argparse.ArgumentParser, command: str,
+               environ: Mapping[str, str]) -> None:
+    """The command's flags, in table order; an environment twin replaces a flag's default."""
+    flags = [flag for flag in FLAGS if command in flag.commands]
+    titles = dict.fromkeys(flag.group for flag in flags if flag.group is not None)
+    groups = {title: parser.add_argument_group(title) for title in titles}
+    for flag in flags:
+        value = _from_environment(flag, environ)
+        options: dict[str, Any] = {
+            "default": flag.default if value is _UNSET else value,
+            "help": argparse.SUPPRESS if command in flag.hidden_in else flag.help,
+        }
+        if flag.parse is switch:
+            options["action"] = "store_true"
+        else:
+            options.update(type=flag.parse, metavar=flag.metavar,
+                           required=flag.required and value is _UNSET)
+        target = parser if flag.group is None else groups[flag.group]
+        target.add_argument(flag.name, **options)
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The command's parser; ``environ`` (default: none) supplies the environment twins."""
+    environ = {} if environ is None else environ
     parser = _Parser(
         prog=PROG,
         description="Prometheus exporter for per-NUMA use of the kubelet's exclusive CPUs, "
@@ -170,335 +280,54 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Every flag can also be set as an environment variable {ENV_PREFIX}<FLAG>, "
                f"e.g. {ENV_PREFIX}INTERVAL=30.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    _common(parser)
-    _serving(parser)
+    _add_flags(parser, SERVE, environ)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    snapshot = commands.add_parser("snapshot", help="read the kubelet once and print the "
-                                                    "per-NUMA picture")
-    snapshot.add_argument("--format", type=choice("table", "json"), default="table",
-                          help="table or json (default: %(default)s)")
-    _common(snapshot)
-    snapshot.add_argument("--no-workload-metrics", action="store_true", help=argparse.SUPPRESS)
-
-    demo = commands.add_parser("demo", help="serve real /metrics from the built-in kubelet "
-                                            "simulator (no cluster needed)")
-    demo.add_argument("--profile", default="dual-socket-gpu",
-                      help="simulator profile (default: %(default)s)")
-    demo.add_argument("--churn-interval", type=positive_float, default=None, metavar="SECONDS",
-                      help="replace pods every SECONDS (default: no churn)")
-    demo.add_argument("--control-address", type=listen_address, default=None,
-                      metavar="HOST:PORT",
-                      help="HTTP endpoint to misbehave the simulated kubelet: rate-limit storms, "
-                           "restarts, garbage (off when unset; see the README)")
-    _common(demo)
-    _serving(demo)
-
-    simulate = commands.add_parser("simulate", help="run the kubelet simulator alone")
-    simulate.add_argument("--profile", default="dual-socket-gpu",
-                          help="bundled profile name or path to a profile .json "
-                               "(default: %(default)s)")
-    simulate.add_argument("--socket", type=socket_address, required=True,
-                          help="unix socket to serve the podresources API on")
-    simulate.add_argument("--sysfs-root", default=None,
-                          help="write a matching fake sysfs tree here")
-    simulate.add_argument("--control-address", type=listen_address, default=None,
-                          metavar="HOST:PORT",
-                          help="HTTP control endpoint for fault switches (off when unset)")
-    simulate.add_argument("--churn-interval", type=positive_float, default=None,
-                          metavar="SECONDS", help="replace pods every SECONDS")
-    simulate.add_argument("--churn-pods", type=non_negative_int, default=1,
-                          help="pods replaced per churn step (default: %(default)s)")
-    simulate.add_argument("--state-dir", default=None, metavar="DIR",
-                          help="keep kubelet-like state files here, rewritten on every change "
-                               "(for the exporter's --watch-path)")
-    simulate.add_argument("--seed", type=non_negative_int, default=None,
-                          help="random seed for allocation order and churn")
-    simulate.add_argument("--qps", type=positive_float, default=100.0,
-                          help="rate limit, calls per second (default: %(default)s)")
-    simulate.add_argument("--burst", type=non_negative_int, default=10,
-                          help="rate limit burst (default: %(default)s)")
-    logs = simulate.add_argument_group("logging")
-    logs.add_argument("--log-format", type=choice("text", "json"), default="text")
-    logs.add_argument("--log-level", type=choice(*LEVELS), default="info")
+    for command, help_text in SUBCOMMANDS:
+        _add_flags(commands.add_parser(command, help=help_text), command, environ)
     return parser
 
 
-def _apply_environment(parser: argparse.ArgumentParser, environ) -> None:
-    """Use ``PODRESOURCES_EXPORTER_<FLAG>`` as the default of ``--flag``, checked alike."""
-    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    parsers = [parser] + [p for s in subparsers for p in s.choices.values()]
-    for each in parsers:
-        for action in each._actions:
-            flags = [s for s in action.option_strings if s.startswith("--")]
-            if not flags or action.dest in ("help", "version"):
-                continue
-            name = ENV_PREFIX + flags[0][2:].upper().replace("-", "_")
-            if name not in environ and action.dest == "node_name" and "NODE_NAME" in environ:
-                name = "NODE_NAME"  # the downward-API variable the chart sets
-            if name not in environ:
-                continue
-            raw = environ[name]
-            if isinstance(action, argparse._StoreTrueAction):
-                text = raw.strip().lower()
-                if text in ("1", "true", "yes", "on"):
-                    value = True
-                elif text in ("", "0", "false", "no", "off"):
-                    value = False
-                else:
-                    raise UsageError(f"{name}: expected true or false, got {raw!r}")
-            elif action.type is not None:
-                try:
-                    value = action.type(raw)
-                except argparse.ArgumentTypeError as error:
-                    raise UsageError(f"{name}: {error}") from None
-            else:
-                value = raw
-            action.default = value
-            action.required = False
+def parse_args(argv: Sequence[str] | None = None,
+               environ: Mapping[str, str] | None = None) -> argparse.Namespace:
+    return build_parser(os.environ if environ is None else environ).parse_args(argv)
 
 
-def parse_args(argv: list[str] | None = None, environ=None) -> argparse.Namespace:
-    parser = build_parser()
-    _apply_environment(parser, os.environ if environ is None else environ)
-    return parser.parse_args(argv)
-
-
-def settings_from(args: argparse.Namespace, **overrides) -> Settings:
-    values = dict(
-        socket=args.socket,
-        sysfs_root=args.sysfs_root,
-        interval=getattr(args, "interval", 10.0),
-        allocatable_interval=getattr(args, "allocatable_interval", 60.0),
-        watch_path=getattr(args, "watch_path", None),
-        max_refresh_rate=getattr(args, "max_refresh_rate", 1.0),
-        max_message_bytes=args.max_message_bytes,
-        timeout=args.timeout,
-        node_name=args.node_name,
-        kube_api=getattr(args, "kube_api", False),
-        render=RenderOptions(workload_metrics=not getattr(args, "no_workload_metrics", False),
-                             device_info=not getattr(args, "no_device_info", False)),
-    )
-    values.update(overrides)
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The refresh loop's settings from the parsed flags (a flag the command does not take
+    keeps the loop's default)."""
+    given = vars(args)
+    values: dict[str, Any] = {f.name: given[f.name] for f in fields(Settings) if f.name in given}
+    values["render"] = RenderOptions(workload_metrics=not given.get("no_workload_metrics"),
+                                     device_info=not given.get("no_device_info"))
     return Settings(**values)
 
 
-# ---- commands -----------------------------------------------------------------------------
+# ---- dispatch -----------------------------------------------------------------------------
 
-def load_web_config(args: argparse.Namespace) -> webconfig.WebConfig | None:
-    """The ``--web-config-file`` settings, checked before anything starts (bad: exit 2)."""
-    if not getattr(args, "web_config_file", None):
-        return None
-    from . import webconfig  # noqa: F811 -- TLS and bcrypt only for those who configure them
-    try:
-        return webconfig.load(args.web_config_file)
-    except webconfig.WebConfigError as error:
-        raise UsageError(f"--web-config-file: {error}") from None
+def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
+    from .simulator.run import SimulateOptions  # the simulator only for its commands
 
-
-async def serve(settings: Settings, address: tuple[str, int],
-                stop: asyncio.Event | None = None, started=None,
-                web_config: webconfig.WebConfig | None = None) -> int:
-    """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
-    try:
-        topology = read_topology(settings.sysfs_root)
-    except TopologyError as error:
-        raise UsageError(f"--sysfs-root: {error}") from None
-    if settings.watch_path and not Path(settings.watch_path).exists():
-        raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
-    stop = stop or asyncio.Event()
-    refresher = _refresher(settings, topology)
-    _install_signal_handlers(stop)
-    host, port = address
-    try:
-        runner, bound = await start_http(
-            make_app(refresher, web_config.middlewares() if web_config else ()), host, port,
-            web_config.ssl_context() if web_config else None)
-    except OSError as error:
-        await refresher.client.close()
-        log.error("cannot listen on %s:%d: %s", host or "*", port, error.strerror or error)
-        return 1
-    log.info("podresources-exporter %s listening on %s:%d; kubelet socket %s; %d NUMA nodes",
-             __version__, host or "*", bound, refresher.client.target,
-             len(topology.numa_nodes))
-    if web_config is not None:
-        log.info("web config %s: %s, basic auth %s", web_config.path,
-                 "HTTPS" if web_config.tls else "plain HTTP",
-                 f"for {len(web_config.users)} users" if web_config.users else "off")
-    if started is not None:
-        started(bound, refresher)
-    loop_task = asyncio.create_task(refresher.run())
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([loop_task, stopper], return_when=asyncio.FIRST_COMPLETED)
-    log.info("shutting down")
-    refresher.stop()
-    try:
-        await asyncio.wait_for(asyncio.gather(loop_task, return_exceptions=True),
-                               timeout=SHUTDOWN_SECONDS / 2)
-    except asyncio.TimeoutError:
-        loop_task.cancel()
-    stopper.cancel()
-    await refresher.client.close()
-    await runner.cleanup()
-    if loop_task.done() and not loop_task.cancelled() and loop_task.exception():
-        log.error("refresh loop failed: %r", loop_task.exception())
-        return 1
-    return 0
+    return SimulateOptions(
+        profile=args.profile, socket_path=kubelet.socket_path(args.socket),
+        sysfs_root=args.sysfs_root, control_address=args.control_address,
+        churn_interval=args.churn_interval, churn_pods=args.churn_pods,
+        state_dir=args.state_dir, seed=args.seed, qps=args.qps, burst=args.burst)
 
 
-def _refresher(settings: Settings, topology) -> Refresher:
-    """The refresh loop, with the Kubernetes-API view if asked (bad setup: exit 2)."""
-    if not settings.kube_api:
-        return Refresher(settings, Health(settings.node_name), topology=topology)
-    if not settings.node_name:
-        raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
-    from .kubeapi import ViewError
-    try:
-        return Refresher(settings, Health(settings.node_name), topology=topology)
-    except ViewError as error:
-        raise UsageError(f"--kube-api: {error}") from None
-
-
-def _install_signal_handlers(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread
-            pass
-
-
-async def snapshot(args: argparse.Namespace) -> int:
-    from .report import format_json, format_table
-
-    settings = settings_from(args)
-    try:
-        topology = read_topology(settings.sysfs_root)
-    except TopologyError as error:
-        raise UsageError(f"--sysfs-root: {error}") from None
-    if args.log_level == "info":
-        logging.getLogger().setLevel(logging.WARNING)  # the report is the output
-    refresher = Refresher(settings, Health(settings.node_name), topology=topology)
-    try:
-        await refresher.refresh_once()
-    finally:
-        await refresher.client.close()
-    if refresher.accounting is None:
-        error = refresher.last_error
-        print(f"{PROG}: cannot read the kubelet at {refresher.client.target}: "
-              f"{error.code if error else ''} {error.details if error else ''}".rstrip(),
-              file=sys.stderr)
-        return 1
-    formatter = format_json if args.format == "json" else format_table
-    sys.stdout.write(formatter(refresher.accounting, refresher.topology,
-                               refresher.health.capabilities, settings.node_name))
-    return 0
-
-
-async def demo(args: argparse.Namespace) -> int:
-    from .simulator import NodeState, Simulator, write_sysfs
-
-    spec = _profile(args.profile)
-    workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
-    try:
-        sysfs = write_sysfs(spec, workdir / "sys")
-        simulator = Simulator(NodeState(spec), workdir / "pod-resources" / "kubelet.sock")
-        await simulator.start()
-        control = await _start_control(simulator, args.control_address)
-        churn = None
-        if args.churn_interval:
-            churn = asyncio.create_task(_churn(simulator, args.churn_interval, 1))
-        settings = settings_from(args, socket=str(simulator.socket_path), sysfs_root=str(sysfs),
-                                 node_name=args.node_name or spec.name)
-
-        def announce(port: int, refresher: Refresher) -> None:
-            log.info("demo: simulated node %s (%s profile) -> http://localhost:%d/metrics",
-                     spec.name, args.profile, port)
-
-        try:
-            return await serve(settings, args.listen_address, started=announce,
-                               web_config=load_web_config(args))
-        finally:
-            if churn is not None:
-                churn.cancel()
-            if control is not None:
-                await control.cleanup()
-            await simulator.stop()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _profile(name: str):
-    from .simulator import ProfileError, load_profile
-    try:
-        return load_profile(name)
-    except ProfileError as error:
-        raise UsageError(f"--profile: {error}") from None
-
-
-async def _churn(simulator, interval: float, pods: int) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        gone, added = simulator.churn(pods)
-        log.debug("churn: removed %s, added %s", gone, added)
-
-
-async def _start_control(simulator, address: tuple[str, int] | None):
-    """The simulator's HTTP control endpoint (fault switches, restarts, churn), if asked for."""
-    if address is None:
-        return None
-    from aiohttp import web
-
-    from .simulator.control import control_app
-
-    runner = web.AppRunner(control_app(simulator), access_log=None)
-    await runner.setup()
-    host, port = address
-    await web.TCPSite(runner, host or "127.0.0.1", port).start()
-    log.info("simulator control endpoint on http://%s:%d/state (POST /faults, /restart, "
-             "/churn, /health)", host or "127.0.0.1", runner.addresses[0][1])
-    return runner
-
-
-async def simulate(args: argparse.Namespace) -> int:
-    from .simulator import NodeState, Simulator, write_sysfs
-
-    spec = _profile(args.profile)
-    if args.sysfs_root:
-        write_sysfs(spec, args.sysfs_root)
-    simulator = Simulator(NodeState(spec, seed=args.seed), kubelet.socket_path(args.socket),
-                          qps=args.qps, burst=args.burst)
-    await simulator.start()
-    stop = asyncio.Event()
-    _install_signal_handlers(stop)
-    runner = await _start_control(simulator, args.control_address)
-    tasks = []
-    if args.churn_interval:
-        tasks.append(asyncio.create_task(_churn(simulator, args.churn_interval, args.churn_pods)))
-    if args.state_dir:
-        tasks.append(asyncio.create_task(simulator.keep_state_files(args.state_dir)))
-    log.info("simulating %s (%s): %d pods", spec.name, args.profile, len(simulator.state.pods))
-    await stop.wait()
-    for task in tasks:
-        task.cancel()
-    if runner is not None:
-        await runner.cleanup()
-    await simulator.stop()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         setup_logging(args.log_level, args.log_format)
-        if args.command == "snapshot":
-            return asyncio.run(snapshot(args))
-        if args.command == "demo":
-            return asyncio.run(demo(args))
-        if args.command == "simulate":
-            return asyncio.run(simulate(args))
+        if args.command == SNAPSHOT:
+            return asyncio.run(snapshot(settings_from(args), args.format, args.log_level))
+        if args.command == DEMO:
+            return asyncio.run(demo(settings_from(args), args.listen_address, args.profile,
+                                    args.churn_interval, args.control_address,
+                                    args.web_config_file))
+        if args.command == SIMULATE:
+            return asyncio.run(simulate(_simulate_options(args)))
         return asyncio.run(serve(settings_from(args), args.listen_address,
-                                 web_config=load_web_config(args)))
+                                 web_config=load_web_config(args.web_config_file)))
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

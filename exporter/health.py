@@ -17,7 +17,20 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from . import __version__, accounting, kubelet
-from .rendering import HELP
+from .catalog import (
+    API_REQUEST_DURATION,
+    API_REQUESTS,
+    BACKOFF,
+    BUILD_INFO,
+    DATA_ISSUES,
+    KUBE_API_ERRORS,
+    KUBE_API_UP,
+    KUBELET_API_INFO,
+    LAST_REFRESH,
+    NODE_INFO,
+    REFRESH_DURATION,
+    UP,
+)
 
 UNKNOWN = "unknown"
 
@@ -70,18 +83,17 @@ class Health:
         self.backoff_seconds = 0.0
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         self.registry = CollectorRegistry(auto_describe=False)
-        self.requests = Counter("podresources_api_requests", HELP["podresources_api_requests_total"],
-                                ["method", "code"], registry=self.registry)
+        # (a counter's catalogued name ends in _total, which prometheus_client accepts as is)
+        self.requests = Counter(API_REQUESTS.name, API_REQUESTS.help, API_REQUESTS.labels,
+                                registry=self.registry)
         self.request_duration = Histogram(
-            "podresources_api_request_duration_seconds",
-            HELP["podresources_api_request_duration_seconds"], ["method"],
+            API_REQUEST_DURATION.name, API_REQUEST_DURATION.help, API_REQUEST_DURATION.labels,
             buckets=_CALL_BUCKETS, registry=self.registry)
         self.refresh_duration = Histogram(
-            "podresources_refresh_duration_seconds",
-            HELP["podresources_refresh_duration_seconds"], buckets=_REFRESH_BUCKETS,
-            registry=self.registry)
-        self.data_issues = Counter("podresources_data_issues", HELP["podresources_data_issues_total"],
-                                   ["kind"], registry=self.registry)
+            REFRESH_DURATION.name, REFRESH_DURATION.help, REFRESH_DURATION.labels,
+            buckets=_REFRESH_BUCKETS, registry=self.registry)
+        self.data_issues = Counter(DATA_ISSUES.name, DATA_ISSUES.help, DATA_ISSUES.labels,
+                                   registry=self.registry)
         for method in METHODS:
             self.requests.labels(method, "OK")
             self.request_duration.labels(method)
@@ -92,9 +104,8 @@ class Health:
     def track_kube_api(self) -> None:
         """Export the Kubernetes-API view's health; only with --kube-api."""
         self.kube_api_up = dict.fromkeys(KUBE_API_RESOURCES, 0)
-        self.kube_api_errors = Counter("podresources_kube_api_errors",
-                                       HELP["podresources_kube_api_errors_total"], ["resource"],
-                                       registry=self.registry)
+        self.kube_api_errors = Counter(KUBE_API_ERRORS.name, KUBE_API_ERRORS.help,
+                                       KUBE_API_ERRORS.labels, registry=self.registry)
         for resource in KUBE_API_RESOURCES:
             self.kube_api_errors.labels(resource)
 
@@ -125,28 +136,22 @@ class _StateCollector:
 
     def collect(self):
         health = self.health
-        up = GaugeMetricFamily("podresources_up", HELP["podresources_up"])
+        up = GaugeMetricFamily(UP.name, UP.help)
         up.add_metric([], health.up)
-        last = GaugeMetricFamily("podresources_last_refresh_timestamp_seconds",
-                                 HELP["podresources_last_refresh_timestamp_seconds"])
+        last = GaugeMetricFamily(LAST_REFRESH.name, LAST_REFRESH.help)
         last.add_metric([], health.last_success)
-        backoff = GaugeMetricFamily("podresources_backoff_seconds",
-                                    HELP["podresources_backoff_seconds"])
+        backoff = GaugeMetricFamily(BACKOFF.name, BACKOFF.help)
         backoff.add_metric([], round(health.backoff_seconds, 3))
-        api = GaugeMetricFamily("podresources_kubelet_api_info",
-                                HELP["podresources_kubelet_api_info"],
-                                labels=["api_version", "get_allocatable", "get", "pod_level"])
+        api = GaugeMetricFamily(KUBELET_API_INFO.name, KUBELET_API_INFO.help,
+                                labels=KUBELET_API_INFO.labels)
         api.add_metric(list(health.capabilities.labels()), 1)
-        node = GaugeMetricFamily("podresources_node_info", HELP["podresources_node_info"],
-                                 labels=["node", "kubelet_api"])
+        node = GaugeMetricFamily(NODE_INFO.name, NODE_INFO.help, labels=NODE_INFO.labels)
         node.add_metric([health.node_name, health.capabilities.api_version], 1)
-        build = GaugeMetricFamily("podresources_build_info", HELP["podresources_build_info"],
-                                  labels=["version", "python_version"])
+        build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
         build.add_metric([__version__, platform.python_version()], 1)
         families = [up, last, backoff, api, node, build]
         if health.kube_api_up is not None:
-            kube = GaugeMetricFamily("podresources_kube_api_up", HELP["podresources_kube_api_up"],
-                                     labels=["resource"])
+            kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
             for resource, value in health.kube_api_up.items():
                 kube.add_metric([resource], value)
             families.append(kube)

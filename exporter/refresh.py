@@ -21,9 +21,11 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import kubelet
 from .accounting import Accounting, Ledger
+from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
 from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
 from .kubelet import KubeletClient, KubeletError
@@ -31,10 +33,11 @@ from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 from .rendering import Renderer, RenderOptions
 from .topology import TopologyError, read_topology
 
+if TYPE_CHECKING:
+    from .kubeapi.view import KubeView
+
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_CAP_SECONDS = 60.0
 WATCH_POLL_SECONDS = 0.2
 WATCH_DEBOUNCE_SECONDS = 0.1
 # Files the kubelet rewrites when it assigns or frees exclusive resources.
@@ -62,19 +65,17 @@ class Settings:
     render: RenderOptions = field(default_factory=RenderOptions)
 
 
-def backoff_delay(attempt: int, cap: float, base: float = BACKOFF_BASE_SECONDS,
-                  rng: random.Random | random.SystemRandom = random) -> float:
-    """Exponential back-off with full jitter, floored at ``base``: attempt 1 -> [1, 2] s."""
-    ceiling = min(cap, base * (2 ** attempt))
-    return max(base, min(cap, rng.uniform(0, ceiling)))
-
-
 class Refresher:
-    """Owns the kubelet client, the topology and the current exposition."""
+    """Owns the kubelet client, the topology and the current exposition.
+
+    ``kube_view``, the Kubernetes-API view (``--kube-api``), is built by the caller around the
+    same ``health``; the loop runs its workers, filters terminated pods through it and adds its
+    section to ``/metrics``.
+    """
 
     def __init__(self, settings: Settings, health: Health | None = None,
                  client: KubeletClient | None = None, topology: Topology | None = None,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, kube_view: KubeView | None = None):
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
@@ -105,10 +106,7 @@ class Refresher:
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
-        self.kube_view = None
-        if settings.kube_api:
-            from .kubeapi import KubeView  # the kubernetes client only for those who ask
-            self.kube_view = KubeView(settings.node_name, self.health, lambda: self._allocatable)
+        self.kube_view = kube_view
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -395,8 +393,8 @@ class Refresher:
                 body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
             else:
                 health = self.health.render(openmetrics)
-                body = (self._data + (view.render() if view is not None else b"") + health
-                        + (b"# EOF\n" if openmetrics else b""))
+                body = (self._data + (view.render(self._allocatable) if view is not None else b"")
+                        + health + (b"# EOF\n" if openmetrics else b""))
             self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body
         return body

@@ -11,8 +11,8 @@ resourceVersion and reaches open watches), :meth:`bookmark`, :meth:`end_watches`
 timeout would), :meth:`drop_watches` (cut the connections mid-stream), :meth:`compact` (watches
 from older versions get 410 Gone, as an ERROR event or, with ``gone_as_status``, as the HTTP
 status), ``expire_next_continue`` (a paged list's token expires), ``served_slice_versions``
-(which resource.k8s.io versions exist), ``fail_status`` (answer every request with that status), and :meth:`stop` / :meth:`start` on the same port (an
-unreachable API server).
+(which resource.k8s.io versions exist), ``fail_status`` (answer every request with that
+status), and :meth:`stop` / :meth:`start` on the same port (an unreachable API server).
 
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
 
@@ -92,7 +92,7 @@ class FakeApiServer:
 
     # ---- server life cycle --------------------------------------------------------------
 
-    async def start(self) -> "FakeApiServer":
+    async def start(self) -> FakeApiServer:
         """Serve on 127.0.0.1 (the same port again after :meth:`stop`)."""
         app = web.Application()
         app.router.add_get("/api/v1/{collection}", self._core)
@@ -112,7 +112,7 @@ class FakeApiServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "FakeApiServer":
+    async def __aenter__(self) -> FakeApiServer:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -287,7 +287,7 @@ class FakeApiServer:
                     break
                 try:
                     item = await asyncio.wait_for(watcher.queue.get(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
                 if item is None:  # ended or dropped
                     break

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.health import Health
-from exporter.refresh import Refresher, Settings
+from exporter.app import build_refresher
+from exporter.refresh import Settings
 from exporter.server import make_app, start_http
 from exporter.simulator import Faults, NodeState, Simulator, load_profile, parse_profile, write_sysfs
 from exporter.simulator.profile import NodeSpec
@@ -117,7 +117,7 @@ class Exporter:
 
     def __init__(self, settings: Settings, run_loop: bool = True):
         self.settings = settings
-        self.refresher = Refresher(settings, Health(settings.node_name))
+        self.refresher = build_refresher(settings)  # with the Kubernetes-API view if asked
         self.run_loop = run_loop
         self._task: asyncio.Task | None = None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import sys
 import time
@@ -19,6 +20,7 @@ from .helpers import (
     Scrape,
     free_port,
     scrape_port_until,
+    short_tmpdir,
     small_profile,
     terminate,
 )
@@ -93,6 +95,14 @@ def test_defaults_match_the_documented_contract():
     assert not args.no_workload_metrics and not args.no_device_info
 
 
+def test_simulator_rate_limit_defaults_to_the_kubelets():
+    from exporter.simulator.server import DEFAULT_BURST, DEFAULT_QPS
+
+    args = parse_args(["simulate", "--socket", "/run/kubelet.sock"], environ={})
+    # the kubelet's podresources token bucket: 100 calls per second, burst 10
+    assert (args.qps, args.burst) == (100.0, 10) == (DEFAULT_QPS, DEFAULT_BURST)
+
+
 async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "exporter", *argv, cwd=REPO,
@@ -129,6 +139,42 @@ async def test_snapshot_json_and_unreachable_kubelet():
                                    "--sysfs-root", str(node.sysfs))
     assert code == 1
     assert "cannot read the kubelet" in err and "UNAVAILABLE" in err
+
+
+async def test_simulate_serves_a_kubelet_until_sigterm():
+    """The simulator alone, as benchmarks and dashboard work run it: the exporter's snapshot
+    reads it, its control endpoint and state files are there, SIGTERM ends it cleanly."""
+    workdir = short_tmpdir()
+    control = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "simulate", "--profile", "small",
+        "--socket", f"unix://{workdir}/kubelet.sock", "--sysfs-root", str(workdir / "sys"),
+        "--control-address", f"127.0.0.1:{control}", "--state-dir", str(workdir / "state"),
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with aiohttp.ClientSession() as session:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    async with session.get(f"http://127.0.0.1:{control}/state") as response:
+                        state = await response.json()
+                        break
+                except aiohttp.ClientError:
+                    assert time.monotonic() < deadline, "the simulator did not come up"
+                    await asyncio.sleep(0.1)
+        code, out, err = await run("snapshot", "--format", "json", "--socket",
+                                   str(workdir / "kubelet.sock"), "--sysfs-root",
+                                   str(workdir / "sys"))
+        assert code == 0, err
+        # small: CPUs 0-7, 0 reserved; inference-0 and packet-filter-0 hold 2 exclusive each
+        assert json.loads(out)["cpus_allocated"] == {"0": 4}
+        assert state["socket"] == str(workdir / "kubelet.sock")
+        assert (workdir / "state" / "cpu_manager_state").is_file()
+    finally:
+        elapsed = await terminate(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert proc.returncode == 0, (await proc.stderr.read()).decode()
+    assert elapsed < 5.0
 
 
 async def test_serve_process_scrapes_and_stops_cleanly_on_sigterm():

@@ -15,16 +15,9 @@ import time
 
 import pytest
 
-from exporter import kubeapi
 from exporter.cli import main, parse_args
+from exporter.kubeapi import reflector
 from exporter.simulator import load_profile, write_sysfs
-from exporter.kubeapi import (
-    SliceRecord,
-    dra_allocatable,
-    is_extended_resource,
-    parse_quantity,
-    pod_requests,
-)
 
 from .fake_apiserver import FakeApiServer, container, node, pod, resource_slice
 from .helpers import (
@@ -51,71 +44,8 @@ VIEW_FAMILIES = {"podresources_extended_resource_capacity",
                  "podresources_kube_api_up", "podresources_kube_api_errors"}
 
 
-# ---- the rules, without a server --------------------------------------------------------
-
-@pytest.mark.parametrize("name, extended", [
-    (DONGLE, True), (AKRI_A, True), ("nvidia.com/gpu", True), ("intel.com/sriov_netdevice", True),
-    ("cpu", False), ("memory", False), ("hugepages-2Mi", False), ("ephemeral-storage", False),
-    ("pods", False), ("attachable-volumes-aws-ebs", False), ("kubernetes.io/batteries", False),
-    ("storage.kubernetes.io/scratch", False), ("requests.example.com/dongle", False),
-    ("Example.com/dongle", False), ("example.com/", False), ("example.com/a/b", False),
-    ("example.com/-dongle", False),
-])
-def test_extended_resource_names_follow_kubernetes(name, extended):
-    assert is_extended_resource(name) is extended
-
-
-@pytest.mark.parametrize("text, value", [
-    ("4", 4), ("0", 0), ("1k", 1000), ("2Ki", 2048), ("500m", 0.5), ("1.5", 1.5), ("1e3", 1000),
-    ("1E", 1e18), ("3Gi", 3 * 2**30), ("+2", 2),
-])
-def test_quantities(text, value):
-    assert parse_quantity(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "four", "1KB", "1.2.3", "e3"])
-def test_bad_quantities_are_refused(text):
-    with pytest.raises(ValueError):
-        parse_quantity(text)
-
-
-def _spec(containers, init=(), overhead=None) -> dict:
-    return pod("ns", "p", NODE, containers, init, overhead=overhead)["spec"]
-
-
 def _dongles(n: int, restart_policy: str | None = None, name: str = "c") -> dict:
     return container(name, {DONGLE: str(n), "cpu": "1"}, restart_policy)
-
-
-@pytest.mark.parametrize("spec, expected", [
-    # app containers add up
-    (_spec([_dongles(1), _dongles(2)]), 3),
-    # a regular init container runs alone: the larger of it and the app containers
-    (_spec([_dongles(1)], [_dongles(3)]), 3),
-    (_spec([_dongles(4)], [_dongles(3)]), 4),
-    # a sidecar runs beside the app containers and beside every init container after it
-    (_spec([_dongles(1)], [_dongles(1, "Always"), _dongles(2)]), 3),
-    # ... but not beside the init containers before it
-    (_spec([_dongles(1)], [_dongles(2), _dongles(1, "Always")]), 2),
-    # the pod overhead comes on top
-    (_spec([_dongles(1)], overhead={DONGLE: "1"}), 2),
-])
-def test_effective_request_rule(spec, expected):
-    assert pod_requests(spec) == {DONGLE: expected}
-
-
-def test_requests_keep_only_extended_resources():
-    spec = _spec([container("c", {"cpu": "2", "memory": "1Gi", "hugepages-2Mi": "4Mi",
-                                  "nvidia.com/gpu": "1"})])
-    assert pod_requests(spec) == {"nvidia.com/gpu": 1}
-
-
-def test_only_the_newest_generation_of_a_pool_counts():
-    slices = [SliceRecord(GPU_DRA, "p", 1, 8), SliceRecord(GPU_DRA, "p", 2, 2),
-              SliceRecord(GPU_DRA, "p", 2, 1), SliceRecord("nic.example.com", "p", 1, 4),
-              SliceRecord("nic.example.com", "empty", 3, 0)]
-    assert dra_allocatable(slices) == {(GPU_DRA, "p"): 3, ("nic.example.com", "p"): 4,
-                                       ("nic.example.com", "empty"): 0}
 
 
 # ---- against the fake API server ----------------------------------------------------------
@@ -132,7 +62,7 @@ async def api(tmp_path, monkeypatch):
 @pytest.fixture
 def quick_backoff(monkeypatch):
     """Back-off delays of 1 to 2 s, so recovery tests do not wait a minute."""
-    monkeypatch.setattr(kubeapi, "BACKOFF_CAP_SECONDS", 2.0)
+    monkeypatch.setattr(reflector, "BACKOFF_CAP_SECONDS", 2.0)
 
 
 def kubelet_profile(**overrides) -> dict:
@@ -389,7 +319,8 @@ async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff)
             what="the view to notice, and retry")
         for name in ("podresources_extended_resource_capacity",
                      "podresources_extended_resource_requested",
-                     "podresources_extended_resource_stale", "podresources_dra_devices_allocatable"):
+                     "podresources_extended_resource_stale",
+                     "podresources_dra_devices_allocatable"):
             assert s.series(name) == before.series(name), name
         # the kubelet refresh goes on regardless
         assert s.value("podresources_up") == 1

@@ -1,0 +1,186 @@
+"""Every metric the exporter can expose: its name, type, help text and labels, written only here.
+
+The renderers (``rendering``, ``health``, the Kubernetes-API view) take names, labels and help
+from these definitions; ``docs/metrics.md`` is checked against ``CATALOG`` and against a live
+``/metrics``. To add a metric, define it here in the section it belongs to (the order here is the
+order of ``CATALOG`` and of the workload families on ``/metrics``) and add its row to the docs.
+
+Help texts avoid double quotes: then gauges render byte-for-byte the same in the Prometheus text
+format and in OpenMetrics, so one rendering serves both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["gauge", "counter", "histogram"]
+Group = Literal["node", "workload", "health", "kube-api"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric. ``group`` says when it is exposed: node and NUMA figures, workload figures
+    (``--no-workload-metrics`` drops them), the exporter's health, or the Kubernetes-API view
+    (``--kube-api``). A counter's name carries ``_total``, as exposed."""
+
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...] = ()
+    group: Group = "node"
+
+
+_DEFINED: list[MetricDef] = []
+
+
+def _define(name: str, type: MetricType, help: str, labels: tuple[str, ...] = (),
+            group: Group = "node") -> MetricDef:
+    metric = MetricDef(name, type, help, labels, group)
+    _DEFINED.append(metric)
+    return metric
+
+
+# ---- node and NUMA level ----
+NODE_INFO = _define(
+    "podresources_node_info", "gauge",
+    "Always 1; node is the Kubernetes node name, kubelet_api the podresources API version in "
+    "use (v1, v1alpha1, or none before first contact).", ("node", "kubelet_api"))
+NUMA_NODE_CPUS = _define(
+    "podresources_numa_node_cpus", "gauge",
+    "Online logical CPUs on the NUMA node, from sysfs.", ("numa_node",))
+CPUS_ALLOCATABLE = _define(
+    "podresources_cpus_allocatable", "gauge",
+    "CPUs the kubelet can assign exclusively (GetAllocatableResources; absent under CPU manager "
+    "policy none).", ("numa_node",))
+CPUS_ALLOCATED = _define(
+    "podresources_cpus_allocated", "gauge",
+    "Exclusive CPUs assigned to pods and containers, each CPU counted once.", ("numa_node",))
+MEMORY_ALLOCATABLE = _define(
+    "podresources_memory_allocatable_bytes", "gauge",
+    "Memory and hugepages the memory manager can assign (absent under memory manager policy "
+    "None).", ("numa_node", "memory_type"))
+MEMORY_ALLOCATED = _define(
+    "podresources_memory_allocated_bytes", "gauge",
+    "Memory and hugepages assigned by the memory manager; a block spanning NUMA nodes is "
+    "attributed once to the group (numa_node 0,1).", ("numa_node", "memory_type"))
+DEVICES_ALLOCATABLE = _define(
+    "podresources_devices_allocatable", "gauge",
+    "Healthy device-plugin devices (distinct ids); a device local to several NUMA nodes is "
+    "attributed once to the group.", ("numa_node", "resource"))
+DEVICES_ALLOCATED = _define(
+    "podresources_devices_allocated", "gauge",
+    "Device-plugin devices assigned to containers (distinct ids).", ("numa_node", "resource"))
+NUMA_UTILIZATION = _define(
+    "podresources_numa_utilization_ratio", "gauge",
+    "Allocated over allocatable per single NUMA node, capped at 1; resource is cpu, a memory "
+    "type or a device resource. Memory spanning nodes is apportioned (an estimate).",
+    ("numa_node", "resource"))
+DRA_DEVICES_ALLOCATED = _define(
+    "podresources_dra_devices_allocated", "gauge",
+    "Distinct DRA devices prepared for containers.", ("driver", "pool"))
+MISALIGNED_CONTAINERS = _define(
+    "podresources_misaligned_containers", "gauge",
+    "Containers whose exclusive CPUs, memory and devices need more than one NUMA node.")
+
+# ---- workload level ----
+CONTAINER_CPUS = _define(
+    "podresources_container_cpus", "gauge", "Exclusive CPUs of a container.",
+    ("namespace", "pod", "container", "numa_node"), "workload")
+CONTAINER_MEMORY = _define(
+    "podresources_container_memory_bytes", "gauge",
+    "Memory and hugepages assigned to a container by the memory manager.",
+    ("namespace", "pod", "container", "numa_node", "memory_type"), "workload")
+CONTAINER_DEVICES = _define(
+    "podresources_container_devices", "gauge", "Device-plugin devices assigned to a container.",
+    ("namespace", "pod", "container", "resource", "numa_node"), "workload")
+CONTAINER_NUMA_NODES = _define(
+    "podresources_container_numa_nodes", "gauge",
+    "NUMA nodes the container's exclusive CPUs, memory and devices need (1 means aligned).",
+    ("namespace", "pod", "container"), "workload")
+POD_CPUS = _define(
+    "podresources_pod_cpus", "gauge",
+    "Pod-level exclusive CPUs (pod-level resource managers, Kubernetes 1.37 and later); they "
+    "include the containers' own.", ("namespace", "pod", "numa_node"), "workload")
+POD_MEMORY = _define(
+    "podresources_pod_memory_bytes", "gauge",
+    "Pod-level memory and hugepages (Kubernetes 1.37 and later).",
+    ("namespace", "pod", "numa_node", "memory_type"), "workload")
+DEVICE_INFO = _define(
+    "podresources_device_info", "gauge",
+    "1 per device assigned to a container, to join device metrics to pods.",
+    ("resource", "device_id", "numa_node", "namespace", "pod", "container"), "workload")
+# share_id, the last label, is present only on the series of shared devices
+DRA_DEVICE_INFO = _define(
+    "podresources_dra_device_info", "gauge",
+    "1 per DRA device prepared for a container; share_id is set for shared devices.",
+    ("driver", "pool", "device", "claim", "namespace", "pod", "container", "share_id"),
+    "workload")
+
+# ---- exporter health ----
+UP = _define(
+    "podresources_up", "gauge", "1 if the last refresh from the kubelet succeeded, else 0.",
+    (), "health")
+LAST_REFRESH = _define(
+    "podresources_last_refresh_timestamp_seconds", "gauge",
+    "Unix time of the last successful refresh (0 before the first one).", (), "health")
+REFRESH_DURATION = _define(
+    "podresources_refresh_duration_seconds", "histogram",
+    "Duration of one refresh: kubelet calls, decoding, accounting and rendering.", (), "health")
+API_REQUESTS = _define(
+    "podresources_api_requests_total", "counter",
+    "Calls to the kubelet podresources API by method and gRPC status code.",
+    ("method", "code"), "health")
+API_REQUEST_DURATION = _define(
+    "podresources_api_request_duration_seconds", "histogram",
+    "Duration of calls to the kubelet podresources API.", ("method",), "health")
+BACKOFF = _define(
+    "podresources_backoff_seconds", "gauge",
+    "Current delay imposed by back-off after failed calls; 0 when healthy.", (), "health")
+KUBELET_API_INFO = _define(
+    "podresources_kubelet_api_info", "gauge",
+    "What the kubelet supports, as detected: API version, GetAllocatableResources, Get, and "
+    "pod-level resources (true, false or unknown).",
+    ("api_version", "get_allocatable", "get", "pod_level"), "health")
+DATA_ISSUES = _define(
+    "podresources_data_issues_total", "counter",
+    "Inconsistent items seen in kubelet data, by kind; the rest of each snapshot is still "
+    "exported.", ("kind",), "health")
+BUILD_INFO = _define(
+    "podresources_build_info", "gauge",
+    "Always 1; the exporter version and the Python version running it.",
+    ("version", "python_version"), "health")
+
+# ---- the Kubernetes-API view (--kube-api) ----
+EXTENDED_RESOURCE_CAPACITY = _define(
+    "podresources_extended_resource_capacity", "gauge",
+    "Node status.capacity of an extended resource (a domain-qualified resource name outside "
+    "kubernetes.io, from a device plugin or a Node status patch).", ("resource",), "kube-api")
+EXTENDED_RESOURCE_ALLOCATABLE = _define(
+    "podresources_extended_resource_allocatable", "gauge",
+    "Node status.allocatable of an extended resource.", ("resource",), "kube-api")
+EXTENDED_RESOURCE_REQUESTED = _define(
+    "podresources_extended_resource_requested", "gauge",
+    "Effective requests of an extended resource summed over the pods bound to this node that "
+    "have not terminated (init containers and sidecars by the Kubernetes rule, plus pod "
+    "overhead).", ("resource",), "kube-api")
+EXTENDED_RESOURCE_STALE = _define(
+    "podresources_extended_resource_stale", "gauge",
+    "1 when the node advertises the extended resource but no device plugin serves it: capacity "
+    "0, or no healthy device in GetAllocatableResources and nothing requested; else 0.",
+    ("resource",), "kube-api")
+DRA_DEVICES_ALLOCATABLE = _define(
+    "podresources_dra_devices_allocatable", "gauge",
+    "Devices published in the ResourceSlices of this node (spec.nodeName), per driver and pool; "
+    "only the newest generation of a pool counts.", ("driver", "pool"), "kube-api")
+KUBE_API_UP = _define(
+    "podresources_kube_api_up", "gauge",
+    "1 if the last list or watch of the resource (node, pods, resourceslices) in the Kubernetes "
+    "API succeeded, else 0.", ("resource",), "kube-api")
+KUBE_API_ERRORS = _define(
+    "podresources_kube_api_errors_total", "counter",
+    "Failed list and watch attempts against the Kubernetes API, by resource.", ("resource",),
+    "kube-api")
+
+CATALOG: tuple[MetricDef, ...] = tuple(_DEFINED)
+HELP: dict[str, str] = {metric.name: metric.help for metric in CATALOG}

@@ -1,0 +1,16 @@
+"""The Kubernetes-API view (``--kube-api``): what the podresources socket cannot show.
+
+The kubelet's podresources API sees only what its resource managers assign. Three things an
+operator also needs are in the Kubernetes API instead: extended resources advertised by patching
+the Node with no device plugin behind them (their use shows only in pod requests), stale
+extended resources a departed device plugin left at capacity 0, and DRA capacity, which
+ResourceSlices publish. Knowing the pods' phases also lets the refresh drop the assignments of
+terminated pods that kubelets before 1.34 still list.
+
+- ``records``: pure parsing of Node, Pod and ResourceSlice JSON into small records;
+- ``reflector``: the list/watch loop of one resource in a worker thread;
+- ``view``: :class:`~exporter.kubeapi.view.KubeView`, the state those loops feed and its
+  metric families.
+
+Importing this package does not import the ``kubernetes`` client; building a view does.
+"""

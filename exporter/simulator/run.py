@@ -1,0 +1,123 @@
+"""Running the simulator as a program: the ``simulate`` command, and the kubelet behind ``demo``.
+
+Besides the gRPC endpoint, a running simulator may have an HTTP control endpoint (fault
+switches, restarts, churn: :mod:`exporter.simulator.control`), replace pods on a timer, and
+keep kubelet-like state files for the exporter's ``--watch-path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from .control import control_app
+from .profile import NodeSpec
+from .server import Simulator
+from .state import NodeState
+from .sysfs import write_sysfs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    """What the ``simulate`` command runs: its flags, checked."""
+
+    profile: str  # as given: a bundled profile's name or a path (for the log line)
+    socket_path: str
+    sysfs_root: str | None
+    control_address: tuple[str, int] | None
+    churn_interval: float | None
+    churn_pods: int
+    state_dir: str | None
+    seed: int | None
+    qps: float
+    burst: int
+
+
+async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event) -> None:
+    """Serve the simulated kubelet until ``stop`` is set."""
+    if options.sysfs_root:
+        write_sysfs(spec, options.sysfs_root)
+    simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
+                          qps=options.qps, burst=options.burst)
+    await simulator.start()
+    runner = await start_control(simulator, options.control_address)
+    tasks = []
+    if options.churn_interval:
+        tasks.append(asyncio.create_task(
+            churn(simulator, options.churn_interval, options.churn_pods)))
+    if options.state_dir:
+        tasks.append(asyncio.create_task(simulator.keep_state_files(options.state_dir)))
+    log.info("simulating %s (%s): %d pods", spec.name, options.profile,
+             len(simulator.state.pods))
+    await stop.wait()
+    for task in tasks:
+        task.cancel()
+    if runner is not None:
+        await runner.cleanup()
+    await simulator.stop()
+
+
+@dataclass(frozen=True)
+class DemoKubelet:
+    """Where the demo's simulated kubelet serves, and its fake sysfs tree."""
+
+    socket_path: Path
+    sysfs_root: Path
+
+
+@asynccontextmanager
+async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
+                       churn_interval: float | None) -> AsyncIterator[DemoKubelet]:
+    """A simulated kubelet in a temporary directory, removed afterwards; one pod replaced
+    every ``churn_interval`` seconds if set."""
+    workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
+    try:
+        sysfs = write_sysfs(spec, workdir / "sys")
+        simulator = Simulator(NodeState(spec), workdir / "pod-resources" / "kubelet.sock")
+        await simulator.start()
+        control = await start_control(simulator, control_address)
+        churning = None
+        if churn_interval:
+            churning = asyncio.create_task(churn(simulator, churn_interval, 1))
+        try:
+            yield DemoKubelet(simulator.socket_path, sysfs)
+        finally:
+            if churning is not None:
+                churning.cancel()
+            if control is not None:
+                await control.cleanup()
+            await simulator.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def churn(simulator: Simulator, interval: float, pods: int) -> None:
+    """Replace ``pods`` pods every ``interval`` seconds, until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        gone, added = simulator.churn(pods)
+        log.debug("churn: removed %s, added %s", gone, added)
+
+
+async def start_control(simulator: Simulator,
+                        address: tuple[str, int] | None) -> web.AppRunner | None:
+    """The simulator's HTTP control endpoint (fault switches, restarts, churn), if asked for."""
+    if address is None:
+        return None
+    runner = web.AppRunner(control_app(simulator), access_log=None)
+    await runner.setup()
+    host, port = address
+    await web.TCPSite(runner, host or "127.0.0.1", port).start()
+    log.info("simulator control endpoint on http://%s:%d/state (POST /faults, /restart, "
+             "/churn, /health)", host or "127.0.0.1", runner.addresses[0][1])
+    return runner

@@ -57,6 +57,11 @@ CATALOG: tuple[MetricDef, ...] = (
     MetricDef("podresources_devices_allocated", "gauge",
               "Device-plugin devices assigned to containers (distinct ids).",
               ("numa_node", "resource")),
+    MetricDef("podresources_devices_allocated_unavailable", "gauge",
+              "Of the assigned devices, those GetAllocatableResources does not list: unhealthy, "
+              "their plugin not registered (as just after a kubelet restart), or registered "
+              "without NUMA nodes; they count toward no utilization.",
+              ("numa_node", "resource")),
     MetricDef("podresources_numa_utilization_ratio", "gauge",
               "Allocated over allocatable per single NUMA node, capped at 1; resource is cpu, a "
               "memory type or a device resource. Memory spanning nodes is apportioned (an "
@@ -187,6 +192,8 @@ def node_series(accounting: Accounting, topology: Topology) -> list[tuple[str, t
     add("podresources_devices_allocatable", ("numa_node", "resource"),
         accounting.devices_allocatable)
     add("podresources_devices_allocated", ("numa_node", "resource"), accounting.devices_allocated)
+    add("podresources_devices_allocated_unavailable", ("numa_node", "resource"),
+        accounting.devices_allocated_unavailable)
     add("podresources_numa_utilization_ratio", ("numa_node", "resource"), accounting.utilization)
     add("podresources_dra_devices_allocated", ("driver", "pool"),
         accounting.dra_devices_allocated)

@@ -457,19 +457,51 @@ async def test_group_devices_count_toward_each_member_on_both_sides():
     assert util(s, r) == {"0": 0.5, "1": pytest.approx(2 / 3)}
 
 
-async def test_unhealthy_assigned_device_caps_utilization_at_one():
+async def test_unhealthy_assigned_device_is_unavailable_not_an_issue():
+    """Devices the kubelet does not list as allocatable: counted apart, never a data issue."""
     profile = small_profile(
-        devices=[{"resource": "r/x", "per_numa": {"0": 2}}],
+        devices=[{"resource": "r/x", "per_numa": {"0": 3}}],
         pods=[{"namespace": "ns", "name": "p", "numa": 0,
                "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 2}}]}])
     async with Node(profile) as node:
         node.simulator.state.mark_unhealthy("x-1")  # leaves allocatable, stays assigned
         async with Exporter(node.settings()) as exporter:
             s = await exporter.ready()
-    assert s.by("podresources_devices_allocatable", "numa_node", resource="r/x") == {"0": 1}
+    # the pod holds x-0 and x-1; allocatable lists the healthy x-0 and x-2
+    assert s.by("podresources_devices_allocatable", "numa_node", resource="r/x") == {"0": 2}
     assert s.by("podresources_devices_allocated", "numa_node", resource="r/x") == {"0": 2}
-    assert util(s, "r/x") == {"0": 1.0}
-    assert issue(s, "allocated_exceeds_allocatable") > 0
+    assert s.by("podresources_devices_allocated_unavailable", "numa_node",
+                resource="r/x") == {"0": 1}
+    # allocated side: listed assigned devices only, {x-0} = 1, over {x-0, x-2} = 2
+    assert util(s, "r/x") == {"0": 0.5}
+    assert sum(issues(s).values()) == 0
+
+
+async def test_device_registered_without_numa_nodes_is_unknown_and_unavailable():
+    """A plugin registered its devices with a topology naming no NUMA node: List shows them
+    without topology, GetAllocatableResources not at all."""
+    profile = small_profile(
+        devices=[{"resource": "r/e", "count": 3, "numa": []},
+                 {"resource": "r/x", "per_numa": {"1": 2}}],
+        pods=[{"namespace": "ns", "name": "p", "numa": 1, "containers": [
+            {"name": "c", "cpus": 1, "devices": {"r/e": 2, "r/x": 1}}]}])
+    async with Node(profile) as node, Exporter(node.settings()) as exporter:
+        s = await exporter.ready()
+    # nothing of r/e is allocatable anywhere: no allocatable series, no ratio
+    assert not s.series("podresources_devices_allocatable", resource="r/e")
+    assert not util(s, "r/e")
+    # both assigned r/e devices are under "unknown", both unavailable
+    assert s.by("podresources_devices_allocated", "numa_node", resource="r/e") == {"unknown": 2}
+    assert s.by("podresources_devices_allocated_unavailable", "numa_node", "resource") == {
+        ("unknown", "r/e"): 2, ("1", "r/x"): 0}
+    assert s.by("podresources_device_info", "device_id", "numa_node", resource="r/e") == {
+        ("e-0", "unknown"): 1, ("e-1", "unknown"): 1}
+    # r/x on node 1: 1 of 2
+    assert util(s, "r/x") == {"1": 0.5}
+    # CPU and VF on node 1, the r/e devices of unknown locality are ignored -> 1
+    assert s.value("podresources_container_numa_nodes", namespace="ns", pod="p",
+                   container="c") == 1
+    assert sum(issues(s).values()) == 0
 
 
 async def test_no_utilization_series_where_allocatable_is_zero():

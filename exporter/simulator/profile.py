@@ -116,6 +116,8 @@ class PodSpec:
     init_containers: list[ContainerSpec] = field(default_factory=list)
     guaranteed: bool = True
     pod_cpus: int = 0  # pod-level exclusive CPUs beyond the containers' own
+    # pod-level resources (Kubernetes 1.37+): memory types named at pod level -> bytes the pod
+    # holds beyond its containers' blocks of that type (0: only the containers')
     pod_memory: dict[str, int] = field(default_factory=dict)
     claims: list[ClaimSpec] = field(default_factory=list)
     numa: int | None = None  # preferred NUMA node

@@ -247,9 +247,11 @@ class NodeState:
             if static_cpu:
                 pod_cpus = tuple(sorted(container_cpu_total | own))
             if guaranteed and static_mem:
+                # one pod-level block per memory type the pod-level resources name, including
+                # the containers' blocks of that type; the containers' other types stay
+                # container-level only (SPEC section 2, fact 3)
                 blocks = []
-                types = set(memory_by_type) | set(pod.pod_memory)
-                for memory_type in sorted(types):
+                for memory_type in sorted(pod.pod_memory):
                     extra = pod.pod_memory.get(memory_type, 0)
                     numa_ids: set[int] = set()
                     size = 0

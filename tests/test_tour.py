@@ -19,7 +19,7 @@ import time
 
 import aiohttp
 
-from .helpers import REPO, Scrape, free_port, require_tool, terminate
+from .helpers import REPO, Scrape, free_port, require_tool, scrape_port_until, terminate
 from .test_metrics_contract import assert_live_matches_docs
 
 GPU = "nvidia.com/gpu"
@@ -55,20 +55,8 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
         async with aiohttp.ClientSession() as session:
             base = f"http://127.0.0.1:{control}"
 
-            async def until(predicate, what: str, timeout: float = 30.0) -> Scrape:
-                deadline = time.monotonic() + timeout
-                while True:
-                    try:
-                        async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-                            scrape = Scrape(await response.text())
-                        scrapes.append(scrape)
-                        if predicate(scrape):
-                            return scrape
-                    except aiohttp.ClientError:
-                        pass
-                    if time.monotonic() > deadline:
-                        raise AssertionError(f"timed out waiting for {what}")
-                    await asyncio.sleep(0.2)
+            async def until(predicate, what: str) -> Scrape:
+                return await scrape_port_until(port, predicate, 30.0, what, seen=scrapes)
 
             async def post(path: str, body: dict) -> None:
                 async with session.post(base + path, json=body) as response:

@@ -7,7 +7,9 @@ This module implements the data semantics of the product contract (SPEC section 
 * an item local to several NUMA nodes is attributed once, to the group ``"0,1"``; an item of
   unknown locality to ``"unknown"``;
 * utilization is per single NUMA node, capped at 1, with group memory apportioned in ascending
-  node order (an estimate, documented as such);
+  node order (an estimate, documented as such); an assigned device counts only while
+  ``GetAllocatableResources`` lists it (unhealthy or unregistered devices are counted apart, as
+  unavailable, never as inconsistent data);
 * alignment: how many NUMA nodes each container's exclusive resources need;
 * inconsistent input is counted by kind and never stops the rest of the snapshot.
 
@@ -295,7 +297,9 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
                                f"{where} has a device entry without resource name or device id")
                     continue
                 identity = (entry.resource, device_id, entry.numa_ids)
-                if identity in seen_entries:
+                # v1alpha1 keeps the kubelet's per-NUMA entries without their topology: an id
+                # repeated there is one device on several NUMA nodes, not a duplicate
+                if with_topology and identity in seen_entries:
                     issues.add(ISSUE_DUPLICATE_ENTRY,
                                f"{where} lists device {entry.resource}/{device_id} twice")
                     continue
@@ -467,6 +471,7 @@ class AllocatableFigures:
     memory: dict[tuple[str, str], int] = field(default_factory=dict)
     devices: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, resource)
     device_capacity: Counter = field(default_factory=Counter)  # (single node, resource)
+    listed: frozenset[Device] = frozenset()  # every (resource, id) listed as allocatable
     issues: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
@@ -524,6 +529,7 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
         for node in ids:
             figures.device_capacity[(node, resource)] += 1
     figures.devices = dict(devices)
+    figures.listed = frozenset(numa)
     figures.issues = issues.counts
     figures.examples = issues.examples
     return figures
@@ -548,6 +554,8 @@ class Accounting:
     memory_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
     devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, resource)
     devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    # of those, the ones GetAllocatableResources does not list; None without that call
+    devices_allocated_unavailable: dict[tuple[str, str], int] | None = None
     utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
     dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)  # (driver, pool)
     misaligned_containers: int | None = None
@@ -632,7 +640,9 @@ class Ledger:
         self._device_holders: dict[Device, list[PodFigures]] = {}
         self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
         self._devices: Counter = Counter()  # (group, resource)
-        self._device_use: Counter = Counter()  # (single node, resource): devices local to it
+        # (single node, resource): assigned devices local to it that allocatable lists
+        self._device_use: Counter = Counter()
+        self._unavailable: Counter = Counter()  # (group, resource): assigned, not listed
         self._device_extra_holders = 0
         self._memory: Counter = Counter()  # (group, type)
         self._memory_holders: Counter = Counter()  # (group, type) -> pods with such a block
@@ -663,6 +673,7 @@ class Ledger:
             self._allocatable = allocatable
             self._allocatable_figures = allocatable_figures(allocatable, self._view,
                                                             api_version != "v1alpha1")
+            self._recount_device_use()
         repeated = 0 if self._apply_changes(pods, ids) else self._apply_all(pods)
         self._pod_ids = ids
         self._listed = len(pods)
@@ -773,18 +784,33 @@ class Ledger:
             old = self._device_group.pop(device, None)
             if old is not None:
                 self._devices[(old[0], resource)] -= 1
-                for node in old[1]:
-                    self._device_use[(node, resource)] -= 1
+                self._count_use(device, old, -1)
             if holders:
                 raw = frozenset().union(*(h.devices[device] for h in holders))
                 ids = self._view.resolve(tuple(sorted(raw)))[0]
                 group = (group_label(ids), ids)
                 self._device_group[device] = group
                 self._devices[(group[0], resource)] += 1
-                for node in ids:
-                    self._device_use[(node, resource)] += 1
+                self._count_use(device, group, +1)
             else:
                 del self._device_holders[device]
+
+    def _count_use(self, device: Device, group: tuple[str, tuple[int, ...]], sign: int) -> None:
+        """An assigned device counts toward utilization while allocatable lists it (an
+        unhealthy or unregistered device takes no allocatable capacity); else it is
+        unavailable, under the group List attributes it to."""
+        if device in self._allocatable_figures.listed:
+            for node in group[1]:
+                self._device_use[(node, device[0])] += sign
+        else:
+            self._unavailable[(group[0], device[0])] += sign
+
+    def _recount_device_use(self) -> None:
+        """After allocatable changed: which assigned devices it lists, from scratch."""
+        self._device_use = Counter()
+        self._unavailable = Counter()
+        for device, group in self._device_group.items():
+            self._count_use(device, group, +1)
 
     def _finish(self, repeated_pods: int) -> Accounting:
         with_topology = self._api_version != "v1alpha1"
@@ -835,6 +861,9 @@ class Ledger:
         devices = {key: 0 for key in alloc.devices}
         devices.update({k: v for k, v in self._devices.items() if v})
         result.devices_allocated = devices
+        if self._allocatable is not None and with_topology:
+            result.devices_allocated_unavailable = {key: self._unavailable.get(key, 0)
+                                                    for key in devices}
         for (node, resource), capacity in sorted(alloc.device_capacity.items()):
             _set_ratio(result, issues, str(node), resource,
                        self._device_use.get((node, resource), 0), capacity)

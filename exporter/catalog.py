@@ -71,6 +71,11 @@ DEVICES_ALLOCATABLE = _define(
 DEVICES_ALLOCATED = _define(
     "podresources_devices_allocated", "gauge",
     "Device-plugin devices assigned to containers (distinct ids).", ("numa_node", "resource"))
+DEVICES_ALLOCATED_UNAVAILABLE = _define(
+    "podresources_devices_allocated_unavailable", "gauge",
+    "Of the assigned devices, those GetAllocatableResources does not list: unhealthy, their "
+    "plugin not registered (as just after a kubelet restart), or registered without NUMA nodes; "
+    "they count toward no utilization.", ("numa_node", "resource"))
 NUMA_UTILIZATION = _define(
     "podresources_numa_utilization_ratio", "gauge",
     "Allocated over allocatable per single NUMA node, capped at 1; resource is cpu, a memory "

@@ -97,9 +97,13 @@ class Refresher:
         self._allocatable: Allocatable | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
+        self._missing_wait = settings.interval  # re-read delay while a resource stays missing
         self._topology_at = time.monotonic()
         self._redetect = True
+        self._socket_id: tuple[int, int, int] | None = None  # the kubelet's socket, as last seen
+        self._v1_probed_at = float("-inf")
         self._get_probed = False
+        self._get_probed_at = float("-inf")
         self._attempts = 0
         self._state = "starting"
         self._issue_kinds: set[str] = set()
@@ -205,17 +209,26 @@ class Refresher:
 
     async def _read_kubelet(self) -> KubeletSnapshot:
         caps = self.health.capabilities
+        self._notice_restart()
+        if caps.api_version == "v1alpha1" and \
+                time.monotonic() - self._v1_probed_at >= self.settings.allocatable_interval:
+            self._redetect = True  # a lowered capability is probed again: is v1 served now?
         if self._redetect or caps.api_version == "v1":
             try:
                 pods = self._list_v1.decode((await self.client.list_pods()).raw)
+                if caps.api_version != "v1":  # first contact, or an upgraded kubelet
+                    self._get_probed = False
+                    self._allocatable_at = float("-inf")
                 self._set_capability("api_version", "v1")
             except KubeletError as error:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
+                self._v1_probed_at = time.monotonic()
                 pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
                 self._set_capability("api_version", "v1alpha1")
                 self._set_capability("get_allocatable", "false")
                 self._set_capability("get", "false")
+                self._set_capability("pod_level", "unknown")  # v1alpha1 cannot carry it
         else:
             pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
         self._redetect = False
@@ -226,7 +239,11 @@ class Refresher:
         return KubeletSnapshot(pods, self._allocatable, "v1")
 
     async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
-        if self._get_probed:
+        """Whether ``Get`` is served: asked once per kubelet, and again at least every
+        ``--allocatable-interval`` while the answer is no (an upgraded kubelet may serve it)."""
+        if self._get_probed and (
+                self.health.capabilities.get != "false"
+                or time.monotonic() - self._get_probed_at < self.settings.allocatable_interval):
             return
         namespace, name = (pods[0].namespace, pods[0].name) if pods else PROBE_POD
         try:
@@ -240,6 +257,7 @@ class Refresher:
             else:
                 return  # transient: ask again on the next refresh
         self._get_probed = True
+        self._get_probed_at = time.monotonic()
         self._set_capability("get", supported)
 
     async def _refresh_allocatable(self, pods: tuple[PodAssignment, ...]) -> None:
@@ -249,8 +267,18 @@ class Refresher:
         named = {d.resource for p in pods for c in p.containers for d in c.devices if d.resource}
         known = {d.resource for d in self._allocatable.devices} if self._allocatable else set()
         missing = frozenset(named - known)
-        if missing and missing != self._allocatable_missing and caps.get_allocatable != "false":
-            due = True  # a new device resource appeared: re-read allocatable once for it
+        if not missing:
+            self._allocatable_missing = missing  # so the next missing resource counts as new
+        elif caps.get_allocatable != "false":
+            if missing != self._allocatable_missing:
+                due = True  # a new device resource appeared: re-read allocatable for it
+                self._missing_wait = self.settings.interval
+            elif now - self._allocatable_at >= self._missing_wait:
+                # still missing, e.g. its plugin not registered again yet after a kubelet
+                # restart: ask again, less and less often, at least every allocatable interval
+                due = True
+                self._missing_wait = min(2 * self._missing_wait,
+                                         self.settings.allocatable_interval)
         if not due:
             return
         try:
@@ -331,10 +359,7 @@ class Refresher:
             delay = backoff_delay(self._attempts, max(self.settings.interval,
                                                       BACKOFF_BASE_SECONDS), rng=self.rng)
         if kind == kubelet.UNAVAILABLE:
-            # The kubelet may come back as another version: detect everything again.
-            self._redetect = True
-            self._get_probed = False
-            self._allocatable_at = float("-inf")
+            self._kubelet_changed()
         if kind == kubelet.TOO_LARGE:
             self.health.count_issues({"message_too_large": 1})
         if kind == kubelet.INVALID_REPLY:
@@ -344,6 +369,27 @@ class Refresher:
         self._state = kind
         self.health.backoff_seconds = delay
         return delay
+
+    def _kubelet_changed(self) -> None:
+        """The kubelet may come back as another version: detect everything again."""
+        self._redetect = True
+        self._get_probed = False
+        self._allocatable_at = float("-inf")
+
+    def _notice_restart(self) -> None:
+        """A restarted kubelet re-creates its socket. A restart shorter than ``--interval``
+        fails no call, so the socket's identity is compared on every refresh."""
+        path = kubelet.socket_path(self.settings.socket)
+        identity = _socket_identity(path)
+        if identity == self._socket_id:
+            return
+        previous, self._socket_id = self._socket_id, identity
+        if identity is None:
+            return  # gone: the next call fails and says so
+        self._kubelet_changed()
+        if previous is not None:
+            log.info("kubelet socket %s was re-created (kubelet restarted); detecting its "
+                     "capabilities again", path)
 
     def _log_failure(self, error: KubeletError, delay: float) -> None:
         kind = error.kind
@@ -398,6 +444,15 @@ class Refresher:
             self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body
         return body
+
+
+def _socket_identity(path: str) -> tuple[int, int, int] | None:
+    """(device, inode, change time) of the socket file, None when it is absent."""
+    try:
+        result = os.stat(path)
+    except OSError:
+        return None
+    return (result.st_dev, result.st_ino, result.st_ctime_ns)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

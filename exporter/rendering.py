@@ -56,6 +56,7 @@ def node_series(accounting: Accounting, topology: Topology) -> list[tuple[Metric
     add(catalog.MEMORY_ALLOCATED, accounting.memory_allocated)
     add(catalog.DEVICES_ALLOCATABLE, accounting.devices_allocatable)
     add(catalog.DEVICES_ALLOCATED, accounting.devices_allocated)
+    add(catalog.DEVICES_ALLOCATED_UNAVAILABLE, accounting.devices_allocated_unavailable)
     add(catalog.NUMA_UTILIZATION, accounting.utilization)
     add(catalog.DRA_DEVICES_ALLOCATED, accounting.dra_devices_allocated)
     if accounting.misaligned_containers is not None:

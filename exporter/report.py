@@ -46,7 +46,7 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
         node = topology.numa_nodes.get(int(label)) if label != UNKNOWN else None
         rows.append([
             label,
-            format_cpulist(node.cpus) if node else "-",
+            (format_cpulist(node.cpus) or "none") if node else "-",
             str((accounting.cpus_allocatable or {}).get(label, "-")),
             str((accounting.cpus_allocated or {}).get(label, "-")),
             _ratio(accounting, label, "cpu"),
@@ -80,12 +80,25 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
     device_keys = sorted(set(accounting.devices_allocatable) | set(accounting.devices_allocated),
                          key=lambda k: (k[1], _numa_order(k[0])))
     lines += ["", "Devices (device plugins)"]
+    unavailable = accounting.devices_allocated_unavailable
     if device_keys:
-        lines += _table(["NUMA", "resource", "allocatable", "allocated", "used"], [
-            [numa, resource, str(accounting.devices_allocatable.get((numa, resource), "-")),
-             str(accounting.devices_allocated.get((numa, resource), 0)),
-             _ratio(accounting, numa, resource) if "," not in numa else "-"]
-            for numa, resource in device_keys])
+        headers = ["NUMA", "resource", "allocatable", "allocated", "used"]
+        if unavailable is not None:
+            headers.insert(4, "unavailable")
+        rows = []
+        for numa, resource in device_keys:
+            row = [numa, resource,
+                   str(accounting.devices_allocatable.get((numa, resource), "-")),
+                   str(accounting.devices_allocated.get((numa, resource), 0)),
+                   _ratio(accounting, numa, resource) if "," not in numa else "-"]
+            if unavailable is not None:
+                row.insert(4, str(unavailable.get((numa, resource), 0)))
+            rows.append(row)
+        lines += _table(headers, rows)
+        if unavailable and any(unavailable.values()):
+            lines.append("(unavailable: assigned, but not listed as allocatable by the kubelet: "
+                         "unhealthy, plugin not registered, or registered without NUMA nodes; "
+                         "they count toward no \"used\")")
     else:
         lines.append("(no devices)")
     if accounting.dra_devices_allocated:
@@ -127,6 +140,9 @@ def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
         "memory_allocated_bytes": keyed(accounting.memory_allocated, ("numa_node", "memory_type")),
         "devices_allocatable": keyed(accounting.devices_allocatable, ("numa_node", "resource")),
         "devices_allocated": keyed(accounting.devices_allocated, ("numa_node", "resource")),
+        "devices_allocated_unavailable": None
+        if accounting.devices_allocated_unavailable is None
+        else keyed(accounting.devices_allocated_unavailable, ("numa_node", "resource")),
         "utilization_ratio": keyed(accounting.utilization, ("numa_node", "resource")),
         "dra_devices_allocated": keyed(accounting.dra_devices_allocated, ("driver", "pool")),
         "misaligned_containers": accounting.misaligned_containers,

@@ -168,14 +168,18 @@ class Exporter:
 
 
 async def scrape_port_until(port: int, predicate, timeout: float = 20.0,
-                            what: str = "the exporter to get there") -> Scrape:
-    """Scrape an exporter process on ``port`` until ``predicate(scrape)`` holds."""
+                            what: str = "the exporter to get there",
+                            seen: list[Scrape] | None = None) -> Scrape:
+    """Scrape an exporter process on ``port`` until ``predicate(scrape)`` holds; every scrape
+    is appended to ``seen`` when given."""
     deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as session:
         while True:
             try:
                 async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
                     scrape = Scrape(await response.text())
+                    if seen is not None:
+                        seen.append(scrape)
                     if predicate(scrape):
                         return scrape
             except aiohttp.ClientError:

@@ -17,6 +17,7 @@ from exporter.accounting import (
     ISSUE_POD_MEMORY_BELOW_CONTAINERS,
     ISSUE_UNKNOWN_CPU,
     ISSUE_UNKNOWN_NUMA_ID,
+    Ledger,
     account,
     apportion_group_memory,
     min_numa_nodes,
@@ -189,14 +190,76 @@ def test_a_device_in_two_containers_is_counted_once_and_reported():
     assert len(result.device_info) == 2  # both holders are shown
 
 
-def test_allocated_beyond_allocatable_caps_ratio_at_one_and_is_an_issue():
-    # An unhealthy device disappears from allocatable but stays assigned.
+def test_an_assigned_device_allocatable_does_not_list_is_unavailable_not_an_issue():
+    # d1 turned unhealthy (or its plugin is not registered): it leaves allocatable but stays
+    # assigned. Node 1: allocatable {d0, d2} = 2; allocated side counts listed assigned
+    # devices only, {d0} = 1 -> 1/2 (not {d0, d1} = 2/2). d1 is unavailable on "1".
     result = account(snap(P("ns", "p", (C("a", devices=(
         D("r/x", ("d0",), (1,)), D("r/x", ("d1",), (1,)))),)),
-        allocatable=Allocatable(devices=(D("r/x", ("d0",), (1,)),))), TWO_NODES)
+        allocatable=Allocatable(devices=(D("r/x", ("d0",), (1,)), D("r/x", ("d2",), (1,))))),
+        TWO_NODES)
     assert result.devices_allocated == {("1", "r/x"): 2}
-    assert result.utilization[("1", "r/x")] == 1.0
-    assert result.data_issues[ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE] == 1
+    assert result.devices_allocated_unavailable == {("1", "r/x"): 1}
+    assert result.utilization[("1", "r/x")] == 0.5
+    assert not result.data_issues
+
+
+def test_unavailable_devices_follow_allocatable_changes():
+    # The same pods, allocatable read three times: the plugin unregistered (nothing listed),
+    # registered again, then one device unhealthy. The ledger recounts on each change.
+    pod = P("ns", "p", (C("a", devices=(D("r/x", ("d0",), (0,)), D("r/x", ("d1",), (0,)))),))
+    both = Allocatable(devices=(D("r/x", ("d0",), (0,)), D("r/x", ("d1",), (0,)),
+                                D("r/x", ("d2",), (0,))))
+    ledger = Ledger()
+    # nothing listed: 2 unavailable on "0", no allocatable there, so no ratio and no excess
+    result = ledger.update((pod,), Allocatable(), TWO_NODES)
+    assert result.devices_allocated == {("0", "r/x"): 2}
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 2}
+    assert ("0", "r/x") not in result.utilization and not result.data_issues
+    # all three listed: 0 unavailable, 2/3
+    result = ledger.update((pod,), both, TWO_NODES)
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 0}
+    assert result.utilization[("0", "r/x")] == pytest.approx(2 / 3)
+    # d1 unhealthy: listed {d0, d2}; allocated side {d0} -> 1/2; d1 unavailable
+    result = ledger.update((pod,), Allocatable(devices=(D("r/x", ("d0",), (0,)),
+                                                        D("r/x", ("d2",), (0,)))), TWO_NODES)
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 1}
+    assert result.utilization[("0", "r/x")] == 0.5
+    # and the pod leaving brings every count back to 0
+    result = ledger.update((), both, TWO_NODES)
+    assert result.devices_allocated == {("0", "r/x"): 0}
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 0}
+
+
+def test_device_listed_on_another_numa_node_than_assigned_is_an_excess():
+    # List puts d0 on node 1, allocatable on node 0: node 1 has nothing of r/x allocatable,
+    # yet a listed device is counted there -> inconsistent, an excess (no ratio on node 1)
+    result = account(snap(P("ns", "p", (C("a", devices=(D("r/x", ("d0",), (1,)),)),)),
+                          allocatable=Allocatable(devices=(D("r/x", ("d0",), (0,)),))),
+                     TWO_NODES)
+    assert result.devices_allocated == {("0", "r/x"): 0, ("1", "r/x"): 1}
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 0, ("1", "r/x"): 0}
+    assert result.utilization == {("0", "r/x"): 0.0}
+    assert result.data_issues == {ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
+
+
+def test_no_unavailable_figures_without_get_allocatable_or_under_v1alpha1():
+    pod = P("ns", "p", (C("a", devices=(D("r/x", ("d0",), (0,)),)),))
+    assert account(snap(pod, allocatable=None), TWO_NODES).devices_allocated_unavailable is None
+    assert account(snap(pod, allocatable=None, api="v1alpha1"),
+                   TWO_NODES).devices_allocated_unavailable is None
+
+
+def test_v1alpha1_repeated_device_id_is_one_device_not_a_duplicate():
+    # v1alpha1 keeps the kubelet's per-NUMA entries without topology: gpu-1 (local to two
+    # NUMA nodes) appears twice. Distinct ids: {gpu-0, gpu-1} = 2, under "unknown".
+    result = account(snap(P("ns", "p", (C("a", devices=(
+        D("nvidia.com/gpu", ("gpu-1",), None), D("nvidia.com/gpu", ("gpu-0",), None),
+        D("nvidia.com/gpu", ("gpu-1",), None))),)), allocatable=None, api="v1alpha1"),
+        TWO_NODES)
+    assert result.devices_allocated == {("unknown", "nvidia.com/gpu"): 2}
+    assert result.container_devices == {("ns", "p", "a", "nvidia.com/gpu", "unknown"): 2}
+    assert not result.data_issues
 
 
 def test_true_zero_is_exported_for_every_allocatable_key():
@@ -388,7 +451,7 @@ def test_container_blocks_are_covered_by_the_pod_level_block_that_contains_them(
     assert not result.data_issues
 
 
-def test_memory_or_devices_on_a_node_with_nothing_allocatable_are_an_excess():
+def test_memory_on_a_node_with_nothing_allocatable_is_an_excess_a_device_is_unavailable():
     result = account(snap(P("ns", "p", (C("a", memory=(M("hugepages-1Gi", GiB, (1,)),),
                                           devices=(D("r/x", ("d0",), (1,)),)),)),
                           allocatable=Allocatable(memory=(M("hugepages-1Gi", 4 * GiB, (0,)),),
@@ -396,7 +459,9 @@ def test_memory_or_devices_on_a_node_with_nothing_allocatable_are_an_excess():
                      TWO_NODES)
     assert ("1", "hugepages-1Gi") not in result.utilization  # no ratio without allocatable
     assert ("1", "r/x") not in result.utilization
-    assert result.data_issues[ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE] == 2
+    # the memory block is an excess; d0 is simply not listed as allocatable: unavailable
+    assert result.data_issues == {ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
+    assert result.devices_allocated_unavailable == {("0", "r/x"): 0, ("1", "r/x"): 1}
 
 
 def test_smallest_set_search_is_exact_where_greedy_is_not():

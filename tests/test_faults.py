@@ -340,3 +340,184 @@ async def test_a_real_process_logs_each_state_change_once_as_json():
     assert sum("unreachable" in m for m in messages) == 1, messages
     assert sum("reachable again" in m for m in messages) == 1, messages
     assert proc.returncode == 0
+
+
+# ---- device plugins away, restarts no call reveals, capabilities that come back ---------------
+
+DEVICE_PODS = [{"namespace": "ns", "name": "p", "numa": 1, "containers": [
+    {"name": "c", "cpus": 1, "devices": {"r/x": 1, "r/y": 1}}]}]
+
+
+def device_profile(**overrides):
+    # r/x: x-0, x-1 on node 0 and x-2, x-3 on node 1; r/y: y-0 on node 1.
+    # The pod (on node 1) holds CPU 4, x-2 and y-0.
+    return small_profile(devices=[{"resource": "r/x", "per_numa": {"0": 2, "1": 2}},
+                                  {"resource": "r/y", "per_numa": {"1": 1}}],
+                         pods=DEVICE_PODS, **overrides)
+
+
+def device_ratios(scrape) -> dict[str, float]:
+    """Node 1's device utilization by resource."""
+    return {resource: value for resource, value in scrape.by(
+        "podresources_numa_utilization_ratio", "resource", numa_node="1").items()
+        if resource.startswith("r/")}
+
+
+def issue_total(scrape) -> float:
+    return sum(scrape.by("podresources_data_issues_total", "kind").values())
+
+
+def settled(scrape) -> bool:
+    """All plugins registered: the pod's devices count, none unavailable."""
+    return (scrape.get("podresources_devices_allocated_unavailable", numa_node="1",
+                       resource="r/x") == 0
+            and scrape.get("podresources_numa_utilization_ratio", numa_node="1",
+                           resource="r/x") == 0.5)
+
+
+async def test_plugin_disconnect_makes_devices_unavailable_not_inconsistent():
+    async with Node(device_profile()) as node, \
+            Exporter(node.settings(interval=0.2, allocatable_interval=0.5)) as exporter:
+        before = await exporter.wait_for(settled, what="the first allocatable view")
+        # r/x on node 1: x-2 of {x-2, x-3} -> 0.5; r/y: y-0 of {y-0} -> 1
+        assert device_ratios(before) == {"r/x": 0.5, "r/y": 1.0}
+        async with Watch(exporter, period=0.1) as watch:
+            node.simulator.set_faults({"plugin_disconnect": "r/x"})
+            during = await exporter.wait_for(
+                lambda s: s.get("podresources_devices_allocated_unavailable", numa_node="1",
+                                resource="r/x") == 1, what="r/x unavailable")
+            node.simulator.set_faults({"plugin_disconnect": ""})
+            after = await exporter.wait_for(settled, what="r/x registered again")
+    # nothing of r/x is allocatable: its allocatable and ratio series go, the assignment stays
+    assert not during.series("podresources_devices_allocatable", resource="r/x")
+    assert during.by("podresources_devices_allocated", "numa_node", resource="r/x") == {"1": 1}
+    assert not during.series("podresources_numa_utilization_ratio", resource="r/x")
+    # the other plugin is untouched
+    assert during.value("podresources_devices_allocated_unavailable", numa_node="1",
+                        resource="r/y") == 0
+    assert during.value("podresources_numa_utilization_ratio", numa_node="1",
+                        resource="r/y") == 1.0
+    assert after.by("podresources_devices_allocated_unavailable", "numa_node",
+                    resource="r/x") == {"0": 0, "1": 0}
+    # a routine kubelet event, not inconsistent data: no data issue at any time
+    assert {issue_total(s) for _, _, s in watch.results} == {0}
+    assert {s.value("podresources_up") for _, _, s in watch.results} == {1}
+
+
+async def test_devices_unavailable_after_a_restart_until_plugins_register_again(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    # --allocatable-interval 60: what brings the devices back is the exporter re-reading
+    # allocatable while a listed resource is missing from it, not its periodic re-read
+    async with Node(device_profile(), reregister_seconds=3.0) as node, \
+            Exporter(node.settings(interval=0.3)) as exporter:
+        await exporter.wait_for(settled, what="the first allocatable view")
+        async with Watch(exporter, period=0.1) as watch:
+            await node.simulator.restart(downtime=0.5)
+            during = await exporter.wait_for(
+                lambda s: s.get("podresources_up") == 1
+                and s.get("podresources_devices_allocated_unavailable", numa_node="1",
+                          resource="r/y") == 1, timeout=15, what="devices unavailable")
+            await exporter.wait_for(settled, timeout=15, what="plugins registered again")
+    # both plugins away: each assigned device unavailable, no device ratio at all
+    assert during.by("podresources_devices_allocated_unavailable", "numa_node", "resource") == {
+        ("1", "r/x"): 1, ("1", "r/y"): 1}
+    assert not during.series("podresources_devices_allocatable")
+    assert device_ratios(during) == {}
+    assert during.value("podresources_numa_utilization_ratio", numa_node="1",
+                        resource="cpu") == 0.25
+    assert {issue_total(s) for _, _, s in watch.results} == {0}
+    # well within the 60 s allocatable interval: a handful of re-reads, not one per refresh
+    assert node.simulator.stats.count("GetAllocatableResources") <= 10
+
+
+async def test_a_restart_shorter_than_the_interval_is_noticed(caplog):
+    """No call fails across a quick restart; the re-created socket tells."""
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(device_profile(), reregister_seconds=30.0) as node:
+        refresher = Exporter(node.settings(interval=10.0)).refresher
+        try:
+            await refresher.refresh_once()
+            assert refresher.health.capabilities.labels() == ("v1", "true", "true", "unknown")
+            # the kubelet comes back without Get (say, a downgrade), 50 ms later
+            node.simulator.faults.get = "unimplemented"
+            await node.simulator.restart(downtime=0.05)
+            await refresher.refresh_once()
+        finally:
+            await refresher.client.close()
+        failed = {code: n for (method, code), n in _request_counts(refresher).items()
+                  if code != "OK"}
+        caps = refresher.health.capabilities.labels()
+        accounting = refresher.accounting
+    # every call succeeded, the restart was noticed anyway: Get probed again (now false) and
+    # allocatable re-read (the plugins have not registered yet: both devices unavailable)
+    assert failed == {"UNIMPLEMENTED": 1}
+    assert caps == ("v1", "true", "false", "unknown")
+    assert node.simulator.stats.count("Get") == 2
+    assert node.simulator.stats.count("GetAllocatableResources") == 2
+    assert accounting.devices_allocated_unavailable == {("1", "r/x"): 1, ("1", "r/y"): 1}
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    assert sum("re-created" in m for m in messages) == 1
+    assert sum("capability get changed: true -> false" in m for m in messages) == 1
+
+
+def _request_counts(refresher) -> dict[tuple[str, str], float]:
+    counts = {}
+    for metric in refresher.health.requests.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                counts[(sample.labels["method"], sample.labels["code"])] = sample.value
+    return counts
+
+
+@pytest.mark.parametrize("lowered, restored, expected_low", [
+    (dict(v1=False), dict(v1=True), ("v1alpha1", "false", "false")),
+    (dict(v1=False, get_allocatable="unimplemented", get="unimplemented"),
+     dict(v1=True, get_allocatable="ok", get="ok"), ("v1alpha1", "false", "false")),
+    (dict(get="unimplemented"), dict(get="ok"), ("v1", "true", "false")),
+    (dict(get_allocatable="disabled"), dict(get_allocatable="ok"), ("v1", "false", "true")),
+])
+async def test_an_upgraded_kubelet_is_used_fully_without_an_exporter_restart(
+        caplog, lowered, restored, expected_low):
+    """A lowered capability is probed again every --allocatable-interval (here 1 s), with no
+    restart of the kubelet's socket and none of the exporter."""
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    async with Node(device_profile(), faults=Faults(**lowered)) as node, \
+            Exporter(node.settings(interval=0.2, allocatable_interval=1.0)) as exporter:
+        low = await exporter.ready()
+        api, get_allocatable, get = expected_low
+        assert low.value("podresources_kubelet_api_info", api_version=api,
+                         get_allocatable=get_allocatable, get=get, pod_level="unknown") == 1
+        await asyncio.sleep(2.5)  # probing goes on, at the allocatable interval only
+        node.simulator.faults.update(restored)
+        full = await exporter.wait_for(
+            lambda s: s.get("podresources_kubelet_api_info", api_version="v1",
+                            get_allocatable="true", get="true", pod_level="unknown") == 1
+            and s.series("podresources_devices_allocated_unavailable"),
+            timeout=10, what="the full API")
+    # the upgraded kubelet's data: CPUs and allocatable devices
+    assert full.by("podresources_cpus_allocated", "numa_node") == {"0": 0, "1": 1}
+    assert full.value("podresources_numa_utilization_ratio", numa_node="1", resource="r/x") == 0.5
+    stats = node.simulator.stats
+    if not lowered.get("v1", True):
+        # v1 asked again a few times in ~2.5 s, not on each of the ~12 refreshes
+        assert 2 <= stats.count("/v1.PodResourcesLister/List", "UNIMPLEMENTED") <= 5
+    messages = [r.getMessage() for r in caplog.records if "changed" in r.getMessage()]
+    assert len(messages) == len(set(messages)), messages  # one line per change
+
+
+async def test_pod_level_goes_back_to_unknown_when_the_api_cannot_carry_it(caplog):
+    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    profile = small_profile(pods=[{"namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
+                                   "containers": [{"name": "c", "cpus": 1}]}])
+    async with Node(profile) as node, \
+            Exporter(node.settings(interval=0.2, allocatable_interval=60.0)) as exporter:
+        s = await exporter.ready()
+        assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
+                       get="true", pod_level="true") == 1
+        node.simulator.faults.v1 = False
+        s = await exporter.wait_for(
+            lambda s: s.get("podresources_kubelet_api_info", api_version="v1alpha1",
+                            get_allocatable="false", get="false", pod_level="unknown") == 1,
+            what="v1alpha1 without pod-level data")
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    assert sum("pod_level changed: true -> unknown" in m for m in messages) == 1

@@ -245,3 +245,53 @@ async def test_workload_and_device_info_switches():
                                               "podresources_device_info",
                                               "podresources_dra_device_info")), family
             assert s.value("podresources_misaligned_containers") == 2
+
+
+async def test_gb200_tray_numa_nodes_without_cpus():
+    """34 NUMA nodes, CPUs on 0 and 1 only; the GPUs' HBM on 2, 10, 18 and 26 (figures from
+    the profile's requests, worked out by hand)."""
+    async with Node("gb200-tray") as node, Exporter(node.settings()) as exporter:
+        s = await exporter.ready()
+    hbm = ("2", "10", "18", "26")
+    cpus = s.by("podresources_numa_node_cpus", "numa_node")
+    assert len(cpus) == 34 and cpus["0"] == cpus["1"] == 72
+    assert {numa: n for numa, n in cpus.items() if numa not in ("0", "1")} == dict.fromkeys(
+        map(str, range(2, 34)), 0)
+    # 72 CPUs per Grace, 0-1 and 72-73 reserved; CPU-less nodes get no CPU series at all
+    assert s.by("podresources_cpus_allocatable", "numa_node") == {"0": 70, "1": 70}
+    # node 0: trainer 64; node 1: llm-serve-0 16 + llm-serve-1 (Pending) 16 + the terminating
+    # tokenizer 8 = 40 (the Succeeded tokenizer is not listed by a 1.36 kubelet)
+    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 64, "1": 40}
+    assert util(s, "cpu") == {"0": pytest.approx(64 / 70), "1": pytest.approx(40 / 70)}
+    # memory: 431Gi per Grace minus 8Gi reserved = 423Gi; 173Gi of HBM per GPU node; the MIG
+    # ids have no memory, hence no block and no series
+    assert s.by("podresources_memory_allocatable_bytes", "numa_node", memory_type="memory") == {
+        "0": 423 * GiB, "1": 423 * GiB, **dict.fromkeys(hbm, 173 * GiB)}
+    # node 0: 384Gi; node 1: 96 + 96 + 32 = 224Gi; HBM: true zeros
+    assert s.by("podresources_memory_allocated_bytes", "numa_node", memory_type="memory") == {
+        "0": 384 * GiB, "1": 224 * GiB, **dict.fromkeys(hbm, 0)}
+    assert util(s, "memory") == {"0": pytest.approx(384 / 423), "1": pytest.approx(224 / 423),
+                                 **dict.fromkeys(hbm, 0)}
+    # 8192 x 2Mi = 16Gi per Grace; the trainer holds 8Gi
+    assert util(s, "hugepages-2Mi") == {"0": 0.5, "1": 0}
+    # GPUs 0-1 on node 0, 2-3 on node 1, all assigned (one to the Pending pod)
+    gpu, vf = "nvidia.com/gpu", "nvidia.com/ib_vf"
+    assert s.by("podresources_devices_allocatable", "numa_node", resource=gpu) == {"0": 2, "1": 2}
+    assert s.by("podresources_devices_allocated", "numa_node", resource=gpu) == {"0": 2, "1": 2}
+    assert s.by("podresources_devices_allocated_unavailable", "numa_node", resource=gpu) == {
+        "0": 0, "1": 0}
+    assert util(s, gpu) == {"0": 1.0, "1": 1.0}
+    # VFs: 8 per Grace; trainer 2 on node 0, one per inference pod on node 1
+    assert util(s, vf) == {"0": 0.25, "1": 0.25}
+    assert s.by("podresources_container_cpus", "pod", "numa_node", namespace="inference") == {
+        ("llm-serve-0", "1"): 16, ("llm-serve-1", "1"): 16}
+    assert s.by("podresources_dra_device_info", "pod", "device") == {
+        ("pretrain-worker-7", "channel-0"): 1}
+    assert s.value("podresources_misaligned_containers") == 0
+    assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
+                   get="true", pod_level="unknown") == 1
+    assert sum(s.by("podresources_data_issues_total", "kind").values()) == 0
+
+
+def util(scrape, resource: str) -> dict[str, float]:
+    return scrape.by("podresources_numa_utilization_ratio", "numa_node", resource=resource)

@@ -1,23 +1,31 @@
 """HTTP control endpoint of a running simulator, for scripts in another process.
 
-``GET /state`` describes the simulator (faults, pods, call counts by method and code);
-``POST /faults`` with a JSON object changes fault switches (``{"rate_limit_storm": true}``);
-``POST /restart`` with ``{"downtime": 2}`` restarts the simulated kubelet;
-``POST /churn`` with ``{"pods": 5}`` replaces that many pods;
-``POST /health`` with ``{"device": "<id>", "healthy": false}`` flips a device's health.
+``GET /state`` describes the simulator (faults, device plugins, pods, call counts by method and
+code); ``POST /faults`` with a JSON object changes fault switches (``{"rate_limit_storm": true}``,
+``{"plugin_disconnect": "nvidia.com/gpu"}``); ``POST /restart`` with ``{"downtime": 2}`` restarts
+the simulated kubelet (``"reregister_seconds"``: when its device plugins register again);
+``POST /churn`` with ``{"pods": 5}`` replaces that many pods; ``POST /health`` with
+``{"device": "<id>", "healthy": false}`` flips a device's health. Bad input is answered 400
+with the reason, an unknown device 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 
 from aiohttp import web
 
 from .server import Simulator
 
 
+class _BadRequest(Exception):
+    pass
+
+
 def control_app(simulator: Simulator) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[_errors])
     background: set[asyncio.Task] = set()
 
     async def state(request: web.Request) -> web.Response:
@@ -25,26 +33,39 @@ def control_app(simulator: Simulator) -> web.Application:
 
     async def faults(request: web.Request) -> web.Response:
         try:
-            simulator.faults.update(await request.json())
-        except (ValueError, TypeError) as error:
-            return web.json_response({"error": str(error)}, status=400)
+            simulator.set_faults(await _json(request))
+        except ValueError as error:
+            raise _BadRequest(str(error)) from None
         return web.json_response(simulator.describe())
 
     async def restart(request: web.Request) -> web.Response:
         body = await _json(request)
-        task = asyncio.create_task(simulator.restart(float(body.get("downtime", 1.0))))
+        downtime = _number(body, "downtime", 1.0)
+        reregister = _number(body, "reregister_seconds", simulator.reregister_seconds)
+        task = asyncio.create_task(simulator.restart(downtime, reregister))
         background.add(task)
         task.add_done_callback(background.discard)
-        return web.json_response({"restarting": True})
+        return web.json_response({"restarting": True, "downtime": downtime,
+                                  "reregister_seconds": reregister})
 
     async def churn(request: web.Request) -> web.Response:
         body = await _json(request)
-        gone, added = simulator.churn(int(body.get("pods", 1)))
+        pods = body.get("pods", 1)
+        if isinstance(pods, bool) or not isinstance(pods, int) or pods < 0:
+            raise _BadRequest(f"pods must be a non-negative whole number, got {pods!r}")
+        gone, added = simulator.churn(pods)
         return web.json_response({"removed": gone, "added": added})
 
     async def health(request: web.Request) -> web.Response:
         body = await _json(request)
-        simulator.state.mark_unhealthy(str(body["device"]), bool(body.get("healthy", False)))
+        device, healthy = body.get("device"), body.get("healthy", False)
+        if not isinstance(device, str) or not device:
+            raise _BadRequest("device must be a device id")
+        if not isinstance(healthy, bool):
+            raise _BadRequest(f"healthy must be true or false, got {healthy!r}")
+        if not any(d.device_id == device for d in simulator.state.devices):
+            raise web.HTTPNotFound(text=f"no device {device!r} on this node\n")
+        simulator.state.mark_unhealthy(device, healthy)
         return web.json_response({"ok": True})
 
     app.router.add_get("/state", state)
@@ -55,11 +76,33 @@ def control_app(simulator: Simulator) -> web.Application:
     return app
 
 
+@web.middleware
+async def _errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except _BadRequest as error:
+        return web.json_response({"error": str(error)}, status=400)
+
+
 async def _json(request: web.Request) -> dict:
+    """The request's JSON object; an empty body is ``{}``, anything else but an object a 400."""
     if not request.can_read_body:
         return {}
-    try:
-        body = await request.json()
-    except ValueError:
+    text = await request.text()
+    if not text.strip():
         return {}
-    return body if isinstance(body, dict) else {}
+    try:
+        body = json.loads(text)
+    except ValueError as error:
+        raise _BadRequest(f"body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("body must be a JSON object")
+    return body
+
+
+def _number(body: dict, key: str, default: float) -> float:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise _BadRequest(f"{key} must be a non-negative number of seconds, got {value!r}")
+    return float(value)

@@ -21,7 +21,10 @@ from pathlib import Path
 
 from ..topology import parse_cpulist
 
-PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge")
+PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
+# Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
+PHASES = ("Pending", "Running", "Succeeded", "Failed")
+TERMINAL_PHASES = ("Succeeded", "Failed")
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?$")
 _UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -72,7 +75,9 @@ class NumaSpec:
 class SimDevice:
     resource: str
     device_id: str
-    numa_ids: tuple[int, ...] | None  # None: the plugin reports no topology
+    # None: the plugin reports no topology; (): it registered a topology naming no NUMA node
+    # (allocated as topology-less, absent from GetAllocatableResources; SPEC section 2, fact 4)
+    numa_ids: tuple[int, ...] | None
     healthy: bool = True
 
 
@@ -111,15 +116,26 @@ class PodSpec:
     init_containers: list[ContainerSpec] = field(default_factory=list)
     guaranteed: bool = True
     pod_cpus: int = 0  # pod-level exclusive CPUs beyond the containers' own
+    # pod-level resources (Kubernetes 1.37+): memory types named at pod level -> bytes the pod
+    # holds beyond its containers' blocks of that type (0: only the containers')
     pod_memory: dict[str, int] = field(default_factory=dict)
     claims: list[ClaimSpec] = field(default_factory=list)
     numa: int | None = None  # preferred NUMA node
     placement: str = "aligned"  # or "spread": what a best-effort topology policy may do
-    phase: str = "Running"  # "Succeeded"/"Failed": listed only by kubelets before 1.34
+    phase: str = "Running"  # Pending | Running | Succeeded | Failed (PHASES)
+    terminating: bool = False  # deleted, the kubelet still tearing it down
 
     @property
     def uses_pod_level(self) -> bool:
         return self.pod_cpus > 0 or bool(self.pod_memory)
+
+    @property
+    def active(self) -> bool:
+        """What the kubelet's ``GetActivePods`` keeps: admitted and not terminal, or terminal
+        with termination still in progress (SPEC section 2, fact 1). Active pods hold their
+        exclusive resources; Pending ones too (admission assigns them before containers start).
+        """
+        return self.terminating or self.phase not in TERMINAL_PHASES
 
 
 @dataclass
@@ -325,5 +341,12 @@ def parse_pod(data: dict) -> PodSpec:
                 for c in data.get("claims", [])],
         numa=data.get("numa"),
         placement=data.get("placement", "aligned"),
-        phase=data.get("phase", "Running"),
+        phase=_phase(data.get("phase", "Running")),
+        terminating=bool(data.get("terminating", False)),
     )
+
+
+def _phase(value) -> str:
+    if value not in PHASES:
+        raise ProfileError(f"bad pod phase {value!r}; one of {', '.join(PHASES)}")
+    return value

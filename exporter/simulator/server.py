@@ -1,11 +1,23 @@
 """The simulated kubelet's podresources gRPC server.
 
 It serves the real ``v1`` and ``v1alpha1`` services on a real unix socket, shaped like the
-kubelet's replies (SPEC section 5): one device entry per device per NUMA node in random order,
-sidecars before app containers, pod-level ``cpu_ids``/``memory`` overlapping the containers',
-healthy devices only in ``GetAllocatableResources``, DRA claims, and one global token bucket
-(100 QPS, burst 10) in front of every method answering ``RESOURCE_EXHAUSTED``
-"rejected by rate limit". Fault switches (``Faults``) make it misbehave on purpose.
+kubelet's replies (SPEC sections 2 and 5):
+
+* ``List`` lists every active pod (Pending and terminating ones too), in a different pod order
+  on every call (the kubelet walks a Go map); kubelets before 1.34 also list terminated pods,
+  without devices (``UpdateAllocatedDevices`` has garbage-collected them);
+* one device entry per device per NUMA node in random order, also in ``v1alpha1`` (without
+  topology, so the same id repeats); a device registered with a topology naming no NUMA node is
+  one entry without topology in ``List`` and none in ``GetAllocatableResources``;
+* sidecars before app containers, pod-level ``cpu_ids``/``memory`` overlapping the containers';
+* DRA claims, the whole claim entry once per time the container names the claim;
+* ``GetAllocatableResources`` lists healthy devices of registered plugins only: after a restart
+  (socket re-created) every plugin is unregistered until it re-registers
+  ``reregister_seconds`` later, while ``List`` keeps the assignments;
+* one global token bucket (100 QPS, burst 10) in front of every method, answering
+  ``RESOURCE_EXHAUSTED`` "rejected by rate limit".
+
+Fault switches (``Faults``) make it misbehave on purpose.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -33,6 +46,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_QPS = 100.0
 DEFAULT_BURST = 10
+# Device plugins notice a restarted kubelet (its registration socket re-created) and register
+# again within seconds; until then the kubelet lists none of their devices as allocatable.
+DEFAULT_REREGISTER_SECONDS = 3.0
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
 _REPLY_VARIANTS = 4  # differently ordered List replies cached per state version
 
@@ -56,6 +72,11 @@ class TokenBucket:
         return False
 
 
+_METHOD_MODES = ("ok", "disabled", "unimplemented")
+_CHOICES = {"get_allocatable": _METHOD_MODES, "get": _METHOD_MODES,
+            "garbage": ("", "bytes", "inconsistent")}
+
+
 @dataclass
 class Faults:
     """Switches that make the simulated kubelet misbehave; change them at any time."""
@@ -67,13 +88,41 @@ class Faults:
     slow_seconds: float = 0.0  # delay before every reply
     oversize_bytes: int = 0  # pad List replies to at least this many bytes
     garbage: str = ""  # "" | "bytes" (undecodable replies) | "inconsistent" (hostile data)
+    # a device resource whose plugin is disconnected: the kubelet marks its devices unhealthy,
+    # so they leave GetAllocatableResources, while List keeps their assignments ("": none)
+    plugin_disconnect: str = ""
 
     def update(self, changes: dict) -> None:
-        for key, value in changes.items():
-            if not hasattr(self, key):
-                raise ValueError(f"unknown fault {key!r}")
-            current = getattr(self, key)
-            setattr(self, key, type(current)(value))
+        """Apply ``{switch: value}``, all or nothing; ``ValueError`` names a bad one."""
+        if not isinstance(changes, dict):
+            raise ValueError("faults must be a JSON object of switches")
+        values = {key: _fault_value(self, key, value) for key, value in changes.items()}
+        for key, value in values.items():
+            setattr(self, key, value)
+
+
+def _fault_value(faults: Faults, key: str, value):
+    if key not in Faults.__dataclass_fields__:
+        raise ValueError(f"unknown fault {key!r}; switches: "
+                         f"{', '.join(Faults.__dataclass_fields__)}")
+    current = getattr(faults, key)
+    if isinstance(current, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, got {value!r}")
+        return value
+    if isinstance(current, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{key} must be a non-negative number, got {value!r}")
+        if isinstance(current, int) and value != int(value):
+            raise ValueError(f"{key} must be a whole number, got {value!r}")
+        return type(current)(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {value!r}")
+    choices = _CHOICES.get(key)
+    if choices is not None and value not in choices:
+        raise ValueError(f"{key} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -117,7 +166,8 @@ class Simulator:
 
     def __init__(self, state: NodeState, socket_path: str | os.PathLike,
                  faults: Faults | None = None, qps: float = DEFAULT_QPS,
-                 burst: int = DEFAULT_BURST):
+                 burst: int = DEFAULT_BURST,
+                 reregister_seconds: float = DEFAULT_REREGISTER_SECONDS):
         self.state = state
         self.spec = state.spec
         self.socket_path = Path(socket_path)
@@ -125,6 +175,11 @@ class Simulator:
         self.limiter = TokenBucket(qps, burst)
         self.stats = CallStats()
         self.rng = random.Random(state.spec.seed + 1)
+        self.reregister_seconds = reregister_seconds
+        self.restarts = 0
+        self._unregistered: frozenset[str] = frozenset()  # plugins not registered since restart
+        self._reregister: asyncio.Task | None = None
+        self._reregister_delay = reregister_seconds
         self._server: grpc.aio.Server | None = None
         self._cache: dict[tuple[int, int, bool, bool], bytes] = {}
         self._variant = 0
@@ -147,9 +202,13 @@ class Simulator:
         await server.start()
         self._server = server
         log.info("simulated kubelet serving podresources on %s", self.socket_path)
+        if self._unregistered and self._reregister is None:
+            self._reregister = asyncio.create_task(
+                self._register_plugins_after(self._reregister_delay))
 
     async def stop(self) -> None:
         """Stop serving and remove the socket, as a stopping kubelet does."""
+        self._cancel_reregistration()
         server, self._server = self._server, None
         if server is not None:
             await server.stop(grace=None)
@@ -158,13 +217,58 @@ class Simulator:
         except FileNotFoundError:
             pass
 
-    async def restart(self, downtime: float = 1.0) -> None:
-        """A kubelet restart: socket removed, and re-created ``downtime`` seconds later."""
+    async def restart(self, downtime: float = 1.0, reregister_seconds: float | None = None) -> None:
+        """A kubelet restart: socket removed, and re-created ``downtime`` seconds later.
+
+        The restarted kubelet restores assignments from its checkpoint, so ``List`` reports
+        them as before; but its device manager marks every restored resource as having no
+        healthy device "so that the resource capacity will stay zero till the corresponding
+        device plugin re-registers" (SPEC section 2, fact 5). Each plugin registers again
+        ``reregister_seconds`` (default: the simulator's) after the socket is back.
+        """
         await self.stop()
+        self.restarts += 1
+        self._unregistered = frozenset(self.state.device_resources)
+        self._reregister_delay = (self.reregister_seconds if reregister_seconds is None
+                                  else reregister_seconds)
         await asyncio.sleep(downtime)
         await self.start()
 
+    async def _register_plugins_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._unregistered = frozenset()
+        self._reregister = None
+        log.info("simulated device plugins registered again: %s",
+                 ", ".join(self.state.device_resources))
+
+    def _cancel_reregistration(self) -> None:
+        if self._reregister is not None:
+            self._reregister.cancel()
+            self._reregister = None
+
+    @property
+    def unregistered_plugins(self) -> frozenset[str]:
+        """Device resources whose plugin is not registered now: not yet back after a restart,
+        or disconnected by the ``plugin_disconnect`` fault."""
+        down = self._unregistered
+        if self.faults.plugin_disconnect:
+            down = down | {self.faults.plugin_disconnect}
+        return down
+
+    def set_faults(self, changes: dict) -> None:
+        """Change fault switches after checking them against this node (``ValueError``)."""
+        resource = changes.get("plugin_disconnect", "") if isinstance(changes, dict) else ""
+        if resource and resource not in self.state.device_resources:
+            known = ", ".join(self.state.device_resources) or "none"
+            raise ValueError(f"plugin_disconnect: no device plugin serves {resource!r} on this "
+                             f"node (resources: {known})")
+        self.faults.update(changes)
+
+    def _sync_plugins(self) -> None:
+        self.state.unregistered = self.unregistered_plugins
+
     def churn(self, count: int) -> tuple[list[str], list[str]]:
+        self._sync_plugins()
         return self.state.churn(count)
 
     async def keep_state_files(self, directory: str | os.PathLike, period: float = 0.05) -> None:
@@ -221,6 +325,7 @@ class Simulator:
                     raise _Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, RATE_LIMIT_MESSAGE)
                 if self.faults.slow_seconds > 0:
                     await asyncio.sleep(self.faults.slow_seconds)
+                self._sync_plugins()
                 reply = produce(request)
             except _Abort as abort:
                 self.stats.add(path, abort.code.name)
@@ -241,7 +346,7 @@ class Simulator:
             if len(self._cache) > 4 * _REPLY_VARIANTS:
                 self._cache.clear()
             message = v1.ListPodResourcesResponse(pod_resources=[
-                self._pod_v1(p) for p in self.state.listed_pods(active_only)])
+                self._pod_v1(p, listing=True) for p in self._pod_order(active_only)])
             reply = self._cache[key] = message.SerializeToString()
         if self.faults.oversize_bytes > len(reply):
             padding = v1.PodResources(namespace="padding", name="x" * self.faults.oversize_bytes)
@@ -251,6 +356,12 @@ class Simulator:
     def _next_variant(self) -> int:
         self._variant = (self._variant + 1) % _REPLY_VARIANTS
         return self._variant
+
+    def _pod_order(self, active_only: bool) -> list[SimPod]:
+        """The listed pods in random order: the kubelet builds the list from a Go map."""
+        pods = self.state.listed_pods(active_only)
+        self.rng.shuffle(pods)
+        return pods
 
     def _allocatable(self, request) -> bytes:
         mode = self.faults.get_allocatable
@@ -262,7 +373,7 @@ class Simulator:
                          "Pod Resources API GetAllocatableResources disabled")
         if self.faults.garbage == "bytes":
             return b"\x0a\xff\xff\xff\xff\x0f"
-        allocatable = self.state.allocatable()
+        allocatable = self.state.allocatable()  # healthy devices of registered plugins
         entries = _device_entries(go_map_order(allocatable.devices, self.rng))
         return v1.AllocatableResourcesResponse(
             devices=entries,
@@ -285,44 +396,49 @@ class Simulator:
         return v1.GetPodResourcesResponse(pod_resources=self._pod_v1(sim)).SerializeToString()
 
     def _list_v1alpha1(self, request) -> bytes:
-        # v1alpha1 lists every pod the kubelet knows and only spec.containers (no sidecars).
+        """v1alpha1 ``List`` lists every pod the kubelet knows (terminated ones without
+        devices, garbage-collected first) and only ``spec.containers`` (no sidecars). Its
+        device entries are the v1 ones converted one to one, so the per-NUMA entries survive
+        without topology: a device local to two NUMA nodes repeats its id."""
         pods = []
-        for sim in self.state.pods.values():
+        for sim in self._pod_order(active_only=False):
             sidecars = {c.name for c in sim.spec.sidecars}
-            pods.append(v1alpha1.PodResources(
-                name=sim.assignment.name, namespace=sim.assignment.namespace,
-                containers=[v1alpha1.ContainerResources(
-                    name=c.name,
-                    devices=[v1alpha1.ContainerDevices(resource_name=d.resource,
-                                                       device_ids=d.device_ids)
-                             for d in c.devices])
-                    for c in sim.assignment.containers if c.name not in sidecars]))
+            containers = []
+            for c in sim.assignment.containers:
+                if c.name in sidecars:
+                    continue
+                devices = () if not sim.spec.active else go_map_order(c.devices, self.rng)
+                containers.append(v1alpha1.ContainerResources(name=c.name, devices=[
+                    v1alpha1.ContainerDevices(resource_name=e.resource_name,
+                                              device_ids=e.device_ids)
+                    for e in _device_entries(devices)]))
+            pods.append(v1alpha1.PodResources(name=sim.assignment.name,
+                                              namespace=sim.assignment.namespace,
+                                              containers=containers))
         return v1alpha1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
 
-    def _pod_v1(self, sim: SimPod) -> v1.PodResources:
+    def _pod_v1(self, sim: SimPod, listing: bool = False) -> v1.PodResources:
+        """One pod as ``List`` (``listing``) or ``Get`` reports it. ``List`` runs the device
+        manager's ``UpdateAllocatedDevices`` first, which drops the devices of pods no longer
+        active; ``Get`` does not, so it may still show them."""
         assignment: PodAssignment = sim.assignment
         sidecars = {c.name for c in sim.spec.sidecars}
         with_sidecars = self.spec.feature("Sidecars")
         with_dra = self.spec.feature("DynamicResources")
+        collected = listing and not sim.spec.active
         containers = []
         for container in assignment.containers:
             if container.name in sidecars and not with_sidecars:
                 continue
-            devices = _device_entries(go_map_order(container.devices, self.rng))
-            claims: dict[tuple[str, str], list] = {}
-            if with_dra:
-                for dra in container.dra_devices:
-                    claims.setdefault((dra.claim_name, dra.claim_namespace), []).append(
-                        v1.ClaimResource(
-                            cdi_devices=[v1.CDIDevice(name=n) for n in dra.cdi_devices],
-                            driver_name=dra.driver, pool_name=dra.pool,
-                            device_name=dra.device, share_id=dra.share_id))
+            devices = [] if collected else _device_entries(
+                go_map_order(container.devices, self.rng))
             dynamic = []
-            for (claim_name, claim_namespace), resources in claims.items():
-                resources = _rotated(resources, self.rng)
-                dynamic.append(v1.DynamicResource(claim_name=claim_name,
-                                                  claim_namespace=claim_namespace,
-                                                  claim_resources=resources))
+            if with_dra:
+                for (claim_name, claim_namespace), resources in _claim_entries(
+                        container.dra_devices):
+                    dynamic.append(v1.DynamicResource(
+                        claim_name=claim_name, claim_namespace=claim_namespace,
+                        claim_resources=_rotated(resources, self.rng)))
             containers.append(v1.ContainerResources(
                 name=container.name, devices=devices, cpu_ids=container.cpu_ids,
                 memory=[_memory_v1(b) for b in container.memory],
@@ -340,10 +456,35 @@ class Simulator:
             "profile": self.spec.name,
             "socket": str(self.socket_path),
             "running": self.running,
+            "restarts": self.restarts,
             "pods": len(self.state.pods),
             "faults": asdict(self.faults),
+            "device_plugins": {resource: resource not in self.unregistered_plugins
+                               for resource in self.state.device_resources},
             "calls": self.stats.by_code(),
         }
+
+
+def _claim_entries(dra_devices) -> list[tuple[tuple[str, str], list[v1.ClaimResource]]]:
+    """A container's DRA devices as ``DynamicResource`` entries: one per claim the container
+    names, and the whole entry again each time it names the claim again (the kubelet appends
+    the claim's info once per matching entry of ``resources.claims``; SPEC section 2, fact 7).
+    A device already in the claim's latest entry starts the claim's next entry."""
+    entries: list[tuple[tuple[str, str], list[v1.ClaimResource]]] = []
+    latest: dict[tuple[str, str], tuple[set, list]] = {}
+    for dra in dra_devices:
+        claim = (dra.claim_name, dra.claim_namespace)
+        device = (dra.driver, dra.pool, dra.device, dra.share_id)
+        held = latest.get(claim)
+        if held is None or device in held[0]:
+            held = latest[claim] = (set(), [])
+            entries.append((claim, held[1]))
+        held[0].add(device)
+        held[1].append(v1.ClaimResource(
+            cdi_devices=[v1.CDIDevice(name=n) for n in dra.cdi_devices],
+            driver_name=dra.driver, pool_name=dra.pool, device_name=dra.device,
+            share_id=dra.share_id))
+    return entries
 
 
 def _rotated(items: list, rng: random.Random) -> list:
@@ -427,8 +568,11 @@ def _memory_v1(block: MemoryBlock) -> v1.ContainerMemory:
     return message
 
 
-def _device_entries(devices: tuple[DeviceEntry, ...]) -> list[v1.ContainerDevices]:
-    """The kubelet's shape: one entry per device per NUMA node; none for a topology-less one."""
+def _device_entries(devices) -> list[v1.ContainerDevices]:
+    """The kubelet's shape: one entry per device per NUMA node, each with that one node; one
+    entry without topology for a device without topology; none for a device whose topology
+    names no NUMA node (``GetAllocatableResources`` converts such a registration as is; an
+    assigned one is held without topology, see ``NodeState``)."""
     entries = []
     for device in devices:
         for device_id in device.device_ids:

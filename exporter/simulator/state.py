@@ -69,6 +69,9 @@ class NodeState:
         self.free_memory = dict(self.allocatable_memory)
         self.devices = list(spec.devices)
         self.free_devices: set[str] = {d.device_id for d in self.devices if d.healthy}
+        # Device resources whose plugin is not registered now (after a kubelet restart, or
+        # disconnected): none of their devices is allocatable or assignable; the server sets it.
+        self.unregistered: frozenset[str] = frozenset()
         self.dra_free: dict[str, list[tuple[str, str, str]]] = {}
         for pool in spec.dra_pools:
             self.dra_free.setdefault(pool.driver, []).extend(
@@ -90,11 +93,21 @@ class NodeState:
 
     # ---- views the gRPC layer serves -----------------------------------------------------
 
+    @property
+    def device_resources(self) -> list[str]:
+        """The device-plugin resources of this node, in profile order."""
+        return list(dict.fromkeys(d.resource for d in self.devices))
+
     def listed_pods(self, active_only: bool) -> list[SimPod]:
-        """Pods as ``List`` sees them: terminated ones only on kubelets before 1.34."""
-        return [p for p in self.pods.values() if not active_only or p.spec.phase == "Running"]
+        """Pods as ``List`` sees them (SPEC section 2, fact 1): every active pod, Pending and
+        terminating ones included; with ``active_only`` off (kubelets before 1.34, or
+        ``KubeletPodResourcesListUseActivePods`` off) terminated pods too."""
+        return [p for p in self.pods.values() if not active_only or p.spec.active]
 
     def allocatable(self) -> Allocatable:
+        """``GetAllocatableResources`` (SPEC section 2, fact 5): healthy devices of registered
+        plugins only, each with the topology it was registered with (an empty one yields no
+        entry on the wire)."""
         memory = ()
         if self.spec.memory_manager_policy == "Static":
             memory = tuple(MemoryBlock(t, size, (n,))
@@ -103,7 +116,8 @@ class NodeState:
             cpu_ids=tuple(sorted(self.allocatable_cpus)),
             memory=memory,
             devices=tuple(DeviceEntry(d.resource, (d.device_id,), d.numa_ids)
-                          for d in self.devices if d.healthy),
+                          for d in self.devices
+                          if d.healthy and d.resource not in self.unregistered),
         )
 
     # ---- admission -----------------------------------------------------------------------
@@ -121,7 +135,7 @@ class NodeState:
             self.rejected.append(f"{pod.namespace}/{pod.name}: {reason}")
             return False
         self.pods[key] = sim
-        if pod.phase != "Running":
+        if not pod.active:
             # The kubelet frees a terminated pod's resources; old kubelets still list it.
             self._release(sim)
         self.version += 1
@@ -148,7 +162,7 @@ class NodeState:
 
     def churn(self, count: int) -> tuple[list[str], list[str]]:
         """Delete ``count`` random pods and admit as many new ones; returns (gone, new)."""
-        running = [k for k, p in self.pods.items() if p.spec.phase == "Running"]
+        running = [k for k, p in self.pods.items() if p.spec.active]
         gone = self.rng.sample(running, min(count, len(running)))
         specs = []
         for namespace, name in gone:
@@ -218,8 +232,10 @@ class NodeState:
             devices = []
             for resource, count in sorted(container.devices.items()):
                 for device in self._take_devices(resource, count, numa, sim):
+                    # the device manager allocates a device registered with an empty
+                    # topology like one without topology (SPEC section 2, fact 4)
                     devices.append(DeviceEntry(device.resource, (device.device_id,),
-                                               device.numa_ids))
+                                               device.numa_ids or None))
             dra = tuple(d for name in container.claims for d in claims.get(name, ()))
             containers.append(ContainerAssignment(container.name, cpus, memory, tuple(devices),
                                                   dra))
@@ -231,9 +247,11 @@ class NodeState:
             if static_cpu:
                 pod_cpus = tuple(sorted(container_cpu_total | own))
             if guaranteed and static_mem:
+                # one pod-level block per memory type the pod-level resources name, including
+                # the containers' blocks of that type; the containers' other types stay
+                # container-level only (SPEC section 2, fact 3)
                 blocks = []
-                types = set(memory_by_type) | set(pod.pod_memory)
-                for memory_type in sorted(types):
+                for memory_type in sorted(pod.pod_memory):
                     extra = pod.pod_memory.get(memory_type, 0)
                     numa_ids: set[int] = set()
                     size = 0
@@ -271,7 +289,8 @@ class NodeState:
     def _local_free(self, resource: str, numa: int) -> list[SimDevice]:
         return [d for d in self.devices if d.resource == resource
                 and d.device_id in self.free_devices
-                and (d.numa_ids is None or numa in d.numa_ids)]
+                and d.resource not in self.unregistered
+                and (not d.numa_ids or numa in d.numa_ids)]
 
     def _take_cpus(self, count: int, numa: int | None) -> set[int]:
         if count <= 0:
@@ -323,8 +342,10 @@ class NodeState:
 
     def _take_devices(self, resource: str, count: int, numa: int | None,
                       sim: SimPod) -> list[SimDevice]:
+        # a plugin that is not registered offers nothing: admission fails, as in the kubelet
         candidates = [d for d in self.devices
-                      if d.resource == resource and d.device_id in self.free_devices]
+                      if d.resource == resource and d.device_id in self.free_devices
+                      and resource not in self.unregistered]
 
         def preference(device: SimDevice) -> int:
             if numa is None:
@@ -333,7 +354,7 @@ class NodeState:
                 return 0
             if device.numa_ids and numa in device.numa_ids:
                 return 1
-            if device.numa_ids is None:
+            if not device.numa_ids:
                 return 2
             return 3
 

@@ -11,16 +11,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import shutil
+import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from aiohttp import web
 
 from exporter import __version__
 
-from .helpers import REPO, Exporter, Node, require_tool, short_tmpdir, small_profile
+from .helpers import IN_CI, REPO, Exporter, Node, require_tool, short_tmpdir, small_profile
+from .test_webconfig import CA
 
 CHART = REPO / "charts" / "podresources-exporter"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
@@ -141,24 +146,117 @@ def test_default_objects_are_the_minimum(defaults):
         assert doc["metadata"]["namespace"] == NAMESPACE
 
 
-def test_socket_directory_is_mounted_read_write_never_the_socket_file(defaults):
+def test_socket_directory_is_mounted_read_only_never_the_socket_file(helm, defaults):
     assert volume(defaults, "pod-resources")["hostPath"] == {
         "path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
-    pod_resources = mount(defaults, "pod-resources")
-    assert pod_resources["mountPath"] == "/var/lib/kubelet/pod-resources"
-    assert not pod_resources.get("readOnly", False)
+    assert mount(defaults, "pod-resources") == {
+        "name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
     assert "--socket=/var/lib/kubelet/pod-resources/kubelet.sock" in exporter_container(defaults)["args"]
     for each in pod_spec(defaults)["volumes"]:
         if "hostPath" in each:
             assert not each["hostPath"]["path"].endswith(".sock")
             assert each["hostPath"]["type"] != "Socket"
+    writable = render(helm, "--set", "podResources.readOnly=false")
+    assert mount(writable, "pod-resources")["readOnly"] is False
 
 
-def test_host_sys_is_read_only_for_topology(defaults):
-    assert volume(defaults, "sys")["hostPath"] == {"path": "/sys", "type": "Directory"}
-    assert mount(defaults, "sys") == {"name": "sys", "mountPath": "/host/sys", "readOnly": True}
+def test_only_sysfs_devices_system_is_mounted_read_only(defaults):
+    assert volume(defaults, "sys-devices-system")["hostPath"] == {
+        "path": "/sys/devices/system", "type": "Directory"}
+    assert mount(defaults, "sys-devices-system") == {
+        "name": "sys-devices-system", "mountPath": "/host/sys/devices/system", "readOnly": True}
+    # the exporter reads <sysfs-root>/devices/system/node/... and .../cpu/cpuN/topology/...
     assert "--sysfs-root=/host/sys" in exporter_container(defaults)["args"]
-    assert len(pod_spec(defaults)["volumes"]) == 2  # nothing else of the host by default
+    host_paths = sorted(v["hostPath"]["path"] for v in pod_spec(defaults)["volumes"]
+                        if "hostPath" in v)
+    assert host_paths == ["/sys/devices/system", "/var/lib/kubelet/pod-resources"]
+
+
+# A client in a mount namespace of its own, behind a read-only bind mount of the socket
+# directory, as the kubelet gives the exporter container (readOnly: true).
+READ_ONLY_CLIENT = r"""
+import asyncio, errno, json, os, sys
+from exporter._proto.v1 import api_pb2
+from exporter.kubelet import KubeletClient
+
+directory = sys.argv[1]
+socket = os.path.join(directory, "kubelet.sock")
+refused = {}
+for what, attempt in (("rename", lambda: os.rename(socket, socket + ".old")),
+                      ("unlink", lambda: os.unlink(socket)),
+                      ("create", lambda: open(os.path.join(directory, "kubelet.sock.new"), "w"))):
+    try:
+        attempt()
+        refused[what] = "allowed"
+    except OSError as error:
+        refused[what] = errno.errorcode[error.errno]
+
+
+async def main():
+    client = KubeletClient(socket=socket)
+    try:
+        pods = api_pb2.ListPodResourcesResponse.FromString((await client.list_pods()).raw)
+        allocatable = api_pb2.AllocatableResourcesResponse.FromString(
+            (await client.get_allocatable()).raw)
+    finally:
+        await client.close()
+    print(json.dumps({
+        "refused": refused,
+        "pods": sorted(f"{p.namespace}/{p.name}" for p in pods.pod_resources),
+        "exclusive_cpus": sum(len(c.cpu_ids) for p in pods.pod_resources for c in p.containers),
+        "allocatable_cpus": sorted(allocatable.cpu_ids),
+    }))
+
+
+asyncio.run(main())
+"""
+
+
+def mount_namespace_unavailable() -> str:
+    """Why this machine cannot make a private mount namespace, or "" when it can."""
+    if os.geteuid() != 0:
+        return "bind mounts need root (run the suite as root, as CI does)"
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return "unshare (util-linux) is not installed"
+    probe = subprocess.run([unshare, "-m", "--propagation", "private", "true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"unshare -m is not permitted here: {probe.stderr.strip()}"
+    return ""
+
+
+async def test_grpc_client_works_through_a_read_only_bind_mount_of_the_socket_directory():
+    reason = mount_namespace_unavailable()
+    if reason:
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    mountpoint = short_tmpdir()
+    try:
+        async with Node("small") as node:
+            script = (
+                'set -e; mount --bind "$1" "$2"; mount -o remount,bind,ro "$2"; '
+                'grep -q " $2 ro," /proc/self/mountinfo || { echo "not read-only" >&2; exit 3; }; '
+                'exec "$3" -c "$4" "$2"')
+            command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                       str(node.socket.parent), str(mountpoint), sys.executable, READ_ONLY_CLIENT]
+            result = await asyncio.to_thread(subprocess.run, command, capture_output=True,
+                                             text=True, timeout=60, cwd=REPO)
+            assert result.returncode == 0, result.stdout + result.stderr
+            seen = json.loads(result.stdout)
+            assert node.socket.exists()  # untouched on the host side
+    finally:
+        shutil.rmtree(mountpoint, ignore_errors=True)
+    # Nothing under the mount can be replaced...
+    assert seen["refused"] == {"rename": "EROFS", "unlink": "EROFS", "create": "EROFS"}
+    # ...and gRPC reads the kubelet as usual: the small profile's three active pods, 2 + 2
+    # exclusive CPUs (inference-0/model, packet-filter-0/filter), CPUs 1-7 allocatable (0 is
+    # reserved).
+    assert seen["pods"] == ["edge/inference-0", "edge/packet-filter-0",
+                            "kube-system/kube-proxy-x2v9d"]
+    assert seen["exclusive_cpus"] == 4
+    assert seen["allocatable_cpus"] == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_security_context_is_uid_0_with_nothing_else(defaults):
@@ -401,11 +499,20 @@ def test_network_policy(helm, defaults):
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["ingress"] == [{"ports": [{"port": 10041, "protocol": "TCP"}]}]
     assert policy["egress"] == []  # the kubelet is a unix socket away
+    # The Kubernetes-API view needs egress; without addresses it would be egress anywhere.
+    anywhere = run_helm(helm, "template", "--set", "networkPolicy.enabled=true",
+                        "--set", "kubeApi.enabled=true")
+    assert anywhere.returncode != 0
+    assert ("networkPolicy with kubeApi.enabled needs networkPolicy.apiServerCidrs"
+            in anywhere.stderr), anywhere.stderr
     docs = render(helm, "--set", "networkPolicy.enabled=true", "--set", "kubeApi.enabled=true",
+                  "--set", "networkPolicy.apiServerCidrs={10.0.0.1/32,10.0.0.2/32}",
                   "--set", "networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.team=obs")
     policy = one(docs, "NetworkPolicy")["spec"]
     assert policy["egress"] == [{"ports": [{"port": 443, "protocol": "TCP"},
-                                           {"port": 6443, "protocol": "TCP"}]}]
+                                           {"port": 6443, "protocol": "TCP"}],
+                                 "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}},
+                                        {"ipBlock": {"cidr": "10.0.0.2/32"}}]}]
     peers = policy["ingress"][0]["from"]
     assert peers[0] == {"namespaceSelector": {"matchLabels": {"team": "obs"}}}
     test_pod_labels = one(docs, "Pod")["metadata"]["labels"]
@@ -435,9 +542,23 @@ def test_web_config_secret_mount_and_https(helm):
                                                  "key": "password"}
     annotations = one(docs, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
     assert len(annotations["checksum/web-config"]) == 64  # pods roll when the config changes
+    changed = render(helm, "--values", str(values), "--set",
+                     "webConfig.config.http_server_config.headers.X-Frame-Options=deny")
+    changed_annotations = one(changed, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    assert changed_annotations["checksum/web-config"] != annotations["checksum/web-config"]
+    assert_secrets_mounted_as_directories(docs)
     test_pod = one(docs, "Pod")
     assert test_pod["spec"]["containers"][0]["env"][0]["value"].startswith("https://")
     assert test_pod["spec"]["volumes"][0]["secret"]["secretName"] == "podresources-exporter-scrape"
+
+
+def assert_secrets_mounted_as_directories(docs: list[dict]) -> None:
+    """Whole-directory Secret mounts: the kubelet swaps their files when the Secret changes (a
+    subPath mount would keep the old file forever), and the exporter re-reads them."""
+    for each in exporter_container(docs)["volumeMounts"]:
+        assert "subPath" not in each and "subPathExpr" not in each, each
+    web = next(v for v in pod_spec(docs)["volumes"] if v["name"] == "web-config")["secret"]
+    assert "items" not in web  # every key, so a renamed key is seen too
 
 
 def test_web_config_from_an_existing_secret(helm):
@@ -445,7 +566,14 @@ def test_web_config_from_an_existing_secret(helm):
                   "--set", "webConfig.existingSecret=my-web-config", "--set", "webConfig.https=true")
     assert "Secret" not in kinds(docs)
     assert volume(docs, "web-config")["secret"]["secretName"] == "my-web-config"
+    assert mount(docs, "web-config") == {"name": "web-config", "readOnly": True,
+                                         "mountPath": "/etc/podresources-exporter/web"}
     assert exporter_container(docs)["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert_secrets_mounted_as_directories(docs)
+    # The chart cannot see the Secret's content: no checksum; rotation reaches the pods through
+    # the mounted directory.
+    annotations = one(docs, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    assert "checksum/web-config" not in annotations
     missing = run_helm(helm, "template", "--set", "webConfig.enabled=true")
     assert missing.returncode != 0
     assert "webConfig.enabled needs webConfig.config or webConfig.existingSecret" in missing.stderr
@@ -480,6 +608,99 @@ async def test_helm_test_pod_passes_on_a_live_exporter_and_fails_when_the_kubele
         await exporter.wait_for(lambda s: s.get("podresources_up") == 0.0, what="up == 0")
         failed = await run_against(exporter)
         assert failed.returncode == 1 and failed.stdout.strip() == "podresources_up 0.0"
+
+
+class AuthRecordingServer:
+    """An HTTPS /metrics that needs basic auth and records every Authorization it receives."""
+
+    def __init__(self, cert: Path, key: Path):
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.load_cert_chain(cert, key)
+        self.received: list[str] = []
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        self.received.append(request.headers.get("Authorization", ""))
+        expected = "Basic " + base64.b64encode(b"prometheus:s3cret").decode()
+        if request.headers.get("Authorization") != expected:
+            return web.Response(status=401)
+        return web.Response(text="podresources_up 1\n")
+
+    async def __aenter__(self) -> "AuthRecordingServer":
+        app = web.Application()
+        app.router.add_get("/metrics", self.metrics)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.context)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.runner.cleanup()
+
+
+async def test_helm_test_pod_sends_credentials_only_after_verifying_the_certificate(helm):
+    docs = render(helm, "--values", str(CHART / "ci" / "webconfig-values.yaml"))
+    command, url = helm_test_command(docs)
+    env = {e["name"]: e["value"] for e in one(docs, "Pod")["spec"]["containers"][0]["env"]}
+    assert url == f"https://{FULLNAME}.{NAMESPACE}.svc:10041/metrics"
+    assert env["TLS_SERVER_NAME"] == f"{FULLNAME}.{NAMESPACE}.svc"
+    ca_volume = next(v for v in one(docs, "Pod")["spec"]["volumes"] if v["name"] == "tls-ca")
+    assert ca_volume["secret"] == {"secretName": "podresources-exporter-tls", "defaultMode": 0o444,
+                                   "optional": True, "items": [{"key": "ca.crt",
+                                                                "path": "ca.crt"}]}
+    command[0] = shutil.which("python3")
+    directory = short_tmpdir()
+    try:
+        ca, impostor = CA(directory, "ca"), CA(directory, "impostor")
+        cert, key = ca.issue("exporter")  # names: localhost, 127.0.0.1
+        auth = directory / "auth"
+        auth.mkdir()
+        (auth / "username").write_text("prometheus\n")
+        (auth / "password").write_text("s3cret\n")
+
+        async def run(server: AuthRecordingServer, ca_file: Path, server_name: str):
+            return await asyncio.to_thread(subprocess.run, command, capture_output=True,
+                                           text=True, timeout=60, env={
+                "METRICS_URL": f"https://127.0.0.1:{server.port}/metrics",
+                "TLS_SERVER_NAME": server_name, "AUTH_DIR": str(auth),
+                "CA_FILE": str(ca_file), "SSL_CERT_FILE": str(directory / "no-system-store")})
+
+        async with AuthRecordingServer(cert, key) as server:
+            passed = await run(server, ca.path, "localhost")
+            assert passed.returncode == 0, passed.stdout + passed.stderr
+            assert passed.stdout.strip() == "podresources_up 1"
+            assert server.received == ["Basic " + base64.b64encode(b"prometheus:s3cret").decode()]
+            server.received.clear()
+            # Another CA, a name the certificate lacks, no CA at all (and an empty system trust
+            # store): the handshake fails, nothing is sent, and the test fails at once.
+            for ca_file, name in ((impostor.path, "localhost"), (ca.path, "evil.example"),
+                                  (directory / "absent.crt", "localhost")):
+                failed = await run(server, ca_file, name)
+                assert failed.returncode == 1, (ca_file, name, failed.stdout + failed.stderr)
+                assert "CERTIFICATE_VERIFY_FAILED" in failed.stdout, failed.stdout
+                assert "tests.tls.caSecret" in failed.stdout
+            assert server.received == []
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_helm_test_pod_ca_and_server_name_from_values(helm):
+    docs = render(helm, "--set", "webConfig.enabled=true", "--set", "webConfig.https=true",
+                  "--set", "webConfig.existingSecret=web", "--set", "tests.basicAuthSecret=scrape",
+                  "--set", "tests.tls.caSecret=my-ca", "--set", "tests.tls.caKey=root.pem",
+                  "--set", "tests.tls.serverName=metrics.example.com")
+    pod = one(docs, "Pod")["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["TLS_SERVER_NAME"] == "metrics.example.com"
+    ca_volume = next(v for v in pod["volumes"] if v["name"] == "tls-ca")
+    assert ca_volume["secret"]["secretName"] == "my-ca"
+    assert ca_volume["secret"]["items"] == [{"key": "root.pem", "path": "ca.crt"}]
+    assert {"name": "tls-ca", "mountPath": "/tls", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    plain = one(render(helm), "Pod")["spec"]
+    assert "volumes" not in plain
+    assert [e["name"] for e in plain["containers"][0]["env"]] == ["METRICS_URL"]
 
 
 def test_notes_tell_the_operator_about_pod_security(helm):

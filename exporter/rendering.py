@@ -116,8 +116,9 @@ CATALOG: tuple[MetricDef, ...] = (
               "Inconsistent items seen in kubelet data, by kind; the rest of each snapshot is "
               "still exported.", ("kind",), "health"),
     MetricDef("podresources_build_info", "gauge",
-              "Always 1; the exporter version and the Python version running it.",
-              ("version", "python_version"), "health"),
+              "Always 1; the exporter version, the source revision it was built from (unknown "
+              "outside a release image) and the Python version running it.",
+              ("version", "revision", "python_version"), "health"),
     # ---- the Kubernetes-API view (--kube-api) ----
     MetricDef("podresources_extended_resource_capacity", "gauge",
               "Node status.capacity of an extended resource (a domain-qualified resource name "

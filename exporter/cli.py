@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 PROG = "podresources-exporter"
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"
-DEFAULT_PORT = 10041
+# Outside 9100-9999 (full) and away from other software's defaults; CHANGELOG.md says why.
+DEFAULT_PORT = 10075
 SHUTDOWN_SECONDS = 5.0
 
 

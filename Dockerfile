@@ -59,5 +59,5 @@ ENV PATH=/venv/bin:$PATH \
 # pod-resources directory (0750) and socket owned by root, and connect(2) on a unix socket
 # needs write permission on it. Outside Kubernetes (demo, simulate) this user is enough.
 USER 65532:65532
-EXPOSE 10041
+EXPOSE 10075
 ENTRYPOINT ["podresources-exporter"]

@@ -294,8 +294,8 @@ def test_probes_resources_and_port(defaults):
                                                      "scheme": "HTTP"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics",
                                                       "scheme": "HTTP"}
-    assert container["ports"] == [{"name": "metrics", "containerPort": 10041, "protocol": "TCP"}]
-    assert "--listen-address=:10041" in container["args"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 10075, "protocol": "TCP"}]
+    assert "--listen-address=:10075" in container["args"]
     assert container["resources"] == {"requests": {"cpu": "25m", "memory": "96Mi"},
                                       "limits": {"cpu": "250m", "memory": "192Mi"}}
     assert container["image"] == f"ghcr.io/podresources-exporter/podresources-exporter:{__version__}"
@@ -437,7 +437,7 @@ def test_scrape_annotations_for_plain_prometheus(helm, defaults):
     docs = render(helm, "--set", "scrapeAnnotations.enabled=true")
     annotations = one(docs, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == "10041"
+    assert annotations["prometheus.io/port"] == "10075"
     assert annotations["prometheus.io/path"] == "/metrics"
     assert annotations["prometheus.io/scheme"] == "http"
     default_annotations = one(defaults, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
@@ -497,7 +497,7 @@ def test_network_policy(helm, defaults):
     assert "NetworkPolicy" not in kinds(defaults)
     policy = one(render(helm, "--set", "networkPolicy.enabled=true"), "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    assert policy["ingress"] == [{"ports": [{"port": 10041, "protocol": "TCP"}]}]
+    assert policy["ingress"] == [{"ports": [{"port": 10075, "protocol": "TCP"}]}]
     assert policy["egress"] == []  # the kubelet is a unix socket away
     # The Kubernetes-API view needs egress; without addresses it would be egress anywhere.
     anywhere = run_helm(helm, "template", "--set", "networkPolicy.enabled=true",
@@ -591,7 +591,7 @@ async def test_helm_test_pod_passes_on_a_live_exporter_and_fails_when_the_kubele
     test_pod = one(defaults, "Pod")
     assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     command, url = helm_test_command(defaults)
-    assert url == f"http://{FULLNAME}.{NAMESPACE}.svc:10041/metrics"
+    assert url == f"http://{FULLNAME}.{NAMESPACE}.svc:10075/metrics"
     command[0] = shutil.which("python3")
 
     async def run_against(exporter: Exporter) -> subprocess.CompletedProcess:
@@ -643,7 +643,7 @@ async def test_helm_test_pod_sends_credentials_only_after_verifying_the_certific
     docs = render(helm, "--values", str(CHART / "ci" / "webconfig-values.yaml"))
     command, url = helm_test_command(docs)
     env = {e["name"]: e["value"] for e in one(docs, "Pod")["spec"]["containers"][0]["env"]}
-    assert url == f"https://{FULLNAME}.{NAMESPACE}.svc:10041/metrics"
+    assert url == f"https://{FULLNAME}.{NAMESPACE}.svc:10075/metrics"
     assert env["TLS_SERVER_NAME"] == f"{FULLNAME}.{NAMESPACE}.svc"
     ca_volume = next(v for v in one(docs, "Pod")["spec"]["volumes"] if v["name"] == "tls-ca")
     assert ca_volume["secret"] == {"secretName": "podresources-exporter-tls", "defaultMode": 0o444,

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -22,6 +23,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from dashboards import generate, panels, rules
 from exporter import __version__
 
 from .helpers import IN_CI, REPO, Exporter, Node, require_tool, short_tmpdir, small_profile
@@ -66,8 +68,9 @@ def kinds(docs: list[dict]) -> list[str]:
 
 
 def exporter_container(docs: list[dict]) -> dict:
-    (container,) = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
-    return container
+    containers = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["name"] == "exporter"  # first; extraContainers follow
+    return containers[0]
 
 
 def pod_spec(docs: list[dict]) -> dict:
@@ -393,6 +396,113 @@ def test_schema_rejects_bad_values(helm, setting, message):
     assert message in result.stderr, result.stderr
 
 
+# ---- values the reference charts have (ci/umbrella-extras-values.yaml) -------------------
+
+@pytest.fixture(scope="module")
+def extras(helm) -> list[dict]:
+    return render(helm, "--values", str(CHART / "ci" / "umbrella-extras-values.yaml"))
+
+
+def test_global_registry_and_pull_secrets(extras):
+    image = "registry.example.com/mirror/podresources-exporter/podresources-exporter:" + __version__
+    assert exporter_container(extras)["image"] == image
+    pulls = [{"name": "mirror-pull"}, {"name": "shared-pull"}]  # names or refs, no duplicates
+    assert pod_spec(extras)["imagePullSecrets"] == pulls
+    test_pod = one(extras, "Pod")["spec"]
+    assert test_pod["containers"][0]["image"] == image
+    assert test_pod["imagePullSecrets"] == pulls
+
+
+def test_affinity_keeps_the_virtual_node_exclusion_in_every_term(helm, extras, defaults):
+    exclusion = [
+        {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]},
+        {"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}]
+    terms = pod_spec(extras)["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In",
+                               "values": ["true"]}, *exclusion]},
+        {"matchExpressions": [{"key": "node-role.example.com/hpc", "operator": "Exists"},
+                              *exclusion]}]
+    assert pod_spec(defaults)["affinity"] == {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": exclusion}]}}}
+    # other affinity kinds are kept as given; the exclusion can be turned off
+    docs = render(helm, "--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnored"
+                  "DuringExecution[0].weight=1", "--set", "affinity.podAntiAffinity.preferred"
+                  "DuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=zone")
+    assert set(pod_spec(docs)["affinity"]) == {"nodeAffinity", "podAntiAffinity"}
+    assert "affinity" not in pod_spec(render(helm, "--set", "excludeVirtualNodes=false"))
+
+
+def test_extra_volumes_containers_and_revision_history(extras, defaults):
+    spec = pod_spec(extras)
+    assert {"name": "ca-bundle", "configMap": {"name": "ca-bundle"}} in spec["volumes"]
+    assert mount(extras, "ca-bundle") == {"name": "ca-bundle", "mountPath": "/etc/ca-bundle",
+                                          "readOnly": True}
+    (init,) = spec["initContainers"]
+    assert init["name"] == "wait-for-kubelet"
+    assert init["image"] == "registry.example.com/mirror/busybox:1.36"  # templated
+    names = [container["name"] for container in spec["containers"]]
+    assert names == ["exporter", "kube-rbac-proxy"]
+    assert spec["containers"][1]["args"][1] == "--upstream=http://127.0.0.1:10075/"
+    assert one(extras, "DaemonSet")["spec"]["revisionHistoryLimit"] == 3
+    assert one(defaults, "DaemonSet")["spec"]["revisionHistoryLimit"] == 10
+    assert "initContainers" not in pod_spec(defaults)
+    assert len(pod_spec(defaults)["containers"]) == 1
+
+
+def test_service_internal_traffic_policy(extras, defaults):
+    assert one(extras, "Service")["spec"]["internalTrafficPolicy"] == "Local"
+    assert "internalTrafficPolicy" not in one(defaults, "Service")["spec"]
+
+
+def test_service_monitor_options_of_the_reference_charts(extras):
+    monitor = one(extras, "ServiceMonitor")
+    assert monitor["apiVersion"] == "azmonitoring.coreos.com/v1"
+    spec = monitor["spec"]
+    assert spec["targetLabels"] == ["app.kubernetes.io/instance"]
+    assert spec["podTargetLabels"] == ["team"]
+    assert spec["attachMetadata"] == {"node": True}
+    assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/name": "podresources-exporter",
+                                                "app.kubernetes.io/instance": "pre"}}
+    (endpoint,) = spec["endpoints"]
+    assert endpoint["authorization"] == {"type": "Bearer",
+                                         "credentials": {"name": "scrape-token", "key": "token"}}
+    assert_scrape_endpoint(endpoint)
+
+
+def test_pod_monitor_options_of_the_reference_charts(helm):
+    docs = render(helm, "--values", str(CHART / "ci" / "podmonitor-annotations-values.yaml"))
+    monitor = one(docs, "PodMonitor")
+    assert monitor["apiVersion"] == "azmonitoring.coreos.com/v1"
+    spec = monitor["spec"]
+    assert spec["podTargetLabels"] == ["app.kubernetes.io/instance"]
+    assert spec["attachMetadata"] == {"node": True}
+    assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/name": "podresources-exporter"}}
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert endpoint["authorization"]["type"] == "Bearer"
+    assert "targetLabels" not in spec
+
+
+def test_test_pod_carries_the_common_labels(extras):
+    labels = one(extras, "Pod")["metadata"]["labels"]
+    assert labels["team"] == "hpc-platform"
+    assert labels["app.kubernetes.io/component"] == "test"
+    for doc in extras:
+        assert doc["metadata"]["labels"]["team"] == "hpc-platform", doc["kind"]
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=VALUE_IDS)
+def test_rendered_manifests_have_no_trailing_whitespace(helm, values):
+    result = run_helm(helm, "template", "--namespace", NAMESPACE, "--set",
+                      "serviceMonitor.enabled=true" if values is None else "tests.enabled=true",
+                      *values_options(values))
+    assert result.returncode == 0, result.stderr
+    offending = [line for line in result.stdout.splitlines() if line != line.rstrip()]
+    assert offending == []
+
+
 # ---- scraping: monitors, annotations, rules, dashboards, NetworkPolicy --------------------
 
 def assert_scrape_endpoint(endpoint: dict, scheme: str = "http") -> None:
@@ -444,23 +554,86 @@ def test_scrape_annotations_for_plain_prometheus(helm, defaults):
     assert "prometheus.io/scrape" not in default_annotations
 
 
-def rule_groups(chart: Path) -> list[dict]:
-    groups = []
-    for path in sorted((chart / "files" / "rules").glob("*.yaml")):
-        groups += yaml.safe_load(path.read_text())["groups"]
-    return groups
-
-
-def test_prometheus_rule_carries_every_group_of_the_rule_files(helm):
-    expected = rule_groups(CHART)
+def test_prometheus_rule_with_defaults_is_the_plain_rule_file(helm):
+    """The chart's template and the plain file come from one source (dashboards/rules.py)."""
+    expected = yaml.safe_load(generate.RULES.read_text())["groups"]
     docs = render(helm, "--set", "prometheusRule.enabled=true",
                   "--set", "prometheusRule.additionalLabels.release=kube-prometheus-stack")
-    if not expected:
-        assert "PrometheusRule" not in kinds(docs)
-        return
     rule = one(docs, "PrometheusRule")
     assert rule["spec"]["groups"] == expected
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+
+
+def alert_rules(rule: dict) -> dict[str, dict]:
+    return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]
+            if "alert" in r}
+
+
+def test_alerts_tuned_from_values(helm, tmp_path):
+    docs = render(helm, "--values", str(CHART / "ci" / "alerts-multicluster-values.yaml"))
+    rule = one(docs, "PrometheusRule")
+    alerts = alert_rules(rule)
+    assert set(alerts) == set(rules.ALERT_NAMES) - {"PodresourcesContainersMisaligned"}
+    # the cluster label is `region` in every aggregation, and `cluster` nowhere
+    text = json.dumps(rule["spec"])
+    assert "cluster" not in text.replace("Cluster", "")
+    for group in rule["spec"]["groups"]:
+        for each in group["rules"]:
+            for labels in re.findall(r"\b(?:by|on) \(([^)]*)\)", each["expr"]):
+                assert "region" in labels.split(", "), each["expr"]
+    down = alerts["PodresourcesExporterDown"]
+    assert down["expr"] == 'up{job="numa-exporter"} == 0'
+    assert down["for"] == "10m"
+    assert down["annotations"]["summary"] == "The NUMA exporter is not scraped."
+    assert "has not answered scrapes for 10m;" in down["annotations"]["description"]
+    cpu = alerts["PodresourcesNumaCpuExhausted"]
+    assert cpu["expr"] == 'podresources_numa_utilization_ratio{resource="cpu"} >= 0.9'
+    assert cpu["for"] == "30m"
+    assert cpu["labels"] == {"severity": "warning", "team": "hpc-platform", "pager": "true"}
+    stale = alerts["PodresourcesSnapshotStale"]
+    assert stale["expr"] == "time() - podresources_last_refresh_timestamp_seconds > 600"
+    assert stale["labels"] == {"severity": "critical", "team": "hpc-platform"}
+    # untouched alerts keep their defaults, plus the extra labels and annotations
+    memory = alerts["PodresourcesNumaMemoryExhausted"]
+    assert memory["expr"].endswith(">= 0.95") and memory["for"] == "15m"
+    for name, alert in alerts.items():
+        assert alert["annotations"]["runbook_url"] == \
+            "https://runbooks.example.com/podresources/" + name.lower()
+        assert alert["annotations"]["dashboard_url"] == \
+            "https://grafana.example.com/d/podresources-numa-overview"
+        assert alert["labels"]["team"] == "hpc-platform"
+    # and Prometheus accepts the result
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    path = tmp_path / "rendered.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules.RECORDS) + len(alerts)} rules found" in checked.stdout
+
+
+def test_disabling_every_alert_leaves_the_recording_rules(helm):
+    setting = "prometheusRule.disabled={" + ",".join(rules.ALERT_NAMES) + "}"
+    rule = one(render(helm, "--set", "prometheusRule.enabled=true", "--set", setting),
+               "PrometheusRule")
+    assert [group["name"] for group in rule["spec"]["groups"]] == [rules.RECORDING_GROUP]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("prometheusRule.alerts.NoSuchAlert.for=5m", "additional properties 'NoSuchAlert'"),
+    ("prometheusRule.alerts.PodresourcesExporterDown.threshold=2",
+     "additional properties 'threshold' not allowed"),
+    ("prometheusRule.alerts.PodresourcesSnapshotStale.for=soon",
+     "/prometheusRule/alerts/PodresourcesSnapshotStale/for"),
+    ("prometheusRule.disabled={PodresourcesNoSuch}", "/prometheusRule/disabled/0"),
+    ("prometheusRule.extraLabels.severity=page", "invalid propertyName 'severity'"),
+    ("clusterLabel=not-a-label", "/clusterLabel"),
+])
+def test_schema_rejects_bad_alert_settings(helm, setting, message):
+    result = run_helm(helm, "template", "--set", "prometheusRule.enabled=true", "--set", setting)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
 
 
 def test_one_dashboard_config_map_per_file(helm):
@@ -478,19 +651,42 @@ def test_one_dashboard_config_map_per_file(helm):
 
 
 @pytest.mark.parametrize("layout", ["absent", "empty"])
-def test_rules_and_dashboards_render_without_their_files(helm, layout):
+def test_dashboards_render_without_their_files(helm, layout):
     chart = short_tmpdir() / "podresources-exporter"
     try:
         shutil.copytree(CHART, chart, ignore=shutil.ignore_patterns("files"))
         if layout == "empty":
-            (chart / "files" / "rules").mkdir(parents=True)
-            (chart / "files" / "dashboards").mkdir()
+            (chart / "files" / "dashboards").mkdir(parents=True)
         docs = render(helm, "--set", "prometheusRule.enabled=true",
                       "--set", "dashboards.enabled=true", chart=chart)
-        assert not {"PrometheusRule", "ConfigMap"} & set(kinds(docs))
-        assert "DaemonSet" in kinds(docs)
+        assert "ConfigMap" not in kinds(docs)
+        assert {"DaemonSet", "PrometheusRule"} <= set(kinds(docs))  # rules are a template
     finally:
         shutil.rmtree(chart.parent, ignore_errors=True)
+
+
+def test_dashboards_follow_the_cluster_label_and_show_the_cluster_picker(helm):
+    docs = render(helm, "--values", str(CHART / "ci" / "alerts-multicluster-values.yaml"))
+    maps = [doc for doc in docs if doc["kind"] == "ConfigMap"]
+    assert len(maps) == 3
+    for config_map in maps:
+        ((name, text),) = config_map["data"].items()
+        source = (CHART / "files" / "dashboards" / name).read_text()
+        # exactly what the generator's relabel() makes, with the picker shown
+        assert text == panels.relabel(source, "region").replace('"hide":2', '"hide":0')
+        model = json.loads(text)
+        picker = next(v for v in model["templating"]["list"] if v["name"] == "cluster")
+        assert picker["hide"] == 0
+        assert picker["query"] == "label_values(podresources_build_info, region)"
+        exprs = [target["expr"] for panel in model["panels"]
+                 for each in [panel, *panel.get("panels", [])]
+                 for target in each.get("targets", [])]
+        assert exprs and all('region="$cluster"' in expr for expr in exprs)
+        assert not any('cluster="' in expr for expr in exprs)
+    defaults = render(helm, "--set", "dashboards.enabled=true")
+    for config_map in (doc for doc in defaults if doc["kind"] == "ConfigMap"):
+        ((name, text),) = config_map["data"].items()
+        assert text == (CHART / "files" / "dashboards" / name).read_text().rstrip("\n")
 
 
 def test_network_policy(helm, defaults):
@@ -644,7 +840,7 @@ async def test_helm_test_pod_sends_credentials_only_after_verifying_the_certific
     command, url = helm_test_command(docs)
     env = {e["name"]: e["value"] for e in one(docs, "Pod")["spec"]["containers"][0]["env"]}
     assert url == f"https://{FULLNAME}.{NAMESPACE}.svc:10075/metrics"
-    assert env["TLS_SERVER_NAME"] == f"{FULLNAME}.{NAMESPACE}.svc"
+    assert env["TLS_SERVER_NAME"] == "podresources-exporter.monitoring.svc"  # tests.tls
     ca_volume = next(v for v in one(docs, "Pod")["spec"]["volumes"] if v["name"] == "tls-ca")
     assert ca_volume["secret"] == {"secretName": "podresources-exporter-tls", "defaultMode": 0o444,
                                    "optional": True, "items": [{"key": "ca.crt",
@@ -698,6 +894,12 @@ def test_helm_test_pod_ca_and_server_name_from_values(helm):
     assert ca_volume["secret"]["items"] == [{"key": "root.pem", "path": "ca.crt"}]
     assert {"name": "tls-ca", "mountPath": "/tls", "readOnly": True} in \
         pod["containers"][0]["volumeMounts"]
+    default_name = one(render(helm, "--set", "webConfig.enabled=true",
+                              "--set", "webConfig.https=true",
+                              "--set", "webConfig.existingSecret=web"), "Pod")["spec"]
+    default_env = {e["name"]: e["value"] for e in default_name["containers"][0]["env"]}
+    assert default_env["TLS_SERVER_NAME"] == f"{FULLNAME}.{NAMESPACE}.svc"
+    assert "volumes" not in default_name  # no CA Secret named: the image's trust store
     plain = one(render(helm), "Pod")["spec"]
     assert "volumes" not in plain
     assert [e["name"] for e in plain["containers"][0]["env"]] == ["METRICS_URL"]
@@ -711,7 +913,22 @@ def test_notes_tell_the_operator_about_pod_security(helm):
     notes = result.stdout.split("NOTES:", 1)[1]
     assert f"kubectl label namespace {NAMESPACE} pod-security.kubernetes.io/enforce=privileged" \
         in notes
+    assert "/var/lib/kubelet/pod-resources read-only, /sys/devices/system read-only" in notes
     assert "Nothing scrapes the exporter yet" in notes
+
+
+def test_notes_promise_no_grafana_folder_the_sidecar_does_not_make(helm):
+    result = subprocess.run([helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                             "--dry-run=client", "--set", "dashboards.enabled=true"],
+                            capture_output=True, text=True, timeout=120,
+                            env={"KUBECONFIG": "/nonexistent", "HOME": str(short_tmpdir())})
+    assert result.returncode == 0, result.stderr
+    notes = " ".join(result.stdout.split("NOTES:", 1)[1].split())
+    assert 'folder "NUMA"' not in notes
+    assert ("the sidecar files them in that folder only if it is set up for it (grafana chart: "
+            "sidecar.dashboards.folderAnnotation=grafana_folder and "
+            "sidecar.dashboards.provider.foldersFromFilesStructure=true), otherwise in the "
+            "General folder") in notes
 
 
 def test_chart_metadata():

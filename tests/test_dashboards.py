@@ -164,7 +164,7 @@ def test_node_variable_comes_from_the_exporters_node_label():
     assert overview["numa_node"]["includeAll"] and overview["namespace"]["includeAll"]
 
 
-def test_chart_gets_minified_copies_and_the_rules():
+def test_chart_gets_minified_copies():
     for name, model in DASHBOARDS.items():
         copy = generate.CHART_DASHBOARDS / f"{name}.json"
         text = copy.read_text(encoding="utf-8")
@@ -172,5 +172,3 @@ def test_chart_gets_minified_copies_and_the_rules():
         assert json.loads(text) == model
     assert sorted(p.name for p in generate.CHART_DASHBOARDS.glob("*")) == \
         sorted(f"{name}.json" for name in UIDS)
-    assert (generate.CHART_RULES / generate.RULES.name).read_text(encoding="utf-8") == \
-        generate.RULES.read_text(encoding="utf-8")

@@ -4,13 +4,14 @@ a templated description, a runbook section in docs/alerts.md)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import pytest
 import yaml
 
-from dashboards import generate
+from dashboards import generate, rules
 
 from .helpers import REPO, require_tool
 from .test_dashboards import documented_metrics, metric_names
@@ -33,15 +34,48 @@ EXPECTED_ALERTS = {
 
 
 @pytest.mark.external
-@pytest.mark.parametrize("path", [RULES, generate.CHART_RULES / RULES.name],
-                         ids=["source", "chart-copy"])
-def test_promtool_check_rules_is_clean(path):
+def test_promtool_check_rules_is_clean():
     promtool = require_tool("promtool", "apt-get install prometheus")
-    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+    result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(ALERTS) + len(RECORDS)} rules found" in result.stdout
     assert "warning" not in (result.stdout + result.stderr).lower()
+
+
+def test_plain_rule_file_is_the_rules_with_their_defaults():
+    assert GROUPS == rules.groups()
+    assert GROUPS == rules.groups(cluster="cluster", job='job=~".*podresources-exporter.*"')
+    by_name = {rule["alert"]: rule for rule in ALERTS}
+    assert by_name["PodresourcesSnapshotStale"]["expr"].endswith("> 300")
+    assert by_name["PodresourcesNumaCpuExhausted"]["expr"].endswith(">= 0.95")
+    assert by_name["PodresourcesNumaDevicesExhausted"]["expr"].endswith(">= 1")
+    assert by_name["PodresourcesContainersMisaligned"]["expr"].endswith("> 0")
+    assert by_name["PodresourcesExporterDown"]["expr"] == 'up{job=~".*podresources-exporter.*"} == 0'
+
+
+AGGREGATION = re.compile(r"\b(by|on|without)\s*\(([^)]*)\)")
+
+
+@pytest.mark.parametrize("rule", RECORDS + ALERTS,
+                         ids=lambda rule: rule.get("record") or rule["alert"])
+def test_every_aggregation_keeps_the_cluster_label(rule):
+    """A global ruler (Thanos, Mimir) sees every cluster: no rule may merge two of them."""
+    for kind, labels in AGGREGATION.findall(rule["expr"]):
+        names = {label.strip() for label in labels.split(",")}
+        if kind == "without":
+            assert "cluster" not in names, rule["expr"]
+        else:
+            assert "cluster" in names, (kind, labels, rule["expr"])
+
+
+def test_the_cluster_label_and_job_selector_are_settings():
+    custom = rules.groups(cluster="region", job='job="numa"')
+    text = json.dumps(custom)
+    assert "cluster" not in text.replace("Cluster", "")
+    assert text.count("region") == json.dumps(GROUPS).count("(cluster")
+    down = next(r for r in custom[1]["rules"] if r["alert"] == "PodresourcesExporterDown")
+    assert down["expr"] == 'up{job="numa"} == 0'
 
 
 @pytest.mark.external

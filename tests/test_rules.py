@@ -133,3 +133,15 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
     for rule in RECORDS + ALERTS:
         for metric in metric_names(rule["expr"]):
             assert metric in documented or metric in recorded, (rule.get("record"), metric)
+
+
+def test_runbook_page_lists_every_alerts_tunable_defaults():
+    text = RUNBOOKS.read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| (Podresources\w+) \| (.*) \|$", text, re.MULTILINE))
+    for alert in rules.ALERTS:
+        threshold, for_, severity = (cell.strip() for cell in rows[alert.alert].split("|"))
+        assert for_ == alert.for_ and severity == alert.severity, alert.alert
+        if alert.threshold is None:
+            assert threshold == "—", alert.alert
+        else:
+            assert threshold.endswith(f"({rules.number(alert.threshold)})"), alert.alert

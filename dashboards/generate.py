@@ -28,7 +28,9 @@ CHART_FILES = CHART / "files"
 CHART_DASHBOARDS = CHART_FILES / "dashboards"
 CHART_RULES_TEMPLATE = CHART / "templates" / "_rules.tpl"
 CHART_SCHEMA = CHART / "values.schema.json"
-MIXIN_RULES = REPO / "mixin" / "rules.json"
+MIXIN = REPO / "mixin"
+MIXIN_RULES = MIXIN / "rules.json"
+MIXIN_DASHBOARDS = MIXIN / "dashboards"
 
 DASHBOARDS = {
     "numa-overview": overview,
@@ -36,7 +38,7 @@ DASHBOARDS = {
     "exporter-health": health,
 }
 # Where generated files live; anything else matching these patterns is stale.
-GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"))
+GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"), (MIXIN_DASHBOARDS, "*.json"))
 
 
 def outputs() -> dict[Path, str]:
@@ -46,8 +48,9 @@ def outputs() -> dict[Path, str]:
         model = module.build()
         files[DASHBOARD_DIR / f"{name}.json"] = json.dumps(
             model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        files[CHART_DASHBOARDS / f"{name}.json"] = json.dumps(
-            model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        minified = json.dumps(model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        files[CHART_DASHBOARDS / f"{name}.json"] = minified
+        files[MIXIN_DASHBOARDS / f"{name}.json"] = minified
     files[RULES] = rules.plain_rule_file()
     files[CHART_RULES_TEMPLATE] = rules.chart_template()
     files[MIXIN_RULES] = rules.mixin_rules()

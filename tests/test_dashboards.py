@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -17,7 +18,7 @@ import yaml
 from dashboards import generate
 from dashboards import panels as building_blocks
 
-from .helpers import REPO
+from .helpers import REPO, require_tool
 
 DASHBOARDS = {path.stem: json.loads(path.read_text(encoding="utf-8"))
               for path in sorted(generate.DASHBOARD_DIR.glob("*.json"))}
@@ -270,3 +271,27 @@ def test_docs_name_the_minimum_grafana_version_for_the_schema():
     versions = {model["schemaVersion"] for model in DASHBOARDS.values()}
     assert versions == {42}
     assert "schemaVersion 42" in text and "Grafana 12.2" in text
+
+
+def mixin_dashboards(config: str = "{}") -> dict:
+    binary = require_tool("jsonnet", "PyPI package jsonnet (tests/install-tools.sh)")
+    result = subprocess.run(
+        [binary, "-J", str(REPO / "mixin"), "-e",
+         f'((import "mixin.libsonnet") + {config}).grafanaDashboards'],
+        capture_output=True, text=True, timeout=60, cwd=REPO / "mixin")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.external
+def test_mixin_dashboards_are_the_generated_ones_renamed_by_its_config():
+    names = {f"{UIDS[name]}.json": name for name in UIDS}
+    assert {names[key]: model for key, model in mixin_dashboards().items()} == DASHBOARDS
+    renamed = mixin_dashboards('{_config+:: {clusterLabel: "region", showMultiCluster: true}}')
+    for key, model in renamed.items():
+        text = (generate.DASHBOARD_DIR / f"{names[key]}.json").read_text(encoding="utf-8")
+        expected = json.loads(building_blocks.relabel(text, "region"))
+        for variable in expected["templating"]["list"]:
+            if variable["name"] == "cluster":
+                variable["hide"] = 0
+        assert model == expected

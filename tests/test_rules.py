@@ -145,3 +145,52 @@ def test_runbook_page_lists_every_alerts_tunable_defaults():
             assert threshold == "—", alert.alert
         else:
             assert threshold.endswith(f"({rules.number(alert.threshold)})"), alert.alert
+
+
+# ---- the jsonnet mixin (mixin/) -------------------------------------------------------------
+
+def jsonnet(expression: str) -> object:
+    binary = require_tool("jsonnet", "PyPI package jsonnet (tests/install-tools.sh)")
+    result = subprocess.run([binary, "-J", str(REPO / "mixin"), "-e", expression],
+                            capture_output=True, text=True, timeout=60, cwd=REPO / "mixin")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+MIXIN = '(import "mixin.libsonnet")'
+
+
+@pytest.mark.external
+def test_mixin_with_its_defaults_gives_the_plain_rule_file():
+    rules_groups = jsonnet(f"{MIXIN}.prometheusRules")["groups"]
+    alert_groups = jsonnet(f"{MIXIN}.prometheusAlerts")["groups"]
+    assert rules_groups + alert_groups == GROUPS
+
+
+@pytest.mark.external
+def test_mixin_config_tunes_the_rules(tmp_path):
+    config = ('{_config+:: {clusterLabel: "region", jobSelector: \'job="numa"\', '
+              'disabledAlerts: ["PodresourcesDataIssues"], extraLabels: {team: "hpc"}, '
+              'runbookBaseUrl: "https://runbooks.example.com/", '
+              'alerts: {PodresourcesNumaCpuExhausted: {threshold: 0.9, "for": "30m"}, '
+              'PodresourcesSnapshotStale: {threshold: 600, severity: "critical"}}}}')
+    recording = jsonnet(f"({MIXIN} + {config}).prometheusRules")["groups"]
+    alerting = jsonnet(f"({MIXIN} + {config}).prometheusAlerts")["groups"]
+    assert recording == [rules.groups(cluster="region", job='job="numa"')[0]]
+    alerts = {rule["alert"]: rule for rule in alerting[0]["rules"]}
+    assert set(alerts) == set(rules.ALERT_NAMES) - {"PodresourcesDataIssues"}
+    assert alerts["PodresourcesExporterDown"]["expr"] == 'up{job="numa"} == 0'
+    assert "on (region, job, instance)" in alerts["PodresourcesKubeletUnreachable"]["expr"]
+    cpu = alerts["PodresourcesNumaCpuExhausted"]
+    assert cpu["expr"].endswith(">= 0.9") and cpu["for"] == "30m"
+    assert alerts["PodresourcesSnapshotStale"]["expr"].endswith("> 600")
+    assert alerts["PodresourcesSnapshotStale"]["labels"] == {"severity": "critical",
+                                                             "team": "hpc"}
+    assert all(rule["annotations"]["runbook_url"] == "https://runbooks.example.com/"
+               + name.lower() for name, rule in alerts.items())
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    path = tmp_path / "mixin.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": recording + alerting}))
+    checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

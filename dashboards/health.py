@@ -124,6 +124,17 @@ def refreshes() -> list:
                    [query("max by (node) (time() - podresources_last_refresh_timestamp_seconds"
                           f"{{{SELECTED}}})", "{{node}}")],
                    unit="s", steps=STALE_STEPS, links=[node_link("${__field.labels.node}")]),
+        timeseries("Exporter memory",
+                   "Resident memory of each exporter process (process_resident_memory_bytes); "
+                   "the chart's limit is 192Mi (256Mi with the Kubernetes-API view).",
+                   [query("max by (node) (process_resident_memory_bytes"
+                          f"{{{SELECTED}}})", "{{node}}")],
+                   unit="bytes"),
+        timeseries("Exporter CPU",
+                   "CPU time each exporter process uses, in cores (process_cpu_seconds_total).",
+                   [query("max by (node) (rate(process_cpu_seconds_total"
+                          f"{{{SELECTED}}}{RATE}))", "{{node}}")],
+                   unit="short"),
         timeseries("Data issues by kind",
                    "Inconsistent items found in kubelet data per second, by kind "
                    "(docs/metrics.md lists the kinds); affected items are skipped or counted "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 CLUSTER_LABEL = "cluster"
 JOB_SELECTOR = 'job=~".*podresources-exporter.*"'
@@ -51,7 +51,6 @@ class Alert:
     comment: str = ""
     # What the threshold means, for docs/alerts.md and the chart's values.
     threshold_means: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 RECORDS = (

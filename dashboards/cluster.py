@@ -7,13 +7,16 @@ Reads the recording rules of dashboards/rules/podresources-exporter.rules.yaml (
 from __future__ import annotations
 
 from .panels import (
+    CLUSTER,
     UTILIZATION_STEPS,
     bar_gauge,
+    cluster_variable,
     custom_variable,
     dashboard,
     datasource_variable,
     matrix_table,
     merge,
+    node_link,
     organize,
     query,
     query_variable,
@@ -26,7 +29,8 @@ from .panels import (
 UID = "podresources-cluster-topology-fit"
 TITLE = "Podresources / Cluster topology fit"
 
-NODES = 'node=~"$node"'
+NODES = f'{CLUSTER},node=~"$node"'
+NODE_LINKS = {"node": [node_link()]}
 FREE_PER_NUMA = f"node_numa_node:podresources_cpus_free:sum{{{NODES}}}"
 FREE_ON_NODE = f"node:podresources_cpus_free:sum{{{NODES}}}"
 FREE_ON_ONE_NUMA = f"node:podresources_cpus_free_on_one_numa_node:max{{{NODES}}}"
@@ -69,7 +73,8 @@ def free_cpus() -> list:
     per_numa = matrix_table(
         "Free exclusive CPUs: nodes × NUMA nodes",
         "Exclusively assignable CPUs not yet assigned, one row per node, one column per NUMA "
-        "node.", FREE_PER_NUMA, "node", "numa_node", unit="short", steps=FREE_STEPS)
+        "node.", FREE_PER_NUMA, "node", "numa_node", unit="short", steps=FREE_STEPS,
+        row_links=[node_link()])
     fragmentation = table(
         "Fragmentation for $cpus CPUs",
         "Free exclusive CPUs on the node against the largest number free on one NUMA node; "
@@ -84,11 +89,12 @@ def free_cpus() -> list:
              "Value #C": "fragmented"},
             order=("node", "Value #A", "Value #B", "Value #C"))],
         colored={"fragmented": ((None, "green"), (1, "orange"))}, mapped={"fragmented": YES_NO},
-        sort_by="fragmented", width=12, height=9)
+        sort_by="fragmented", links=NODE_LINKS, width=12, height=9)
     largest = timeseries(
         "Largest free exclusive CPU block on one NUMA node",
         "Per node, the most exclusive CPUs a single NUMA node can still give, over time.",
-        [query(FREE_ON_ONE_NUMA, "{{node}}")], unit="short", width=24)
+        [query(FREE_ON_ONE_NUMA, "{{node}}")], unit="short", width=24,
+        links=[node_link("${__field.labels.node}")])
     return [row("Where exclusive CPUs are free"), per_numa, fragmentation, largest]
 
 
@@ -99,12 +105,14 @@ def utilization() -> list:
                      "Allocated ÷ allocatable per node (all NUMA nodes together), one column "
                      "per resource: CPUs, memory types and device resources.",
                      f"node_resource:podresources_utilization:ratio{{{NODES}}}", "node",
-                     "resource", unit="percentunit", steps=UTILIZATION_STEPS),
+                     "resource", unit="percentunit", steps=UTILIZATION_STEPS,
+                     row_links=[node_link()]),
         matrix_table("Fullest NUMA node by resource",
                      "Per node and resource, the utilization of its fullest NUMA node: a node "
                      "can be half empty and still have no room on any single NUMA node.",
                      f"node_resource:podresources_numa_utilization_ratio:max{{{NODES}}}", "node",
-                     "resource", unit="percentunit", steps=UTILIZATION_STEPS),
+                     "resource", unit="percentunit", steps=UTILIZATION_STEPS,
+                     row_links=[node_link()]),
         bar_gauge("Top nodes by $resource utilization",
                   "The 10 nodes with the highest share of $resource allocated (whole node).",
                   [query(f'topk(10, node_resource:podresources_utilization:ratio{{{NODES},'
@@ -133,7 +141,8 @@ def dra_and_alignment() -> list:
               "Distinct DRA devices prepared for containers.",
               [query(f"max by (node, driver, pool) (podresources_dra_devices_allocated{{{NODES}}})",
                      table=True)],
-              transformations=[organize({"Value": "devices"})], sort_by="devices", width=8),
+              transformations=[organize({"Value": "devices"})], sort_by="devices",
+              links=NODE_LINKS, width=8),
         bar_gauge("DRA devices by driver",
                   "Distinct DRA devices prepared for containers, all selected nodes, per driver.",
                   [query("sum by (driver) (max by (node, driver, pool) "
@@ -144,17 +153,18 @@ def dra_and_alignment() -> list:
                    "Containers needing more than one NUMA node, per node, over time.",
                    [query(f"max by (node) (podresources_misaligned_containers{{{NODES}}})",
                           "{{node}}")],
-                   unit="short", width=8),
+                   unit="short", width=8, links=[node_link("${__field.labels.node}")]),
     ]
 
 
 def build() -> dict:
     variables = [
         datasource_variable(),
-        query_variable("node", "Nodes", "label_values(podresources_node_info, node)",
+        cluster_variable(),
+        query_variable("node", "Nodes", f"label_values(podresources_node_info{{{CLUSTER}}}, node)",
                        multi=True),
         query_variable("resource", "Resource",
-                       "label_values(podresources_numa_utilization_ratio, resource)",
+                       f"label_values(podresources_numa_utilization_ratio{{{CLUSTER}}}, resource)",
                        description="Resource for the top-nodes panels: cpu, a memory type or a "
                                    "device resource."),
         custom_variable("cpus", "Pod CPUs", ["1", "2", "4", "8", "16", "32", "64"], "8",

@@ -1,12 +1,14 @@
-"""Write the dashboards' JSON, and the Helm chart's copies of the dashboards and the rules.
+"""Write the dashboards' JSON and the rules, for Prometheus, the Helm chart and the mixin.
 
     python -m dashboards.generate           # (re)write every generated file
     python -m dashboards.generate --check   # exit 1, naming the files, if any is out of date
 
 ``dashboards/*.json`` are pretty-printed for review; the chart gets minified copies (one ConfigMap
-per dashboard, well under the 1 MiB ConfigMap and 256 KiB last-applied-annotation limits) and a
-verbatim copy of ``dashboards/rules/podresources-exporter.rules.yaml``, because Helm reads files
-only from inside the chart directory.
+per dashboard, well under the 1 MiB ConfigMap and 256 KiB last-applied-annotation limits),
+because Helm reads files only from inside the chart directory. The rules (``rules.py``) become
+the plain rule file ``dashboards/rules/podresources-exporter.rules.yaml``, the chart's
+``templates/_rules.tpl`` (with the per-alert part of ``values.schema.json``) and the mixin's
+``mixin/rules.json``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,19 @@ import json
 import sys
 from pathlib import Path
 
-from . import cluster, health, overview
+from . import cluster, health, overview, rules
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD_DIR = REPO / "dashboards"
 RULES = DASHBOARD_DIR / "rules" / "podresources-exporter.rules.yaml"
-CHART_FILES = REPO / "charts" / "podresources-exporter" / "files"
+CHART = REPO / "charts" / "podresources-exporter"
+CHART_FILES = CHART / "files"
 CHART_DASHBOARDS = CHART_FILES / "dashboards"
-CHART_RULES = CHART_FILES / "rules"
+CHART_RULES_TEMPLATE = CHART / "templates" / "_rules.tpl"
+CHART_SCHEMA = CHART / "values.schema.json"
+MIXIN = REPO / "mixin"
+MIXIN_RULES = MIXIN / "rules.json"
+MIXIN_DASHBOARDS = MIXIN / "dashboards"
 
 DASHBOARDS = {
     "numa-overview": overview,
@@ -31,7 +38,7 @@ DASHBOARDS = {
     "exporter-health": health,
 }
 # Where generated files live; anything else matching these patterns is stale.
-GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"), (CHART_RULES, "*.yaml"))
+GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"), (MIXIN_DASHBOARDS, "*.json"))
 
 
 def outputs() -> dict[Path, str]:
@@ -41,10 +48,23 @@ def outputs() -> dict[Path, str]:
         model = module.build()
         files[DASHBOARD_DIR / f"{name}.json"] = json.dumps(
             model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        files[CHART_DASHBOARDS / f"{name}.json"] = json.dumps(
-            model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    files[CHART_RULES / RULES.name] = RULES.read_text(encoding="utf-8")
+        minified = json.dumps(model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+        files[CHART_DASHBOARDS / f"{name}.json"] = minified
+        files[MIXIN_DASHBOARDS / f"{name}.json"] = minified
+    files[RULES] = rules.plain_rule_file()
+    files[CHART_RULES_TEMPLATE] = rules.chart_template()
+    files[MIXIN_RULES] = rules.mixin_rules()
+    files[CHART_SCHEMA] = schema_with_alerts()
     return files
+
+
+def schema_with_alerts() -> str:
+    """values.schema.json with prometheusRule.alerts describing exactly the rules' alerts."""
+    schema = json.loads(CHART_SCHEMA.read_text(encoding="utf-8"))
+    properties = schema["properties"]["prometheusRule"]["properties"]
+    properties["alerts"] = rules.schema_alerts()
+    properties["disabled"]["items"] = {"type": "string", "enum": list(rules.ALERT_NAMES)}
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
 def stale(files: dict[Path, str]) -> list[Path]:

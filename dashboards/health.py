@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from .panels import (
+    CLUSTER,
+    cluster_variable,
     dashboard,
     datasource_variable,
     merge,
+    node_link,
     organize,
     query,
     query_variable,
@@ -19,7 +22,7 @@ from .panels import (
 UID = "podresources-exporter-health"
 TITLE = "Podresources / Exporter health"
 
-SELECTED = 'job=~"$job",node=~"$node"'
+SELECTED = f'{CLUSTER},job=~"$job",node=~"$node"'
 RATE = "[$__rate_interval]"
 STALE_STEPS = ((None, "green"), (60, "orange"), (300, "red"))
 NOT_OK = ',code!="OK"'
@@ -65,7 +68,8 @@ def status() -> list:
                        "reaches its kubelet (kubelet), over time.",
                        [query(f"max by (node) (up{{{SELECTED}}})", "{{node}} scrape"),
                         query(f"max by (node) (podresources_up{{{SELECTED}}})",
-                              "{{node}} kubelet")]),
+                              "{{node}} kubelet")],
+                       links=[node_link("${__field.labels.node}")]),
     ]
 
 
@@ -119,7 +123,18 @@ def refreshes() -> list:
                    "5 minutes).",
                    [query("max by (node) (time() - podresources_last_refresh_timestamp_seconds"
                           f"{{{SELECTED}}})", "{{node}}")],
-                   unit="s", steps=STALE_STEPS),
+                   unit="s", steps=STALE_STEPS, links=[node_link("${__field.labels.node}")]),
+        timeseries("Exporter memory",
+                   "Resident memory of each exporter process (process_resident_memory_bytes); "
+                   "the chart's limit is 192Mi (256Mi with the Kubernetes-API view).",
+                   [query("max by (node) (process_resident_memory_bytes"
+                          f"{{{SELECTED}}})", "{{node}}")],
+                   unit="bytes"),
+        timeseries("Exporter CPU",
+                   "CPU time each exporter process uses, in cores (process_cpu_seconds_total).",
+                   [query("max by (node) (rate(process_cpu_seconds_total"
+                          f"{{{SELECTED}}}{RATE}))", "{{node}}")],
+                   unit="short"),
         timeseries("Data issues by kind",
                    "Inconsistent items found in kubelet data per second, by kind "
                    "(docs/metrics.md lists the kinds); affected items are skipped or counted "
@@ -134,9 +149,10 @@ def versions() -> list:
     return [
         row("Build and kubelet"),
         table("Build and kubelet API per node",
-              "Exporter and Python versions, and what each node's kubelet offers: API version, "
-              "GetAllocatableResources, Get and pod-level resources.",
-              [query("max by (node, version, python_version) "
+              "Exporter version and source revision, Python version, and what each node's "
+              "kubelet offers: API version, GetAllocatableResources, Get and pod-level "
+              "resources.",
+              [query("max by (node, version, revision, python_version) "
                      f"(podresources_build_info{{{SELECTED}}})", table=True),
                query("max by (node, api_version, get_allocatable, get, pod_level) "
                      f"(podresources_kubelet_api_info{{{SELECTED}}})", table=True)],
@@ -145,18 +161,21 @@ def versions() -> list:
                    "get_allocatable": "GetAllocatableResources", "get": "Get",
                    "pod_level": "pod-level resources"},
                   hide=("Time", "Value #A", "Value #B"),
-                  order=("node", "version", "python_version", "api_version",
+                  order=("node", "version", "revision", "python_version", "api_version",
                          "get_allocatable", "get", "pod_level"))],
-              height=8),
+              links={"node": [node_link()]}, height=8),
     ]
 
 
 def build() -> dict:
     variables = [
         datasource_variable(),
-        query_variable("job", "Job", "label_values(podresources_build_info, job)", multi=True),
+        cluster_variable(),
+        query_variable("job", "Job", f"label_values(podresources_build_info{{{CLUSTER}}}, job)",
+                       multi=True),
         query_variable("node", "Nodes",
-                       'label_values(podresources_build_info{job=~"$job"}, node)', multi=True),
+                       f'label_values(podresources_build_info{{{CLUSTER},job=~"$job"}}, node)',
+                       multi=True),
     ]
     panels = status() + kubelet_calls() + refreshes() + versions()
     return dashboard(TITLE, UID,

@@ -5,13 +5,16 @@ from __future__ import annotations
 from grafana_foundation_sdk.models.common import BigValueTextMode
 
 from .panels import (
+    CLUSTER,
     UP_MAPPING,
     bar_gauge,
+    cluster_variable,
     dashboard,
     datasource_variable,
     merge,
     numa_matcher,
     organize,
+    pod_link,
     query,
     query_variable,
     row,
@@ -23,7 +26,7 @@ from .panels import (
 UID = "podresources-numa-overview"
 TITLE = "Podresources / Node NUMA overview"
 
-NODE = 'node="$node"'
+NODE = f'{CLUSTER},node="$node"'
 NUMA = 'numa_node=~"$numa_node"'  # single NUMA nodes (CPUs, utilization)
 NUMA_OR_GROUP = numa_matcher()  # also items attributed to a group such as "0,1"
 NAMESPACE = 'namespace=~"$namespace"'
@@ -31,6 +34,20 @@ HUGEPAGES = 'hugepages-.+'
 NOT_DEVICE = f'cpu|memory|{HUGEPAGES}'
 WORKLOAD = f"{NODE},{NAMESPACE},{NUMA_OR_GROUP}"
 CONTAINER_KEY = "namespace, pod, container, numa_node"
+POD_LINKS = {"pod": [pod_link()]}
+# dcgm-exporter's GPU metrics carry the GPU's UUID in label UUID; for nvidia.com/gpu the device
+# plugin's device ids are those UUIDs (its default DEVICE_ID_STRATEGY=uuid).
+# label_join copies device_id into UUID (label_replace's "$1" would read as a Grafana variable).
+GPU_HOLDERS = ('topk by (UUID) (1, label_join(max by (device_id, numa_node, namespace, pod, '
+               f'container) (podresources_device_info{{{NODE},resource="nvidia.com/gpu"}}), '
+               '"UUID", "", "device_id"))')
+GPU_LABELS = "numa_node, namespace, pod, container"
+
+
+def on_this_nodes_gpus(dcgm_metric: str) -> str:
+    """A DCGM metric per GPU of this node, labelled with its NUMA node and holder."""
+    return (f"max by (UUID) ({dcgm_metric}{{{CLUSTER}}}) * on (UUID) group_left({GPU_LABELS}) "
+            f"{GPU_HOLDERS}")
 
 
 def utilization(resource_matcher: str) -> str:
@@ -147,7 +164,8 @@ def holders() -> list:
              "Value #C": "Hugepages", "Value #D": "Devices"},
             order=("namespace", "pod", "container", "numa_node", "Value #A", "Value #B",
                    "Value #C", "Value #D"))],
-        units={"Memory": "bytes", "Hugepages": "bytes"}, sort_by="CPUs", height=10)
+        units={"Memory": "bytes", "Hugepages": "bytes"}, sort_by="CPUs", links=POD_LINKS,
+        height=10)
     pod_level = table(
         "Pod-level exclusive resources",
         "Pod-level CPUs and memory (Kubernetes 1.37 and later); they include the containers' own "
@@ -159,7 +177,7 @@ def holders() -> list:
         transformations=[merge(), organize(
             {"numa_node": "NUMA node", "Value #A": "CPUs", "Value #B": "Memory"},
             order=("namespace", "pod", "numa_node", "Value #A", "Value #B"))],
-        units={"Memory": "bytes"}, width=12, height=6)
+        units={"Memory": "bytes"}, links=POD_LINKS, width=12, height=6)
     alignment = table(
         "NUMA nodes needed per container",
         "How many NUMA nodes each container's exclusive CPUs, memory and devices need; more "
@@ -168,7 +186,7 @@ def holders() -> list:
                f"(podresources_container_numa_nodes{{{NODE},{NAMESPACE}}})", table=True)],
         transformations=[organize({"Value": "NUMA nodes"})],
         colored={"NUMA nodes": ((None, "green"), (2, "red"))}, sort_by="NUMA nodes",
-        width=12, height=6)
+        links=POD_LINKS, width=12, height=6)
     devices = table(
         "Devices → pods",
         "Which container holds each device-plugin device (GPU, VF, ...), and the NUMA node(s) "
@@ -178,7 +196,7 @@ def holders() -> list:
         unit="none", transformations=[organize(
             {"numa_node": "NUMA node", "device_id": "device"}, hide=("Time", "Value"),
             order=("resource", "device_id", "numa_node", "namespace", "pod", "container"))],
-        width=12, height=10)
+        links=POD_LINKS, width=12, height=10)
     dra_devices = table(
         "DRA devices → pods",
         "Which container each prepared DRA device is prepared for, by driver, pool and claim "
@@ -189,7 +207,7 @@ def holders() -> list:
             {"share_id": "share id"}, hide=("Time", "Value"),
             order=("driver", "pool", "device", "claim", "share_id", "namespace", "pod",
                    "container"))],
-        width=12, height=10)
+        links=POD_LINKS, width=12, height=10)
     misaligned = timeseries(
         "Misaligned containers over time",
         "Containers needing more than one NUMA node, over time.",
@@ -199,19 +217,59 @@ def holders() -> list:
             pod_level]
 
 
+def gpus() -> list:
+    """DCGM's GPU metrics joined to the pods holding the GPUs and their NUMA nodes; the row is
+    folded, and empty without dcgm-exporter."""
+    about = (" From dcgm-exporter (DCGM_FI_DEV_*, label UUID), joined on the GPU's UUID to "
+             "podresources_device_info (device_id) of nvidia.com/gpu devices on this node; empty "
+             "without dcgm-exporter.")
+    table_panel = table(
+        "GPUs: utilization and memory by pod and NUMA node",
+        "Each assigned GPU of this node: the container holding it, the NUMA node it is local "
+        "to, its utilization and framebuffer memory." + about,
+        [query(on_this_nodes_gpus("DCGM_FI_DEV_GPU_UTIL"), table=True),
+         query(on_this_nodes_gpus("DCGM_FI_DEV_FB_USED"), table=True),
+         query(f"{on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')} / on (UUID) group_left() "
+               f"(max by (UUID) (DCGM_FI_DEV_FB_USED{{{CLUSTER}}}) + max by (UUID) "
+               f"(DCGM_FI_DEV_FB_FREE{{{CLUSTER}}}))", table=True)],
+        transformations=[merge(), organize(
+            {"UUID": "GPU", "numa_node": "NUMA node", "Value #A": "utilization",
+             "Value #B": "memory used", "Value #C": "memory used share"},
+            order=("UUID", "numa_node", "namespace", "pod", "container", "Value #A",
+                   "Value #B", "Value #C"))],
+        units={"utilization": "percent", "memory used": "mbytes",
+               "memory used share": "percentunit"},
+        colored={"utilization": ((None, "blue"), (50, "green"), (90, "orange"))},
+        sort_by="utilization", links=POD_LINKS, height=8)
+    by_numa = timeseries(
+        "GPU utilization by NUMA node",
+        "Mean utilization of the assigned GPUs local to each NUMA node." + about,
+        [query(f"avg by (numa_node) ({on_this_nodes_gpus('DCGM_FI_DEV_GPU_UTIL')})",
+               "NUMA {{numa_node}}")],
+        unit="percent")
+    by_pod = timeseries(
+        "GPU memory used by pod",
+        "Framebuffer memory used on the GPUs each pod holds." + about,
+        [query(f"sum by (namespace, pod) ({on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')})",
+               "{{namespace}}/{{pod}}")],
+        unit="mbytes")
+    return [row("GPUs (dcgm-exporter)", collapsed_panels=[table_panel, by_numa, by_pod])]
+
+
 def build() -> dict:
     variables = [
         datasource_variable(),
-        query_variable("node", "Node", "label_values(podresources_node_info, node)"),
+        cluster_variable(),
+        query_variable("node", "Node", f"label_values(podresources_node_info{{{CLUSTER}}}, node)"),
         query_variable("numa_node", "NUMA node",
-                       'label_values(podresources_numa_node_cpus{node="$node"}, numa_node)',
+                       f"label_values(podresources_numa_node_cpus{{{NODE}}}, numa_node)",
                        multi=True),
         query_variable("namespace", "Namespace",
                        'label_values({__name__=~"podresources_(container_numa_nodes|device_info'
-                       '|dra_device_info|pod_cpus|pod_memory_bytes)",node="$node"}, namespace)',
+                       f'|dra_device_info|pod_cpus|pod_memory_bytes)",{NODE}}}, namespace)',
                        multi=True),
     ]
-    panels = at_a_glance() + utilization_bars() + over_time() + holders()
+    panels = at_a_glance() + utilization_bars() + over_time() + holders() + gpus()
     return dashboard(TITLE, UID,
                      "Per-NUMA use of exclusive CPUs, memory, hugepages and devices on one node, "
                      "and the containers holding them.", variables, panels)

@@ -5,7 +5,8 @@ the ``${datasource}`` variable, every panel has a unit and a description, panel 
 refIds are assigned once at the end so that they are stable, the dashboard ``id`` is null.
 Queries strip target labels with ``max by (...)`` (one exporter per node, so a node scraped twice
 is not counted twice) and add things up with ``sum by (...)``; none of them groups by ``job`` or
-``instance``.
+``instance``. Every query selects one cluster (``cluster="$cluster"``, the hidden-by-default
+``cluster`` variable), so nothing adds up two clusters where one Grafana reads several.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ with warnings.catch_warnings():
         ThresholdsMode,
         ValueMap,
         ValueMappingResult,
+        VariableHide,
         VariableOption,
         VariableRefresh,
         VariableSort,
@@ -59,6 +61,42 @@ with warnings.catch_warnings():
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 TAG = "podresources-exporter"
 REFRESH = "30s"
+
+# The label that tells clusters apart, as the committed JSON has it. The chart (clusterLabel) and
+# the mixin (_config.clusterLabel) rewrite exactly the two forms relabel() rewrites.
+CLUSTER_LABEL = "cluster"
+CLUSTER = 'cluster="$cluster"'
+CLUSTER_VALUES = "label_values(podresources_build_info, cluster)"
+
+# Data links keep the time range, the data source and the cluster.
+KEEP = "${datasource:queryparam}&${cluster:queryparam}&${__url_time_range}"
+NODE_OVERVIEW = "/d/podresources-numa-overview/podresources-node-numa-overview"
+# kubernetes-mixin's "Kubernetes / Compute Resources / Pod" (uid md5("k8s-resources-pod.json"),
+# as kube-prometheus-stack ships it); its variables are datasource, cluster, namespace and pod.
+MIXIN_POD = "/d/6581e46e4e5c7ba40a07646395ef7b23/k8s-resources-pod"
+
+
+def node_link(node: str = "${__value.raw}") -> tuple[str, str]:
+    return ("NUMA overview of this node", f"{NODE_OVERVIEW}?{KEEP}&var-node={node}")
+
+
+def pod_link(namespace: str = "${__data.fields.namespace}",
+             pod: str = "${__value.raw}") -> tuple[str, str]:
+    return ("Pod's compute resources (kubernetes-mixin)",
+            f"{MIXIN_POD}?{KEEP}&var-namespace={namespace}&var-pod={pod}")
+
+
+def links_property(links) -> DynamicConfigValue:
+    return DynamicConfigValue(id_val="links",
+                              value=[{"title": title, "url": url} for title, url in links])
+
+
+def relabel(text: str, label: str) -> str:
+    """A dashboard's JSON (as text) with the cluster label renamed: its matcher in every query
+    and its name in the cluster variable's label_values()."""
+    return (text.replace('cluster=\\"$cluster\\"', f'{label}=\\"$cluster\\"')
+            .replace('cluster="$cluster"', f'{label}="$cluster"')
+            .replace(", cluster)", f", {label})"))
 
 # Utilization: orange from 80 %, red from 95 % (the exhaustion alerts' threshold).
 UTILIZATION_STEPS = ((None, "green"), (0.8, "orange"), (0.95, "red"))
@@ -135,8 +173,8 @@ def stat(title: str, description: str, targets, *, unit: str = "short", steps=No
 
 
 def timeseries(title: str, description: str, targets, *, unit: str, width: int = 12,
-               height: int = 8, dashed_regex: str = "",
-               steps=None) -> timeseries_builder.Panel:
+               height: int = 8, dashed_regex: str = "", steps=None,
+               links=()) -> timeseries_builder.Panel:
     """Lines with a table legend; ``dashed_regex`` names the capacity series drawn dashed."""
     panel = (timeseries_builder.Panel().fill_opacity(10).show_points(VisibilityMode.NEVER)
              .line_width(1).min(0)
@@ -152,14 +190,18 @@ def timeseries(title: str, description: str, targets, *, unit: str, width: int =
         panel = panel.override_by_regexp(dashed_regex, [
             DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
             DynamicConfigValue(id_val="custom.fillOpacity", value=0)])
+    if links:
+        panel = panel.override_by_regexp(".*", [links_property(links)])
     return _common(panel, title, description, unit, targets, width, height)
 
 
 def state_timeline(title: str, description: str, targets, *, width: int = 24,
-                   height: int = 6) -> statetimeline_builder.Panel:
+                   height: int = 6, links=()) -> statetimeline_builder.Panel:
     """Up/down per series over time."""
     panel = (statetimeline_builder.Panel().mappings(value_mappings(UP_MAPPING))
              .thresholds(thresholds(((None, "red"), (1, "green")))).show_value(VisibilityMode.NEVER))
+    if links:
+        panel = panel.override_by_regexp(".*", [links_property(links)])
     return _common(panel, title, description, "none", targets, width, height)
 
 
@@ -170,9 +212,10 @@ def table(title: str, description: str, targets, *, unit: str = "short",
           transformations: list[DataTransformerConfig] = (), units: dict[str, str] | None = None,
           colored: dict[str, tuple] | None = None,
           mapped: dict[str, dict[str, tuple[str, str]]] | None = None, sort_by: str = "",
+          links: dict[str, list[tuple[str, str]]] | None = None,
           width: int = 24, height: int = 8) -> table_builder.Panel:
-    """An instant table; ``units``, ``colored`` (thresholds) and ``mapped`` (value mappings) are
-    per column name."""
+    """An instant table; ``units``, ``colored`` (thresholds), ``mapped`` (value mappings) and
+    ``links`` (data links) are per column name."""
     panel = table_builder.Panel().filterable(True)
     for transformation in transformations:
         panel = panel.with_transformation(transformation)
@@ -187,6 +230,8 @@ def table(title: str, description: str, targets, *, unit: str = "short",
     for column, mapping in (mapped or {}).items():
         properties.setdefault(column, []).append(
             DynamicConfigValue(id_val="mappings", value=value_mappings(mapping)))
+    for column, column_links in (links or {}).items():
+        properties.setdefault(column, []).append(links_property(column_links))
     for column, column_properties in properties.items():
         panel = panel.override_by_name(column, column_properties)
     if sort_by:
@@ -210,7 +255,8 @@ def organize(rename: dict[str, str], hide: tuple[str, ...] = ("Time",),
 
 
 def matrix_table(title: str, description: str, expr: str, row_field: str, column_field: str,
-                 *, unit: str, steps, width: int = 12, height: int = 9) -> table_builder.Panel:
+                 *, unit: str, steps, width: int = 12, height: int = 9,
+                 row_links=()) -> table_builder.Panel:
     """One row per ``row_field`` value, one coloured column per ``column_field`` value."""
     panel = (table_builder.Panel().filterable(True).thresholds(thresholds(steps))
              .cell_options(COLOR_BACKGROUND)
@@ -219,12 +265,32 @@ def matrix_table(title: str, description: str, expr: str, row_field: str, column
                  "emptyValue": "null"}))
              .with_transformation(organize({f"{row_field}\\{column_field}": row_field}))
              .override_by_name(row_field, [
-                 DynamicConfigValue(id_val="custom.cellOptions", value={"type": "auto"})]))
+                 DynamicConfigValue(id_val="custom.cellOptions", value={"type": "auto"}),
+                 *([links_property(row_links)] if row_links else [])]))
     return _common(panel, title, description, unit, [query(expr, table=True)], width, height)
 
 
-def row(title: str) -> dashboard_builder.Row:
-    return dashboard_builder.Row(title)
+def row(title: str, *, collapsed_panels=()) -> dashboard_builder.Row:
+    """A row; with ``collapsed_panels`` it is folded and holds them (shown when opened)."""
+    builder = dashboard_builder.Row(title)
+    if collapsed_panels:
+        builder = builder.collapsed(True)
+        for panel in collapsed_panels:
+            builder = builder.with_panel(panel)
+    return builder
+
+
+def cluster_variable() -> dashboard_builder.QueryVariable:
+    """Which cluster, where one Grafana reads several (Thanos, Mimir); hidden by default, as in
+    kubernetes-mixin: with one cluster there is nothing to choose (the chart's
+    dashboards.multiCluster and the mixin's showMultiCluster show it). The only hidden variable,
+    so that switch can find it."""
+    return (dashboard_builder.QueryVariable("cluster").label("Cluster").datasource(DATASOURCE)
+            .query(CLUSTER_VALUES).definition(CLUSTER_VALUES)
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).sort(VariableSort.NATURAL_ASC)
+            .hide(VariableHide.HIDE_VARIABLE)
+            .description("The cluster whose exporters the panels show (label "
+                         f"{CLUSTER_LABEL}); every query selects exactly one."))
 
 
 def datasource_variable() -> dashboard_builder.DatasourceVariable:
@@ -273,7 +339,8 @@ def dashboard(title: str, uid: str, description: str, variables, panels) -> dict
             else builder.with_panel(panel)
     model = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
     model["id"] = None
-    for panel_id, panel in enumerate(model["panels"], start=1):
+    every = [nested for panel in model["panels"] for nested in [panel, *panel.get("panels", [])]]
+    for panel_id, panel in enumerate(every, start=1):
         panel["id"] = panel_id
         for letter, target in zip(string.ascii_uppercase, panel.get("targets", [])):
             target["refId"] = letter

@@ -153,8 +153,9 @@ DATA_ISSUES = _define(
     "exported.", ("kind",), "health")
 BUILD_INFO = _define(
     "podresources_build_info", "gauge",
-    "Always 1; the exporter version and the Python version running it.",
-    ("version", "python_version"), "health")
+    "Always 1; the exporter version, the source revision it was built from (unknown outside a "
+    "release image) and the Python version running it.",
+    ("version", "revision", "python_version"), "health")
 
 # ---- the Kubernetes-API view (--kube-api) ----
 EXTENDED_RESOURCE_CAPACITY = _define(

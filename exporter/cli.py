@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .simulator.run import SimulateOptions
 
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"
-DEFAULT_PORT = 10041
+# Outside 9100-9999 (full) and away from other software's defaults; CHANGELOG.md says why.
+DEFAULT_PORT = 10075
 
 SERVE, SNAPSHOT, DEMO, SIMULATE = "serve", "snapshot", "demo", "simulate"
 SUBCOMMANDS = (

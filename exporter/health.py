@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client import generate_latest as generate_text
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
@@ -33,6 +40,9 @@ from .catalog import (
 )
 
 UNKNOWN = "unknown"
+# The source revision an image was built from: the Dockerfile writes it here (build argument
+# REVISION); a source checkout has none and reports "unknown".
+REVISION_FILE = Path(__file__).with_name("REVISION")
 
 # Every data issue kind, pre-initialised so increase() works from the first occurrence.
 ISSUE_KINDS = (
@@ -100,6 +110,9 @@ class Health:
         for kind in ISSUE_KINDS:
             self.data_issues.labels(kind)
         self.registry.register(_StateCollector(self))
+        # process_* (memory, CPU, open files, start time), as every exporter has them.
+        ProcessCollector(registry=self.registry)
+        self.revision = build_revision()
 
     def track_kube_api(self) -> None:
         """Export the Kubernetes-API view's health; only with --kube-api."""
@@ -127,6 +140,14 @@ class Health:
         return generate_text(self.registry)
 
 
+def build_revision() -> str:
+    try:
+        revision = REVISION_FILE.read_text(encoding="utf-8").strip()
+    except OSError:
+        return UNKNOWN
+    return revision or UNKNOWN
+
+
 class _StateCollector:
     def __init__(self, health: Health):
         self.health = health
@@ -148,7 +169,7 @@ class _StateCollector:
         node = GaugeMetricFamily(NODE_INFO.name, NODE_INFO.help, labels=NODE_INFO.labels)
         node.add_metric([health.node_name, health.capabilities.api_version], 1)
         build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
-        build.add_metric([__version__, platform.python_version()], 1)
+        build.add_metric([__version__, health.revision, platform.python_version()], 1)
         families = [up, last, backoff, api, node, build]
         if health.kube_api_up is not None:
             kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
 
 from dashboards import generate
+from dashboards import panels as building_blocks
 
-from .helpers import REPO
+from .helpers import REPO, require_tool
 
 DASHBOARDS = {path.stem: json.loads(path.read_text(encoding="utf-8"))
               for path in sorted(generate.DASHBOARD_DIR.glob("*.json"))}
@@ -118,7 +120,7 @@ def test_every_panel_has_a_unit_a_description_and_a_unique_title_and_id(name):
     model = DASHBOARDS[name]
     titles = [panel["title"] for panel in panels(model)]
     assert len(titles) == len(set(titles)), titles
-    ids = [panel["id"] for panel in model["panels"]]
+    ids = [panel["id"] for top in model["panels"] for panel in [top, *top.get("panels", [])]]
     assert ids == list(range(1, len(ids) + 1))
     for panel in panels(model):
         assert panel["fieldConfig"]["defaults"].get("unit"), panel["title"]
@@ -164,7 +166,7 @@ def test_node_variable_comes_from_the_exporters_node_label():
     assert overview["numa_node"]["includeAll"] and overview["namespace"]["includeAll"]
 
 
-def test_chart_gets_minified_copies_and_the_rules():
+def test_chart_gets_minified_copies():
     for name, model in DASHBOARDS.items():
         copy = generate.CHART_DASHBOARDS / f"{name}.json"
         text = copy.read_text(encoding="utf-8")
@@ -172,5 +174,124 @@ def test_chart_gets_minified_copies_and_the_rules():
         assert json.loads(text) == model
     assert sorted(p.name for p in generate.CHART_DASHBOARDS.glob("*")) == \
         sorted(f"{name}.json" for name in UIDS)
-    assert (generate.CHART_RULES / generate.RULES.name).read_text(encoding="utf-8") == \
-        generate.RULES.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(UIDS))
+def test_every_query_selects_one_cluster_with_a_hidden_picker(name):
+    model = DASHBOARDS[name]
+    variables = model["templating"]["list"]
+    picker = next(v for v in variables if v["name"] == "cluster")
+    assert picker["type"] == "query"
+    assert picker["query"] == "label_values(podresources_build_info, cluster)"
+    assert not picker.get("multi") and not picker.get("includeAll")  # one cluster at a time
+    assert [v["name"] for v in variables if v.get("hide") == 2] == ["cluster"]  # the only one
+    assert '"hide":2' not in json.dumps(
+        [v for v in variables if v["name"] != "cluster"], separators=(",", ":"))
+    for panel, target in targets(model):
+        assert 'cluster="$cluster"' in target["expr"], (panel["title"], target["expr"])
+        for metric in re.findall(r"\b(podresources_\w+|DCGM_\w+|up|[a-z_]+:[a-z_:]+)\{([^}]*)\}",
+                                 target["expr"]):
+            assert 'cluster="$cluster"' in metric[1], (panel["title"], metric)
+    for variable in variables:
+        if variable["type"] == "query" and variable["name"] not in ("cluster",):
+            assert 'cluster="$cluster"' in variable["query"], variable["name"]
+
+
+def test_relabel_renames_the_cluster_label_everywhere_and_nothing_else():
+    for name in UIDS:
+        text = (generate.DASHBOARD_DIR / f"{name}.json").read_text(encoding="utf-8")
+        renamed = json.loads(building_blocks.relabel(text, "region"))
+        exprs = [target["expr"] for _, target in targets(renamed)]
+        assert all('region="$cluster"' in expr for expr in exprs)
+        assert not any("cluster=" in expr or "(cluster" in expr for expr in exprs)
+        picker = next(v for v in renamed["templating"]["list"] if v["name"] == "cluster")
+        assert picker["query"] == picker["definition"] == \
+            "label_values(podresources_build_info, region)"
+        # titles, descriptions and the $cluster variable itself are untouched
+        original = json.loads(text)
+        assert [p["title"] for p in panels_of(renamed)] == [p["title"] for p in panels_of(original)]
+
+
+def panels_of(model: dict) -> list[dict]:
+    return panels(model)
+
+
+def all_links(model: dict) -> list[tuple[str, dict]]:
+    found = []
+    for panel in panels(model):
+        for override in panel["fieldConfig"].get("overrides", []):
+            for prop in override["properties"]:
+                if prop["id"] == "links":
+                    found += [(panel["title"], link) for link in prop["value"]]
+    return found
+
+
+def test_data_links_lead_to_the_node_overview_and_the_mixin_pod_dashboard():
+    links = {name: all_links(model) for name, model in DASHBOARDS.items()}
+    node_url = "/d/podresources-numa-overview/"
+    pod_url = "/d/6581e46e4e5c7ba40a07646395ef7b23/k8s-resources-pod?"
+    cluster_links = [link["url"] for _, link in links["cluster-topology-fit"]]
+    assert cluster_links and all(url.startswith(node_url) for url in cluster_links)
+    assert any("var-node=${__value.raw}" in url for url in cluster_links)  # table cells
+    assert any("var-node=${__field.labels.node}" in url for url in cluster_links)  # series
+    overview_links = [link["url"] for _, link in links["numa-overview"]]
+    assert overview_links and all(url.startswith(pod_url) for url in overview_links)
+    assert all("var-namespace=${__data.fields.namespace}&var-pod=${__value.raw}" in url
+               for url in overview_links)
+    assert links["exporter-health"]
+    for name, found in links.items():
+        for title, link in found:
+            # time range, data source and cluster go along
+            assert "${datasource:queryparam}&${cluster:queryparam}&${__url_time_range}" in \
+                link["url"], (name, title)
+            assert link["title"]
+    assert UIDS["numa-overview"] in node_url
+
+
+def test_gpu_row_joins_dcgm_to_pods_and_numa_nodes():
+    model = DASHBOARDS["numa-overview"]
+    gpu_row = next(panel for panel in model["panels"] if panel["title"] == "GPUs (dcgm-exporter)")
+    assert gpu_row["type"] == "row" and gpu_row["collapsed"] is True
+    inner = gpu_row["panels"]
+    assert [panel["title"] for panel in inner] == [
+        "GPUs: utilization and memory by pod and NUMA node", "GPU utilization by NUMA node",
+        "GPU memory used by pod"]
+    exprs = " ".join(target["expr"] for panel in inner for target in panel["targets"])
+    for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+        assert metric in exprs
+    # DCGM's UUID label meets the device plugin's device id, on this node's GPUs only
+    assert 'label_join(' in exprs and '"UUID", "", "device_id"' in exprs
+    assert 'podresources_device_info{cluster="$cluster",node="$node",resource="nvidia.com/gpu"}' \
+        in exprs
+    assert "group_left(numa_node, namespace, pod, container)" in exprs
+
+
+def test_docs_name_the_minimum_grafana_version_for_the_schema():
+    text = (REPO / "docs" / "dashboards.md").read_text(encoding="utf-8")
+    versions = {model["schemaVersion"] for model in DASHBOARDS.values()}
+    assert versions == {42}
+    assert "schemaVersion 42" in text and "Grafana 12.2" in text
+
+
+def mixin_dashboards(config: str = "{}") -> dict:
+    binary = require_tool("jsonnet", "PyPI package jsonnet (tests/install-tools.sh)")
+    result = subprocess.run(
+        [binary, "-J", str(REPO / "mixin"), "-e",
+         f'((import "mixin.libsonnet") + {config}).grafanaDashboards'],
+        capture_output=True, text=True, timeout=60, cwd=REPO / "mixin")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.external
+def test_mixin_dashboards_are_the_generated_ones_renamed_by_its_config():
+    names = {f"{UIDS[name]}.json": name for name in UIDS}
+    assert {names[key]: model for key, model in mixin_dashboards().items()} == DASHBOARDS
+    renamed = mixin_dashboards('{_config+:: {clusterLabel: "region", showMultiCluster: true}}')
+    for key, model in renamed.items():
+        text = (generate.DASHBOARD_DIR / f"{names[key]}.json").read_text(encoding="utf-8")
+        expected = json.loads(building_blocks.relabel(text, "region"))
+        for variable in expected["templating"]["list"]:
+            if variable["name"] == "cluster":
+                variable["hide"] = 0
+        assert model == expected

@@ -1,12 +1,23 @@
 """The shipped dashboards and rules against a real Prometheus scraping the exporter.
 
-Two simulated nodes: ``gpu-node-01`` (profile ``dual-socket-gpu``: NUMA node 0 nearly full, two
-misaligned containers) and ``edge-node-01`` (profile ``small``). Prometheus (Debian's package)
-scrapes both exporters every second with the chart's labelling (``node`` target label,
-``honor_labels``) and loads the rules file. Every panel query of every committed dashboard, with
-its variables resolved through Prometheus the way Grafana does, must evaluate and return data; an
-empty panel is a bug in the dashboard or the exporter. Every recording rule must produce series and
-every alert must be shown to fire: on the demo data, with a lowered threshold, or after a fault.
+Two simulated clusters, told apart by the `cluster` target label, as a global view (Thanos,
+Mimir) or a Prometheus' external labels give it:
+
+- ``east``: ``gpu-node-01`` (profile ``dual-socket-gpu``: NUMA node 0 nearly full, two
+  misaligned containers) and ``edge-node-01`` (profile ``small``);
+- ``west``: a node also called ``gpu-node-01``, same profile, without pod ``ml/llm-infer-1``
+  (8 exclusive CPUs and 1 GPU on NUMA node 1): same node name, different figures, so any query
+  that adds up the two clusters shows.
+
+A small DCGM-shaped target per cluster serves ``DCGM_FI_DEV_*`` series for that cluster's GPU
+node's GPUs (the same UUIDs in both clusters, different values), so the dashboards' GPU row has
+data to join. Prometheus (Debian's package) scrapes everything every second with the chart's
+labelling (``node`` target label, ``honor_labels``) and loads the rules file. Every panel query of
+every committed dashboard, for each cluster, with its variables resolved through Prometheus the
+way Grafana does, must evaluate and return data (an empty panel is a bug in the dashboard or the
+exporter), and only that cluster's series. Every recording rule must produce series per cluster
+and node, and every alert must be shown to fire: on the demo data, with a lowered threshold, or
+after a fault.
 """
 
 from __future__ import annotations
@@ -25,6 +36,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 import yaml
+from aiohttp import web
+
+from exporter.simulator import load_profile
 
 from .helpers import REPO, Exporter, Node, free_port, require_tool
 
@@ -32,34 +46,92 @@ pytestmark = pytest.mark.external
 
 GPU_NODE = "gpu-node-01"
 EDGE_NODE = "edge-node-01"
+EAST, WEST = "east", "west"
 JOB = "podresources-exporter"
+DCGM_JOB = "dcgm-exporter"
 RULES = REPO / "dashboards" / "rules" / "podresources-exporter.rules.yaml"
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 # Grafana's $__rate_interval for a 1 s scrape interval is 4 s; 10 s holds ~10 samples.
 RATE_INTERVAL = "10s"
 RANGE_SECONDS = 20
-# The custom variable's value for the fit panels: gpu-node-01 has 1 + 3 exclusive CPUs free on
-# its two NUMA nodes, edge-node-01 has 3 on its one: 4 fits on no NUMA node, and gpu-node-01 is
-# fragmented for 4.
+# The custom variable's value for the fit panels: east's gpu-node-01 has 1 + 3 exclusive CPUs
+# free on its two NUMA nodes, edge-node-01 has 3 on its one: 4 fits on no NUMA node of east,
+# and gpu-node-01 is fragmented for 4. West's gpu-node-01 has 1 + (3 + 8) free: 4 fits.
 POD_CPUS = "4"
+WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
 
 # With production thresholds (only `for` shortened), exactly these fire on the demo data:
-# (alertname, node, numa_node, resource).
+# (alertname, cluster, node, numa_node, resource).
 FIRING_ON_DEMO_DATA = {
-    ("PodresourcesNumaCpuExhausted", GPU_NODE, "0", "cpu"),  # 29 of 30
-    ("PodresourcesNumaMemoryExhausted", GPU_NODE, "0", "memory"),  # apportioned: full
-    ("PodresourcesNumaDevicesExhausted", GPU_NODE, "0", "nvidia.com/gpu"),  # 4 of 4
-    ("PodresourcesNumaDevicesExhausted", GPU_NODE, "1", "nvidia.com/gpu"),  # 3 of 3 healthy
-    ("PodresourcesContainersMisaligned", GPU_NODE, "", ""),  # inmem-db-0/db, mpi-rank-0/rank
+    ("PodresourcesNumaCpuExhausted", EAST, GPU_NODE, "0", "cpu"),  # 29 of 30
+    ("PodresourcesNumaMemoryExhausted", EAST, GPU_NODE, "0", "memory"),  # apportioned: full
+    ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "0", "nvidia.com/gpu"),  # 4 of 4
+    ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "1", "nvidia.com/gpu"),  # 3 of 3 healthy
+    ("PodresourcesContainersMisaligned", EAST, GPU_NODE, "", ""),  # inmem-db-0/db, mpi-rank-0/rank
+    # west: the same, except NUMA node 1's GPUs (2 of 3 after llm-infer-1 left)
+    ("PodresourcesNumaCpuExhausted", WEST, GPU_NODE, "0", "cpu"),
+    ("PodresourcesNumaMemoryExhausted", WEST, GPU_NODE, "0", "memory"),
+    ("PodresourcesNumaDevicesExhausted", WEST, GPU_NODE, "0", "nvidia.com/gpu"),
+    ("PodresourcesContainersMisaligned", WEST, GPU_NODE, "", ""),
 }
+
+
+def gpu_inventory() -> list[str]:
+    """The GPUs of the dual-socket-gpu profile (its nvidia.com/gpu device ids, UUIDs)."""
+    return [d.device_id for d in load_profile("dual-socket-gpu").devices
+            if d.resource == "nvidia.com/gpu"]
+
+
+class DcgmTarget:
+    """dcgm-exporter's shape: DCGM_FI_DEV_* per GPU with labels gpu, UUID, device, modelName,
+    Hostname; utilization in %, framebuffer in MiB."""
+
+    FRAMEBUFFER_MIB = 81559  # an 80 GB H100
+
+    def __init__(self, hostname: str, utilization: dict[str, float], used: dict[str, float]):
+        self.hostname = hostname
+        self.utilization = utilization
+        self.used = used
+
+    def body(self) -> str:
+        lines = []
+        for metric, help_text, values in (
+                ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", self.utilization),
+                ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", self.used),
+                ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+                 {uuid: self.FRAMEBUFFER_MIB - used for uuid, used in self.used.items()})):
+            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
+            for index, (uuid, value) in enumerate(values.items()):
+                lines.append(f'{metric}{{gpu="{index}",UUID="{uuid}",device="nvidia{index}",'
+                             f'modelName="NVIDIA H100 80GB HBM3",Hostname="{self.hostname}"}} '
+                             f"{value}")
+        return "\n".join(lines) + "\n"
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=self.body(), content_type="text/plain")
+
+    async def __aenter__(self) -> "DcgmTarget":
+        app = web.Application()
+        app.router.add_get("/metrics", self.metrics)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.runner.cleanup()
 
 
 class Prometheus:
     """A Prometheus server scraping the given exporters, with one rules file."""
 
-    def __init__(self, binary: str, targets: dict[str, int], rules: Path):
+    def __init__(self, binary: str, targets: dict[tuple[str, str], int],
+                 dcgm: dict[str, int], rules: Path):
         self.binary = binary
-        self.targets = targets
+        self.targets = targets  # (cluster, node) -> exporter port
+        self.dcgm = dcgm  # cluster -> DCGM target port
         self.rules = rules
         self.dir = Path(tempfile.mkdtemp(prefix="prom-"))
         self.port = free_port()
@@ -73,8 +145,14 @@ class Prometheus:
             "scrape_configs": [{
                 "job_name": JOB,
                 "honor_labels": True,  # as the chart's monitors: keep namespace/pod/container
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"], "labels": {"node": node}}
-                                   for node, port in self.targets.items()],
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
+                                    "labels": {"cluster": cluster, "node": node}}
+                                   for (cluster, node), port in self.targets.items()],
+            }, {
+                "job_name": DCGM_JOB,
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
+                                    "labels": {"cluster": cluster}}
+                                   for cluster, port in self.dcgm.items()],
             }],
         }
 
@@ -132,10 +210,11 @@ class Prometheus:
         params = {"match[]": match} if match else {}
         return await self.api(f"/api/v1/label/{label}/values", **params)
 
-    async def firing(self) -> set[tuple[str, str, str, str]]:
+    async def firing(self) -> set[tuple[str, str, str, str, str]]:
         alerts = (await self.api("/api/v1/alerts"))["alerts"]
-        return {(a["labels"]["alertname"], a["labels"].get("node", ""),
-                 a["labels"].get("numa_node", ""), a["labels"].get("resource", ""))
+        return {(a["labels"]["alertname"], a["labels"].get("cluster", ""),
+                 a["labels"].get("node", ""), a["labels"].get("numa_node", ""),
+                 a["labels"].get("resource", ""))
                 for a in alerts if a["state"] == "firing"}
 
     async def wait_until(self, check, what: str, timeout: float = 40.0):
@@ -152,30 +231,46 @@ class Prometheus:
 
 
 @contextlib.asynccontextmanager
-async def cluster(rules: Path):
-    """Both simulated nodes, their exporters, and Prometheus with enough samples for rates."""
+async def clusters(rules: Path):
+    """Both simulated clusters, their exporters, the DCGM targets, and Prometheus with enough
+    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node)."""
     binary = require_tool("prometheus", "apt-get install prometheus")
+    gpus = gpu_inventory()
     async with contextlib.AsyncExitStack() as stack:
-        gpu = await stack.enter_async_context(Node("dual-socket-gpu"))
-        edge = await stack.enter_async_context(Node("small"))
+        nodes = {
+            (EAST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
+            (EAST, EDGE_NODE): await stack.enter_async_context(Node("small")),
+            (WEST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
+        }
+        assert nodes[WEST, GPU_NODE].simulator.state.remove(*WEST_REMOVED)
         exporters = {}
-        for name, node in ((GPU_NODE, gpu), (EDGE_NODE, edge)):
+        for (cluster_name, name), node in nodes.items():
             assert node.spec.name == name
-            exporters[name] = await stack.enter_async_context(
+            exporters[cluster_name, name] = await stack.enter_async_context(
                 Exporter(node.settings(interval=0.5)))
-            await exporters[name].ready()
-        prometheus = await stack.enter_async_context(
-            Prometheus(binary, {name: e.port for name, e in exporters.items()}, rules))
+            await exporters[cluster_name, name].ready()
+        dcgm = {
+            EAST: await stack.enter_async_context(DcgmTarget(
+                GPU_NODE, {uuid: 10 + i for i, uuid in enumerate(gpus)},
+                {uuid: 1000.0 * (i + 1) for i, uuid in enumerate(gpus)})),
+            WEST: await stack.enter_async_context(DcgmTarget(
+                GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
+                {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)})),
+        }
+        prometheus = await stack.enter_async_context(Prometheus(
+            binary, {key: e.port for key, e in exporters.items()},
+            {name: target.port for name, target in dcgm.items()}, rules))
 
         async def enough_samples():
             # >= 5 scrapes of each node inside the rate window, and the recording rules ran.
             scrapes = await prometheus.instant(
                 f"count_over_time(podresources_up{{job=\"{JOB}\"}}[{RATE_INTERVAL}]) >= 5")
             recorded = await prometheus.instant("node:podresources_cpus_free:sum")
-            return len(scrapes) == 2 and len(recorded) == 2
+            gpu_series = await prometheus.instant("DCGM_FI_DEV_GPU_UTIL")
+            return len(scrapes) == 3 and len(recorded) == 3 and len(gpu_series) == 2 * len(gpus)
 
-        await prometheus.wait_until(enough_samples, "samples of both nodes")
-        yield prometheus, {GPU_NODE: gpu, EDGE_NODE: edge}, exporters
+        await prometheus.wait_until(enough_samples, "samples of every node")
+        yield prometheus, nodes, exporters, dcgm
 
 
 def panels(model: dict) -> list[dict]:
@@ -199,41 +294,40 @@ LABEL_VALUES = re.compile(r"^label_values\((?:(.*),\s*)?(\w+)\)$")
 
 
 async def variable_choices(prometheus: Prometheus, model: dict) -> list[dict[str, str]]:
-    """Variable values to test the dashboard with, resolved through Prometheus as Grafana does.
+    """Variable values to test the dashboard with, resolved through Prometheus as Grafana does,
+    in order (a variable's query may use the ones before it).
 
     ``node`` is gpu-node-01 where a single node is chosen (every panel must have data there);
     multi-value variables take their default, All (``.*``); other single-value query variables
-    are tried with every value they offer; custom ones with POD_CPUS.
+    (``cluster``, ``resource``) are tried with every value they offer; custom ones with POD_CPUS.
     """
-    values = {"__rate_interval": RATE_INTERVAL}
-    alternatives: list[tuple[str, list[str]]] = []
+    choices = [{"__rate_interval": RATE_INTERVAL}]
     for variable in model["templating"]["list"]:
         name = variable["name"]
-        if variable["type"] == "datasource":
-            values[name] = "prometheus"
-            continue
-        if variable["type"] == "custom":
-            options = variable["query"].split(",")
-            assert POD_CPUS in options
-            values[name] = POD_CPUS
-            continue
-        assert variable["type"] == "query", variable
-        match = LABEL_VALUES.match(variable["query"])
-        assert match, f"not a label_values() query: {variable['query']}"
-        selector, label = match.groups()
-        offered = await prometheus.label_values(
-            label, substitute(selector, values) if selector else None)
-        assert offered, f"variable {name}: {variable['query']} offers no value"
-        if variable.get("includeAll"):
-            values[name] = variable["allValue"]
-        elif name == "node":
-            assert GPU_NODE in offered
-            values[name] = GPU_NODE
-        else:
-            alternatives.append((name, offered))
-    choices = [values]
-    for name, offered in alternatives:
-        choices = [{**choice, name: value} for choice in choices for value in offered]
+        expanded = []
+        for values in choices:
+            if variable["type"] == "datasource":
+                expanded.append({**values, name: "prometheus"})
+                continue
+            if variable["type"] == "custom":
+                assert POD_CPUS in variable["query"].split(",")
+                expanded.append({**values, name: POD_CPUS})
+                continue
+            assert variable["type"] == "query", variable
+            match = LABEL_VALUES.match(variable["query"])
+            assert match, f"not a label_values() query: {variable['query']}"
+            selector, label = match.groups()
+            offered = await prometheus.label_values(
+                label, substitute(selector, values) if selector else None)
+            assert offered, f"variable {name}: {variable['query']} offers no value ({values})"
+            if variable.get("includeAll"):
+                expanded.append({**values, name: variable["allValue"]})
+            elif name == "node":
+                assert GPU_NODE in offered
+                expanded.append({**values, name: GPU_NODE})
+            else:
+                expanded += [{**values, name: value} for value in offered]
+        choices = expanded
     return choices
 
 
@@ -243,23 +337,27 @@ def has_finite_value(result: list[dict]) -> bool:
 
 
 async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, list[str],
-                                                                          dict[str, dict]]:
-    """Run every panel query; return (queries run, failures, results by panel title and refId).
+                                                                          dict[tuple, dict]]:
+    """Run every panel query for every cluster; return (queries run, failures, results by
+    (cluster, panel title) and refId).
 
     A panel whose title names a variable is keyed by its title with that variable substituted.
+    A result series that carries a cluster label must carry the selected one.
     """
     model = json.loads(path.read_text())
     failures: list[str] = []
-    results: dict[str, dict[str, list]] = {}
+    results: dict[tuple, dict[str, list]] = {}
     count = 0
+    clusters_seen = set()
     for values in await variable_choices(prometheus, model):
+        clusters_seen.add(values["cluster"])
         for panel in panels(model):
             title = substitute(panel["title"], values)
             merged = any(t["id"] == "merge" for t in panel.get("transformations", []))
             for target in panel["targets"]:
                 expr = substitute(target["expr"], values)
                 count += 1
-                where = f"{path.name} / {title} / {target['refId']}: {expr}"
+                where = f"{path.name} [{values['cluster']}] / {title} / {target['refId']}: {expr}"
                 try:
                     if target.get("instant"):
                         result = await prometheus.instant(expr)
@@ -272,7 +370,12 @@ async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, l
                     failures.append(f"{where}\n    no data")
                 if merged and any("__name__" in series["metric"] for series in result):
                     failures.append(f"{where}\n    __name__ column breaks the merge")
-                results.setdefault(title, {})[target["refId"]] = result
+                leaked = {series["metric"]["cluster"] for series in result
+                          if "cluster" in series["metric"]} - {values["cluster"]}
+                if leaked:
+                    failures.append(f"{where}\n    series of cluster {sorted(leaked)}")
+                results.setdefault((values["cluster"], title), {})[target["refId"]] = result
+    assert clusters_seen == {EAST, WEST}, clusters_seen
     return count, failures, results
 
 
@@ -280,11 +383,11 @@ def by(result: list[dict], label: str) -> dict[str, float]:
     return {series["metric"].get(label, ""): float(series["value"][1]) for series in result}
 
 
-async def test_every_dashboard_panel_and_recording_rule_returns_data():
-    async with cluster(RULES) as (prometheus, _, _):
+async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster():
+    async with clusters(RULES) as (prometheus, _, _, dcgm):
         failures: list[str] = []
         queries = 0
-        results: dict[str, dict[str, list]] = {}
+        results: dict[str, dict[tuple, dict]] = {}
         assert [p.name for p in DASHBOARDS] == ["cluster-topology-fit.json",
                                                  "exporter-health.json", "numa-overview.json"]
         for path in DASHBOARDS:
@@ -293,6 +396,7 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data():
             failures += failed
 
         rules = yaml.safe_load(RULES.read_text())["groups"]
+        expected_nodes = {(EAST, GPU_NODE), (EAST, EDGE_NODE), (WEST, GPU_NODE)}
         for rule in (r for group in rules for r in group["rules"]):
             name = rule.get("record") or rule["alert"]
             queries += 1
@@ -304,31 +408,75 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data():
             if "record" in rule:
                 queries += 1
                 recorded = await prometheus.instant(rule["record"])
+                seen = {(s["metric"].get("cluster"), s["metric"].get("node")) for s in recorded}
                 if not has_finite_value(result) or not has_finite_value(recorded):
                     failures.append(f"recording rule {name}: no data")
-                elif {s["metric"].get("node") for s in recorded} != {GPU_NODE, EDGE_NODE}:
-                    failures.append(f"recording rule {name}: not both nodes: {recorded}")
+                elif seen != expected_nodes:  # gpu-node-01 of each cluster kept apart
+                    failures.append(f"recording rule {name}: {sorted(seen)}")
 
         assert not failures, f"{len(failures)} of {queries} queries failed:\n" + "\n".join(failures)
-        print(f"\n{queries} dashboard and rule queries evaluated with data")
+        print(f"\n{queries} dashboard and rule queries evaluated with data, per cluster")
 
-        # Figures the operator reads off the panels, worked out from the profiles.
+        # Figures the operator reads off the panels, worked out from the profiles: had any query
+        # added up the two clusters' gpu-node-01, these would be off.
         overview, fit = results["numa-overview"], results["cluster-topology-fit"]
-        assert by(overview["Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 3}
-        assert by(overview["Misaligned containers"]["A"], "") == {"": 2}
-        assert by(overview["CPU utilization"]["A"], "numa_node") == pytest.approx(
-            {"0": 29 / 30, "1": 29 / 32})
-        assert by(fit[f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 1}
-        assert by(fit[f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 0}
-        assert by(fit["Free exclusive CPUs"]["A"], "") == {"": 4 + 3}
-        fragmentation = fit[f"Fragmentation for {POD_CPUS} CPUs"]
+        assert by(overview[EAST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 3}
+        assert by(overview[WEST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 11}
+        for cluster_name in (EAST, WEST):
+            assert by(overview[cluster_name, "Misaligned containers"]["A"], "") == {"": 2}
+            assert by(overview[cluster_name, "CPU utilization"]["A"], "numa_node")["0"] == \
+                pytest.approx(29 / 30)
+        assert by(overview[EAST, "CPU utilization"]["A"], "numa_node")["1"] == \
+            pytest.approx(29 / 32)
+        assert by(overview[WEST, "CPU utilization"]["A"], "numa_node")["1"] == \
+            pytest.approx(21 / 32)
+        assert by(fit[EAST, f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 1}
+        assert by(fit[EAST, f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 0}
+        assert by(fit[EAST, "Free exclusive CPUs"]["A"], "") == {"": 4 + 3}
+        assert by(fit[EAST, "Nodes reporting"]["A"], "") == {"": 2}
+        assert by(fit[WEST, f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 0}
+        assert by(fit[WEST, f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 1}
+        assert by(fit[WEST, "Free exclusive CPUs"]["A"], "") == {"": 1 + 11}
+        assert by(fit[WEST, "Nodes reporting"]["A"], "") == {"": 1}
+        fragmentation = fit[EAST, f"Fragmentation for {POD_CPUS} CPUs"]
         assert {ref: by(result, "node") for ref, result in fragmentation.items()} == {
             "A": {GPU_NODE: 4, EDGE_NODE: 3},  # free on the node
             "B": {GPU_NODE: 3, EDGE_NODE: 3},  # largest free on one NUMA node
             "C": {GPU_NODE: 1, EDGE_NODE: 0}}  # fragmented for 4
         cpu = await prometheus.instant('node_resource:podresources_utilization:ratio'
                                        '{resource="cpu"}')
-        assert by(cpu, "node") == pytest.approx({GPU_NODE: 58 / 62, EDGE_NODE: 4 / 7})
+        assert {(s["metric"]["cluster"], s["metric"]["node"]): float(s["value"][1])
+                for s in cpu} == pytest.approx({(EAST, GPU_NODE): 58 / 62,
+                                                (EAST, EDGE_NODE): 4 / 7,
+                                                (WEST, GPU_NODE): 50 / 62})
+
+        # The GPU row: DCGM's series joined to the pods holding each GPU and its NUMA node.
+        inventory = load_profile("dual-socket-gpu").devices
+        local = {d.device_id: str(d.numa_ids[0]) for d in inventory
+                 if d.resource == "nvidia.com/gpu"}
+        holders = {EAST: {"llm-train-0": 4, "llm-infer-0": 2, "llm-infer-1": 1},
+                   WEST: {"llm-train-0": 4, "llm-infer-0": 2}}
+        for cluster_name in (EAST, WEST):
+            table = overview[cluster_name, "GPUs: utilization and memory by pod and NUMA node"]
+            rows = {s["metric"]["UUID"]: s["metric"] for s in table["A"]}
+            pods: dict[str, int] = {}
+            for uuid, labels in rows.items():
+                pods[labels["pod"]] = pods.get(labels["pod"], 0) + 1
+                assert labels["numa_node"] == local[uuid]
+            assert pods == holders[cluster_name]
+            served = dcgm[cluster_name]
+            assert {s["metric"]["UUID"]: float(s["value"][1]) for s in table["A"]} == \
+                {uuid: served.utilization[uuid] for uuid in rows}  # this cluster's DCGM only
+            assert {s["metric"]["UUID"]: float(s["value"][1]) for s in table["B"]} == \
+                {uuid: served.used[uuid] for uuid in rows}
+            for series in table["C"]:
+                uuid = series["metric"]["UUID"]
+                assert float(series["value"][1]) == \
+                    pytest.approx(served.used[uuid] / DcgmTarget.FRAMEBUFFER_MIB)
+            memory = overview[cluster_name, "GPU memory used by pod"]["A"]
+            assert {s["metric"]["pod"]: float(s["values"][-1][1]) for s in memory} == {
+                pod: sum(served.used[u] for u, labels in rows.items() if labels["pod"] == pod)
+                for pod in holders[cluster_name]}
 
 
 def fast_rules(directory: Path) -> Path:
@@ -358,7 +506,7 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
     exprs = alert_exprs()
     proven: set[str] = set()
     with tempfile.TemporaryDirectory() as directory:
-        async with cluster(fast_rules(Path(directory))) as (prometheus, nodes, exporters):
+        async with clusters(fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
             for name, expr in exprs.items():  # every expression evaluates on healthy data
                 await prometheus.instant(expr)
 
@@ -372,50 +520,62 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
             proven |= {alert for alert, *_ in FIRING_ON_DEMO_DATA}
 
             # Hugepages peak at 75 % (24 of 32 x 1Gi on NUMA node 0): below the threshold, so
-            # the alert is silent above; lowered, its selector finds exactly that series.
+            # the alert is silent above; lowered, its selector finds exactly those series.
             hugepages = await prometheus.instant(lowered(
                 exprs["PodresourcesNumaHugepagesExhausted"], ">= 0.95", ">= 0.7"))
-            assert {(s["metric"]["node"], s["metric"]["numa_node"], s["metric"]["resource"])
-                    for s in hugepages} == {(GPU_NODE, "0", "hugepages-1Gi")}
+            assert {(s["metric"]["cluster"], s["metric"]["node"], s["metric"]["numa_node"],
+                     s["metric"]["resource"]) for s in hugepages} == {
+                (EAST, GPU_NODE, "0", "hugepages-1Gi"), (WEST, GPU_NODE, "0", "hugepages-1Gi")}
             proven.add("PodresourcesNumaHugepagesExhausted")
 
-            # Faults: a neighbour drains edge-node-01's kubelet quota; gpu-node-01's kubelet
-            # sends inconsistent data.
-            nodes[EDGE_NODE].simulator.faults.rate_limit_storm = True
-            nodes[GPU_NODE].simulator.faults.garbage = "inconsistent"
-            expected = {("PodresourcesKubeletRateLimited", EDGE_NODE),
-                        ("PodresourcesDataIssues", GPU_NODE)}
+            # Faults in east: a neighbour drains edge-node-01's kubelet quota; gpu-node-01's
+            # kubelet sends inconsistent data.
+            nodes[EAST, EDGE_NODE].simulator.faults.rate_limit_storm = True
+            nodes[EAST, GPU_NODE].simulator.faults.garbage = "inconsistent"
+            expected = {("PodresourcesKubeletRateLimited", EAST, EDGE_NODE),
+                        ("PodresourcesDataIssues", EAST, GPU_NODE)}
 
             async def fault_alerts():
-                firing = {(alert, node) for alert, node, *_ in await prometheus.firing()}
+                firing = {(alert, cluster_name, node)
+                          for alert, cluster_name, node, *_ in await prometheus.firing()}
                 return expected <= firing
 
             await prometheus.wait_until(fault_alerts, f"alerts {sorted(expected)}")
-            firing = {(alert, node) for alert, node, *_ in await prometheus.firing()}
-            assert ("PodresourcesKubeletUnreachable", EDGE_NODE) not in firing  # rate limited
-            proven |= {alert for alert, _ in expected}
+            firing = {(alert, cluster_name, node)
+                      for alert, cluster_name, node, *_ in await prometheus.firing()}
+            assert ("PodresourcesKubeletUnreachable", EAST, EDGE_NODE) not in firing  # limited
+            assert not {alert for alert in firing if alert[1] == WEST} - {
+                (alert, WEST, GPU_NODE) for alert, *_ in FIRING_ON_DEMO_DATA}  # west is calm
+            proven |= {alert for alert, *_ in expected}
 
-            # gpu-node-01's kubelet goes away (its socket is removed).
-            await nodes[GPU_NODE].simulator.stop()
-            expected = {("PodresourcesKubeletUnreachable", GPU_NODE)}
+            # east's gpu-node-01 kubelet goes away (its socket is removed); west's same-named
+            # node keeps answering, and does not alert.
+            await nodes[EAST, GPU_NODE].simulator.stop()
+            expected = {("PodresourcesKubeletUnreachable", EAST, GPU_NODE)}
             await prometheus.wait_until(fault_alerts, "PodresourcesKubeletUnreachable")
+            firing = {(alert, cluster_name, node)
+                      for alert, cluster_name, node, *_ in await prometheus.firing()}
+            assert ("PodresourcesKubeletUnreachable", WEST, GPU_NODE) not in firing
             proven.add("PodresourcesKubeletUnreachable")
 
             # The snapshot of edge-node-01 ages while it is rate limited; 5 s instead of 300 s.
             stale_expr = lowered(exprs["PodresourcesSnapshotStale"], "> 300", "> 5")
 
             async def stale_nodes():
-                return {s["metric"]["node"] for s in await prometheus.instant(stale_expr)}
+                return {(s["metric"]["cluster"], s["metric"]["node"])
+                        for s in await prometheus.instant(stale_expr)}
 
-            assert await prometheus.wait_until(stale_nodes, "a stale snapshot") == {EDGE_NODE}
+            stale = await prometheus.wait_until(stale_nodes, "a stale snapshot")
+            assert (EAST, EDGE_NODE) in stale and (WEST, GPU_NODE) not in stale
             proven.add("PodresourcesSnapshotStale")
 
             # The exporter of edge-node-01 stops answering scrapes.
-            await exporters[EDGE_NODE].runner.cleanup()
+            await exporters[EAST, EDGE_NODE].runner.cleanup()
 
             async def exporter_down():
-                return ("PodresourcesExporterDown", EDGE_NODE) in {
-                    (alert, node) for alert, node, *_ in await prometheus.firing()}
+                return ("PodresourcesExporterDown", EAST, EDGE_NODE) in {
+                    (alert, cluster_name, node)
+                    for alert, cluster_name, node, *_ in await prometheus.firing()}
 
             await prometheus.wait_until(exporter_down, "PodresourcesExporterDown")
             proven.add("PodresourcesExporterDown")

@@ -4,13 +4,14 @@ a templated description, a runbook section in docs/alerts.md)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import pytest
 import yaml
 
-from dashboards import generate
+from dashboards import generate, rules
 
 from .helpers import REPO, require_tool
 from .test_dashboards import documented_metrics, metric_names
@@ -33,15 +34,48 @@ EXPECTED_ALERTS = {
 
 
 @pytest.mark.external
-@pytest.mark.parametrize("path", [RULES, generate.CHART_RULES / RULES.name],
-                         ids=["source", "chart-copy"])
-def test_promtool_check_rules_is_clean(path):
+def test_promtool_check_rules_is_clean():
     promtool = require_tool("promtool", "apt-get install prometheus")
-    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+    result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(ALERTS) + len(RECORDS)} rules found" in result.stdout
     assert "warning" not in (result.stdout + result.stderr).lower()
+
+
+def test_plain_rule_file_is_the_rules_with_their_defaults():
+    assert GROUPS == rules.groups()
+    assert GROUPS == rules.groups(cluster="cluster", job='job=~".*podresources-exporter.*"')
+    by_name = {rule["alert"]: rule for rule in ALERTS}
+    assert by_name["PodresourcesSnapshotStale"]["expr"].endswith("> 300")
+    assert by_name["PodresourcesNumaCpuExhausted"]["expr"].endswith(">= 0.95")
+    assert by_name["PodresourcesNumaDevicesExhausted"]["expr"].endswith(">= 1")
+    assert by_name["PodresourcesContainersMisaligned"]["expr"].endswith("> 0")
+    assert by_name["PodresourcesExporterDown"]["expr"] == 'up{job=~".*podresources-exporter.*"} == 0'
+
+
+AGGREGATION = re.compile(r"\b(by|on|without)\s*\(([^)]*)\)")
+
+
+@pytest.mark.parametrize("rule", RECORDS + ALERTS,
+                         ids=lambda rule: rule.get("record") or rule["alert"])
+def test_every_aggregation_keeps_the_cluster_label(rule):
+    """A global ruler (Thanos, Mimir) sees every cluster: no rule may merge two of them."""
+    for kind, labels in AGGREGATION.findall(rule["expr"]):
+        names = {label.strip() for label in labels.split(",")}
+        if kind == "without":
+            assert "cluster" not in names, rule["expr"]
+        else:
+            assert "cluster" in names, (kind, labels, rule["expr"])
+
+
+def test_the_cluster_label_and_job_selector_are_settings():
+    custom = rules.groups(cluster="region", job='job="numa"')
+    text = json.dumps(custom)
+    assert "cluster" not in text.replace("Cluster", "")
+    assert text.count("region") == json.dumps(GROUPS).count("(cluster")
+    down = next(r for r in custom[1]["rules"] if r["alert"] == "PodresourcesExporterDown")
+    assert down["expr"] == 'up{job="numa"} == 0'
 
 
 @pytest.mark.external
@@ -99,3 +133,64 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
     for rule in RECORDS + ALERTS:
         for metric in metric_names(rule["expr"]):
             assert metric in documented or metric in recorded, (rule.get("record"), metric)
+
+
+def test_runbook_page_lists_every_alerts_tunable_defaults():
+    text = RUNBOOKS.read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| (Podresources\w+) \| (.*) \|$", text, re.MULTILINE))
+    for alert in rules.ALERTS:
+        threshold, for_, severity = (cell.strip() for cell in rows[alert.alert].split("|"))
+        assert for_ == alert.for_ and severity == alert.severity, alert.alert
+        if alert.threshold is None:
+            assert threshold == "—", alert.alert
+        else:
+            assert threshold.endswith(f"({rules.number(alert.threshold)})"), alert.alert
+
+
+# ---- the jsonnet mixin (mixin/) -------------------------------------------------------------
+
+def jsonnet(expression: str) -> object:
+    binary = require_tool("jsonnet", "PyPI package jsonnet (tests/install-tools.sh)")
+    result = subprocess.run([binary, "-J", str(REPO / "mixin"), "-e", expression],
+                            capture_output=True, text=True, timeout=60, cwd=REPO / "mixin")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+MIXIN = '(import "mixin.libsonnet")'
+
+
+@pytest.mark.external
+def test_mixin_with_its_defaults_gives_the_plain_rule_file():
+    rules_groups = jsonnet(f"{MIXIN}.prometheusRules")["groups"]
+    alert_groups = jsonnet(f"{MIXIN}.prometheusAlerts")["groups"]
+    assert rules_groups + alert_groups == GROUPS
+
+
+@pytest.mark.external
+def test_mixin_config_tunes_the_rules(tmp_path):
+    config = ('{_config+:: {clusterLabel: "region", jobSelector: \'job="numa"\', '
+              'disabledAlerts: ["PodresourcesDataIssues"], extraLabels: {team: "hpc"}, '
+              'runbookBaseUrl: "https://runbooks.example.com/", '
+              'alerts: {PodresourcesNumaCpuExhausted: {threshold: 0.9, "for": "30m"}, '
+              'PodresourcesSnapshotStale: {threshold: 600, severity: "critical"}}}}')
+    recording = jsonnet(f"({MIXIN} + {config}).prometheusRules")["groups"]
+    alerting = jsonnet(f"({MIXIN} + {config}).prometheusAlerts")["groups"]
+    assert recording == [rules.groups(cluster="region", job='job="numa"')[0]]
+    alerts = {rule["alert"]: rule for rule in alerting[0]["rules"]}
+    assert set(alerts) == set(rules.ALERT_NAMES) - {"PodresourcesDataIssues"}
+    assert alerts["PodresourcesExporterDown"]["expr"] == 'up{job="numa"} == 0'
+    assert "on (region, job, instance)" in alerts["PodresourcesKubeletUnreachable"]["expr"]
+    cpu = alerts["PodresourcesNumaCpuExhausted"]
+    assert cpu["expr"].endswith(">= 0.9") and cpu["for"] == "30m"
+    assert alerts["PodresourcesSnapshotStale"]["expr"].endswith("> 600")
+    assert alerts["PodresourcesSnapshotStale"]["labels"] == {"severity": "critical",
+                                                             "team": "hpc"}
+    assert all(rule["annotations"]["runbook_url"] == "https://runbooks.example.com/"
+               + name.lower() for name, rule in alerts.items())
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    path = tmp_path / "mixin.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": recording + alerting}))
+    checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -1019,7 +1019,7 @@ async def test_duplicated_pod_level_memory_block_is_counted_once():
 
 _VOLATILE = ("podresources_up", "podresources_last_refresh", "podresources_refresh_duration",
              "podresources_api_request", "podresources_backoff", "podresources_data_issues",
-             "podresources_build_info")
+             "podresources_build_info", "process_")
 
 
 def _figures(s) -> dict:

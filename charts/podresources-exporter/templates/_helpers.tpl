@@ -51,11 +51,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* registry/repository:tag[@digest]; the tag defaults to the chart's appVersion. */}}
+{{/*
+registry/repository:tag[@digest]; the tag defaults to the chart's appVersion and
+global.imageRegistry, when set, replaces image.registry.
+*/}}
 {{- define "podresources-exporter.image" -}}
 {{- $repository := .Values.image.repository }}
-{{- if .Values.image.registry }}
-{{- $repository = printf "%s/%s" .Values.image.registry .Values.image.repository }}
+{{- $registry := .Values.image.registry }}
+{{- with (.Values.global | default dict).imageRegistry }}
+{{- $registry = . }}
+{{- end }}
+{{- if $registry }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" $registry) .Values.image.repository }}
 {{- end }}
 {{- $image := printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- if .Values.image.digest }}
@@ -107,6 +114,10 @@ tlsConfig:
 {{- end }}
 {{- with $monitor.basicAuth }}
 basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $monitor.authorization }}
+authorization:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 relabelings:
@@ -162,4 +173,53 @@ checkov.io/skip{{ add1 $i }}: {{ $reason | quote }}
 {{- define "podresources-exporter.testSelectorLabels" -}}
 app.kubernetes.io/name: {{ include "podresources-exporter.name" . }}-test
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+imagePullSecrets from imagePullSecrets and global.imagePullSecrets, each a name or a {name: ...}
+reference, as LocalObjectReferences without duplicates; empty when there are none.
+*/}}
+{{- define "podresources-exporter.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global | default dict).imagePullSecrets | default list) (.Values.imagePullSecrets | default list) }}
+{{- $name := . }}
+{{- if kindIs "map" . }}
+{{- $name = get . "name" }}
+{{- end }}
+{{- if and $name (not (has $name $names)) }}
+{{- $names = append $names $name }}
+{{- end }}
+{{- end }}
+{{- range $names }}
+- name: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' affinity: .Values.affinity with, while excludeVirtualNodes is on, the exclusion of
+nodes that have no kubelet of their own added to every required nodeSelectorTerm (terms are
+ORed, so each needs it), or as the only term when none is given.
+*/}}
+{{- define "podresources-exporter.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- if .Values.excludeVirtualNodes }}
+{{- $exclusion := list
+      (dict "key" "eks.amazonaws.com/compute-type" "operator" "NotIn" "values" (list "fargate"))
+      (dict "key" "type" "operator" "NotIn" "values" (list "virtual-kubelet")) }}
+{{- $nodeAffinity := get $affinity "nodeAffinity" | default dict }}
+{{- $required := get $nodeAffinity "requiredDuringSchedulingIgnoredDuringExecution" | default dict }}
+{{- $terms := list }}
+{{- range (get $required "nodeSelectorTerms" | default list) }}
+{{- $terms = append $terms (set (deepCopy .) "matchExpressions" (concat (get . "matchExpressions" | default list) $exclusion)) }}
+{{- end }}
+{{- if not $terms }}
+{{- $terms = list (dict "matchExpressions" $exclusion) }}
+{{- end }}
+{{- $_ := set $required "nodeSelectorTerms" $terms }}
+{{- $_ := set $nodeAffinity "requiredDuringSchedulingIgnoredDuringExecution" $required }}
+{{- $_ := set $affinity "nodeAffinity" $nodeAffinity }}
+{{- end }}
+{{- if $affinity }}
+{{- toYaml $affinity }}
+{{- end }}
 {{- end }}

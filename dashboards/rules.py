@@ -1,0 +1,411 @@
+"""The alerting and recording rules, written once and rendered three ways.
+
+``python -m dashboards.generate`` turns the rules below into:
+
+- ``dashboards/rules/podresources-exporter.rules.yaml``: a plain Prometheus rule file with the
+  defaults (cluster label ``cluster``, the chart's job name, today's thresholds);
+- ``charts/podresources-exporter/templates/_rules.tpl``: the same rules as a Helm template, so the
+  chart's PrometheusRule takes the cluster label, job selector, thresholds, ``for``, severities,
+  labels, annotations and runbook URL from values (rendered with the defaults it is exactly the
+  plain file, which a test checks);
+- ``mixin/rules.json``: the same rules with their placeholders, for the jsonnet mixin to fill
+  from its ``_config``.
+
+Placeholders in expressions and texts: ``<<cluster>>`` (the label that tells clusters apart; every
+aggregation keeps it, so a global ruler never merges two clusters), ``<<job>>`` (label matchers
+selecting the exporter's scrape job), ``<<threshold>>`` and ``<<for>>`` (the alert's own).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from dataclasses import dataclass
+
+CLUSTER_LABEL = "cluster"
+JOB_SELECTOR = 'job=~".*podresources-exporter.*"'
+RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-exporter/blob/main/"
+                    "docs/alerts.md#")
+RECORDING_GROUP = "podresources-exporter.rules"
+ALERTING_GROUP = "podresources-exporter.alerts"
+PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
+
+
+@dataclass(frozen=True)
+class Record:
+    record: str
+    expr: str
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Alert:
+    alert: str
+    expr: str
+    for_: str
+    summary: str
+    description: str
+    severity: str = "warning"
+    threshold: int | float | None = None
+    comment: str = ""
+    # What the threshold means, for docs/alerts.md and the chart's values.
+    threshold_means: str = ""
+
+
+RECORDS = (
+    Record("node_numa_node:podresources_cpus_free:sum",
+           "max by (<<cluster>>, node, numa_node) (podresources_cpus_allocatable)\n"
+           "  - max by (<<cluster>>, node, numa_node) (podresources_cpus_allocated)",
+           "Free exclusive CPUs per node and NUMA node."),
+    Record("node:podresources_cpus_free:sum",
+           "sum by (<<cluster>>, node) (node_numa_node:podresources_cpus_free:sum)"),
+    Record("node:podresources_cpus_free_on_one_numa_node:max",
+           'max by (<<cluster>>, node) (node_numa_node:podresources_cpus_free:sum'
+           '{numa_node!="unknown"})',
+           "The largest number of exclusive CPUs one NUMA node can still give (single-numa-node "
+           "fit)."),
+    Record("node_resource:podresources_allocatable:sum",
+           "label_replace(\n"
+           "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
+           "(podresources_cpus_allocatable)),\n"
+           '  "resource", "cpu", "", "")\n'
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, memory_type) "
+           "(podresources_memory_allocatable_bytes),\n"
+           '    "resource", "$1", "memory_type", "(.+)"))\n'
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocatable))",
+           "Allocatable and allocated per node and resource; `resource` is cpu, a memory type or "
+           "a device resource, as in podresources_numa_utilization_ratio. Node-level sums are "
+           "exact: an item local to several NUMA nodes is exported once, under its group."),
+    Record("node_resource:podresources_allocated:sum",
+           "label_replace(\n"
+           "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
+           "(podresources_cpus_allocated)),\n"
+           '  "resource", "cpu", "", "")\n'
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, memory_type) "
+           "(podresources_memory_allocated_bytes),\n"
+           '    "resource", "$1", "memory_type", "(.+)"))\n'
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))"),
+    Record("node_resource:podresources_utilization:ratio",
+           "node_resource:podresources_allocated:sum\n"
+           "  / (node_resource:podresources_allocatable:sum > 0)"),
+    Record("node_resource:podresources_numa_utilization_ratio:max",
+           "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
+           "The fullest NUMA node of each node, per resource."),
+)
+
+ALERTS = (
+    Alert("PodresourcesExporterDown", "up{<<job>>} == 0", "5m",
+          "Prometheus cannot scrape podresources-exporter.",
+          "The podresources-exporter target {{ $labels.instance }} on node {{ $labels.node }} "
+          "has not answered scrapes for <<for>>; the node's NUMA allocation metrics are "
+          "missing."),
+    Alert("PodresourcesKubeletUnreachable",
+          "podresources_up == 0\n"
+          "and on (<<cluster>>, job, instance)\n"
+          'increase(podresources_api_requests_total{code="UNAVAILABLE"}[5m]) > 0',
+          "5m",
+          "podresources-exporter cannot read the kubelet podresources API.",
+          "The kubelet podresources socket on node {{ $labels.node }} has not answered for "
+          "<<for>>; the exporter keeps serving its last good snapshot.",
+          comment="UNAVAILABLE: no socket, or nothing answering on it. A kubelet that "
+                  "rate-limits, answers too much or too slowly is reachable; "
+                  "PodresourcesKubeletRateLimited and PodresourcesSnapshotStale cover those."),
+    Alert("PodresourcesKubeletRateLimited",
+          "sum without (method, code) (\n"
+          '  increase(podresources_api_requests_total{code="RESOURCE_EXHAUSTED"}[5m])\n'
+          ") > 0",
+          "10m",
+          "The kubelet keeps rejecting podresources-exporter's calls.",
+          "The kubelet on node {{ $labels.node }} answered {{ $value | humanize }} podresources "
+          "calls with RESOURCE_EXHAUSTED in the last 5 minutes, for <<for>> on end: the "
+          "node-wide rate limit is drained (or replies exceed the receive limit), and the "
+          "exporter is backing off."),
+    Alert("PodresourcesSnapshotStale",
+          "time() - podresources_last_refresh_timestamp_seconds > <<threshold>>", "5m",
+          "podresources-exporter is serving an old snapshot.",
+          "The NUMA allocation data exported for node {{ $labels.node }} is "
+          "{{ $value | humanizeDuration }} old; dashboards and alerts for this node show the "
+          "past.",
+          threshold=300, threshold_means="age of the snapshot, in seconds"),
+    Alert("PodresourcesNumaCpuExhausted",
+          'podresources_numa_utilization_ratio{resource="cpu"} >= <<threshold>>', "15m",
+          "A NUMA node has almost no exclusive CPUs left.",
+          "NUMA node {{ $labels.numa_node }} of node {{ $labels.node }} has "
+          "{{ $value | humanizePercentage }} of its exclusively assignable CPUs allocated; "
+          "Guaranteed pods that need CPUs on one NUMA node may not be admitted there.",
+          threshold=0.95, threshold_means="utilization ratio (0 to 1)"),
+    Alert("PodresourcesNumaMemoryExhausted",
+          'podresources_numa_utilization_ratio{resource="memory"} >= <<threshold>>', "15m",
+          "A NUMA node has almost no assignable memory left.",
+          "NUMA node {{ $labels.numa_node }} of node {{ $labels.node }} has "
+          "{{ $value | humanizePercentage }} of the memory the memory manager can assign "
+          "allocated (memory spanning NUMA nodes is apportioned, an estimate).",
+          threshold=0.95, threshold_means="utilization ratio (0 to 1)"),
+    Alert("PodresourcesNumaHugepagesExhausted",
+          'podresources_numa_utilization_ratio{resource=~"hugepages-.+"} >= <<threshold>>', "15m",
+          "A NUMA node has almost no hugepages of one size left.",
+          "NUMA node {{ $labels.numa_node }} of node {{ $labels.node }} has "
+          "{{ $value | humanizePercentage }} of its {{ $labels.resource }} allocated.",
+          threshold=0.95, threshold_means="utilization ratio (0 to 1)"),
+    Alert("PodresourcesNumaDevicesExhausted",
+          'podresources_numa_utilization_ratio{resource!~"cpu|memory|hugepages-.+"} '
+          ">= <<threshold>>", "15m",
+          "Every healthy device of a resource on a NUMA node is allocated.",
+          "All healthy {{ $labels.resource }} devices local to NUMA node "
+          "{{ $labels.numa_node }} of node {{ $labels.node }} are allocated; a pod needing one "
+          "there, aligned with CPUs on that NUMA node, cannot be admitted.",
+          severity="info", threshold=1, threshold_means="utilization ratio (0 to 1)"),
+    Alert("PodresourcesContainersMisaligned",
+          "podresources_misaligned_containers > <<threshold>>", "30m",
+          "Containers' exclusive resources span NUMA nodes.",
+          "{{ $value }} containers on node {{ $labels.node }} have exclusive CPUs, memory or "
+          "devices on more than one NUMA node, which costs latency and memory bandwidth.",
+          threshold=0, threshold_means="misaligned containers on the node tolerated"),
+    Alert("PodresourcesDataIssues",
+          "increase(podresources_data_issues_total[10m]) > 0", "30m",
+          "The kubelet's podresources data is inconsistent.",
+          "The exporter on node {{ $labels.node }} keeps finding inconsistent kubelet data of "
+          "kind {{ $labels.kind }} ({{ $value | humanize }} items in 10 minutes); the affected "
+          "items are skipped or counted once, so the node's figures may be off."),
+)
+
+ALERT_NAMES = tuple(alert.alert for alert in ALERTS)
+
+
+def fill(text: str, *, cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
+         threshold=None, for_: str = "") -> str:
+    values = {"cluster": cluster, "job": job, "threshold": number(threshold), "for": for_}
+    return PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+
+
+def number(value) -> str:
+    """A threshold as PromQL and Go's templates print it: 300, 0.95, 1."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
+           runbook_base_url: str = RUNBOOK_BASE_URL) -> list[dict]:
+    """The rule groups with the given settings and every alert's defaults."""
+    records = [{"record": r.record, "expr": fill(r.expr, cluster=cluster, job=job)}
+               for r in RECORDS]
+    alerts = []
+    for a in ALERTS:
+        alerts.append({
+            "alert": a.alert,
+            "expr": fill(a.expr, cluster=cluster, job=job, threshold=a.threshold),
+            "for": a.for_,
+            "labels": {"severity": a.severity},
+            "annotations": {
+                "summary": a.summary,
+                "description": fill(a.description, for_=a.for_),
+                "runbook_url": runbook_base_url + a.alert.lower(),
+            },
+        })
+    return [{"name": RECORDING_GROUP, "rules": records},
+            {"name": ALERTING_GROUP, "rules": alerts}]
+
+
+# ---- the plain rule file ------------------------------------------------------------------
+
+PLAIN_HEADER = """\
+# Alerting and recording rules for podresources-exporter (plain Prometheus rule file).
+#
+# Generated by `python -m dashboards.generate` from dashboards/rules.py (edit that, not this).
+# The Helm chart renders the same rules as a PrometheusRule (templates/_rules.tpl), with the
+# cluster label, job selector, thresholds, `for`, severities, labels and annotations taken from
+# its values; the mixin (mixin/) from its _config. Unit tests: dashboards/rules/tests/.
+# Runbooks: docs/alerts.md.
+#
+# The exporter adds no `node` label; the scrape configuration does (the chart's ServiceMonitor and
+# PodMonitor relabel __meta_kubernetes_pod_node_name to `node`). Recording rules aggregate with
+# `max by (cluster, node, ...)` where they only strip target labels (one exporter per node: a node
+# scraped twice, e.g. by a ServiceMonitor and a PodMonitor, is not counted twice) and with `sum`
+# where they add up NUMA nodes. Every aggregation keeps `cluster`, the label that tells clusters
+# apart where several meet (Thanos, Mimir): a global ruler never merges two clusters, and a single
+# cluster without the label loses nothing.
+#
+# PodresourcesExporterDown selects the scrape job with job=~".*podresources-exporter.*", which
+# matches the chart's default service and pod names; edit the selector if your job is named
+# differently (the chart: prometheusRule.jobSelector).
+"""
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    return [indent + "# " + line for line in textwrap.wrap(text, 96 - len(indent) - 2)]
+
+
+def _scalar(key: str, value: str, indent: str, folded: bool = False) -> list[str]:
+    if "\n" in value:
+        return [f"{indent}{key}: |-"] + [f"{indent}  {line}" for line in value.splitlines()]
+    if folded:
+        lines = textwrap.wrap(value, 96 - len(indent) - 2, break_long_words=False,
+                              break_on_hyphens=False)
+        return [f"{indent}{key}: >-"] + [f"{indent}  {line}" for line in lines]
+    return [f"{indent}{key}: {_quote(value)}"]
+
+
+def _quote(value: str) -> str:
+    """A YAML scalar: plain where that reads back unchanged, else double quoted."""
+    import yaml
+    if value and yaml.safe_load(f"k: {value}") == {"k": value} and ": " not in value:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def plain_rule_file() -> str:
+    lines = PLAIN_HEADER.splitlines() + ["groups:"]
+    for index, (group, rules) in enumerate(((RECORDING_GROUP, RECORDS),
+                                             (ALERTING_GROUP, ALERTS))):
+        if index:
+            lines.append("")
+        lines += [f"  - name: {group}", "    rules:"]
+        for rule, rendered in zip(rules, groups()[index]["rules"]):
+            if rule.comment and isinstance(rule, Record):
+                lines += _comment(rule.comment, "      ")
+            first = "record" if isinstance(rule, Record) else "alert"
+            lines.append(f"      - {first}: {rendered[first]}")
+            if isinstance(rule, Alert) and rule.comment:
+                lines += _comment(rule.comment, "        ")
+            lines += _scalar("expr", rendered["expr"], "        ")
+            if isinstance(rule, Alert):
+                lines.append(f"        for: {rendered['for']}")
+                lines += ["        labels:", f"          severity: {rule.severity}",
+                          "        annotations:"]
+                annotations = rendered["annotations"]
+                lines += _scalar("summary", annotations["summary"], "          ")
+                lines += _scalar("description", annotations["description"], "          ",
+                                 folded=True)
+                lines.append(f"          runbook_url: {annotations['runbook_url']}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the chart's template -----------------------------------------------------------------
+
+def _go_string(text: str) -> str:
+    """A Go template string literal (JSON's escapes are Go's)."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _go_expr(text: str) -> str:
+    """Template text with placeholders as actions reading the chart's settings; a literal "{"
+    just before an action is written as an action itself, or the lexer would take "{{{"."""
+    parts = []
+    position = 0
+    for match in PLACEHOLDER.finditer(text):
+        parts.append(text[position:match.start()])
+        parts.append({"cluster": "{{ $cluster }}", "job": "{{ $job }}",
+                      "threshold": "{{ $threshold }}", "for": "{{ $for }}"}[match.group(1)])
+        position = match.end()
+    parts.append(text[position:])
+    return "".join(parts).replace("{{{ ", '{{ "{" }}{{ ')
+
+
+CHART_HEADER = """\
+{{- /*
+Generated by `python -m dashboards.generate` from dashboards/rules.py: edit that, not this.
+The rule groups of the PrometheusRule, from .Values (clusterLabel, prometheusRule.*); with the
+defaults they are exactly dashboards/rules/podresources-exporter.rules.yaml.
+*/ -}}
+"""
+
+
+def chart_template() -> str:
+    out = [CHART_HEADER.rstrip("\n"),
+           '{{- define "podresources-exporter.ruleGroups" -}}',
+           "{{- $rule := .Values.prometheusRule }}",
+           "{{- $cluster := .Values.clusterLabel }}",
+           "{{- $job := $rule.jobSelector }}",
+           "{{- $alerts := $rule.alerts | default dict }}",
+           "{{- $disabled := $rule.disabled | default list }}",
+           "groups:",
+           f"  - name: {RECORDING_GROUP}",
+           "    rules:"]
+    for record in RECORDS:
+        out.append(f"      - record: {record.record}")
+        out += ["        expr: |-"] + [f"          {_go_expr(line)}"
+                                        for line in record.expr.splitlines()]
+    out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
+    for alert in ALERTS:
+        name = alert.alert
+        out.append(f"    {{{{- if not (has {_go_string(name)} $disabled) }}}}")
+        out.append(f"    {{{{- $settings := get $alerts {_go_string(name)} | default dict }}}}")
+        out.append(f"    {{{{- $for := get $settings \"for\" | default {_go_string(alert.for_)} }}}}")
+        if alert.threshold is not None:
+            out.append("    {{- $threshold := " + number(alert.threshold) + " }}")
+            out.append('    {{- if hasKey $settings "threshold" }}'
+                       '{{- $threshold = get $settings "threshold" }}{{- end }}')
+        # severity comes from the alert's own setting, never from a label map
+        out.append("    {{- $labels := mergeOverwrite (deepCopy ($rule.extraLabels | default "
+                   "dict)) (get $settings \"labels\" | default dict) (dict \"severity\" (get "
+                   f"$settings \"severity\" | default {_go_string(alert.severity)})) }}}}")
+        description = _go_expr(alert.description)
+        if "{{ $for }}" in description:
+            head, tail = description.split("{{ $for }}", 1)
+            description_action = (f"(printf \"%s%s%s\" {_go_string(head)} $for "
+                                  f"{_go_string(tail)})")
+        else:
+            description_action = _go_string(description)
+        out.append("    {{- $annotations := mergeOverwrite (dict \"summary\" "
+                   f"{_go_string(alert.summary)} \"description\" {description_action} "
+                   f"\"runbook_url\" (printf \"%s%s\" $rule.runbookBaseUrl "
+                   f"{_go_string(name.lower())})) ($rule.extraAnnotations | default dict) "
+                   "(get $settings \"annotations\" | default dict) }}")
+        out.append(f"      - alert: {name}")
+        out += ["        expr: |-"] + [f"          {_go_expr(line)}"
+                                        for line in alert.expr.splitlines()]
+        out.append("        for: {{ $for }}")
+        out.append("        labels:")
+        out.append("          {{- toYaml $labels | nindent 10 }}")
+        out.append("        annotations:")
+        out.append("          {{- toYaml $annotations | nindent 10 }}")
+        out.append("    {{- end }}")
+    out.append("{{- end }}")
+    return "\n".join(out) + "\n"
+
+
+def mixin_rules() -> str:
+    """The rules with their placeholders, for mixin/mixin.libsonnet to fill from _config."""
+    model = {
+        "recording": [{"record": r.record, "expr": r.expr} for r in RECORDS],
+        "alerting": [{"alert": a.alert, "expr": a.expr, "for": a.for_,
+                      "severity": a.severity, "threshold": a.threshold,
+                      "summary": a.summary, "description": a.description}
+                     for a in ALERTS],
+        "groups": {"recording": RECORDING_GROUP, "alerting": ALERTING_GROUP},
+    }
+    return json.dumps(model, indent=2, ensure_ascii=False) + "\n"
+
+
+def schema_alerts() -> dict:
+    """values.schema.json for prometheusRule.alerts: only known names, only their settings."""
+    properties = {}
+    for alert in ALERTS:
+        settings = {
+            "for": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$",
+                    "description": f"default {alert.for_}"},
+            "severity": {"type": "string", "enum": ["critical", "warning", "info"],
+                         "description": f"default {alert.severity}"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                       "propertyNames": {"not": {"const": "severity"}}},
+            "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        }
+        if alert.threshold is not None:
+            settings["threshold"] = {"type": "number", "description":
+                                     f"{alert.threshold_means}; default {number(alert.threshold)}"}
+        properties[alert.alert] = {"type": "object", "additionalProperties": False,
+                                   "properties": settings}
+    return {"type": "object", "description": "Per-alert settings, by alert name",
+            "additionalProperties": False, "properties": properties}

@@ -370,6 +370,17 @@ class FakeApiServer:
         return shown
 
 
+def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """The server side of TLS; with ``client_ca``, client certificates are verified against
+    it when presented (a client without one is then judged by its token)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(client_ca)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
 # ---- objects ------------------------------------------------------------------------------
 
 def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None = None) -> dict:

@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
-import yaml
-
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 IN_CLUSTER = "in-cluster service account"
 EXTRA = "podresources-exporter[kube]"
@@ -230,6 +228,8 @@ def from_kubeconfig(paths: str) -> ApiConfig:
 
 
 def _read_kubeconfig(path: Path) -> dict[str, Any] | None:
+    import yaml  # only for a kubeconfig: in a pod, the view reads no YAML
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -31,9 +31,12 @@ class ExecCredentials:
 
     def __init__(self, exec_config: dict[str, Any], base: Path, cluster: dict[str, Any]):
         self.command = str((exec_config or {}).get("command") or "")
+        node = ConfigNode("exec", exec_config or {})
         try:
-            self._provider = ExecProvider(ConfigNode("exec", exec_config or {}), str(base),
-                                          ConfigNode("cluster", cluster))
+            try:
+                self._provider = ExecProvider(node, str(base), ConfigNode("cluster", cluster))
+            except TypeError:  # older clients cannot hand the cluster on (provideClusterInfo)
+                self._provider = ExecProvider(node, str(base))
         except ConfigException as error:
             raise ConfigError(str(error)) from None
         self._auth: Auth | None = None

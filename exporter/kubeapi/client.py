@@ -84,16 +84,16 @@ class ApiClient:
     async def _get(self, path: str, params: Mapping[str, str],
                    timeout: aiohttp.ClientTimeout) -> AsyncIterator[aiohttp.ClientResponse]:
         config = self.config
-        credentials = config.credentials
-        auth = await credentials.current()
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if auth.authorization:
-            headers["Authorization"] = auth.authorization
         session = self._session
         if session is None:
             session = self._session = aiohttp.ClientSession(
                 headers=list(config.headers), trust_env=False,
                 connector=aiohttp.TCPConnector(limit=8))
+        credentials = config.credentials
+        auth = await credentials.current()
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if auth.authorization:
+            headers["Authorization"] = auth.authorization
         async with session.get(
                 config.server + path, params=dict(params), headers=headers, timeout=timeout,
                 ssl=self._ssl(auth) if config.https else True,

@@ -179,9 +179,11 @@ def site_packages_bytes(venv: Path) -> int:
 
 
 def pip_install(venv: Path, *requirements: str) -> None:
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                    "--disable-pip-version-check", "--only-binary=:all:", *requirements],
-                   check=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "--only-binary=:all:", *requirements],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"pip install {' '.join(requirements)} failed:\n{done.stderr}")
 
 
 def fresh_venv(directory: Path, *requirements: str) -> tuple[Path, int]:

@@ -418,6 +418,30 @@ async def test_exporter_process_with_the_view_stops_within_5_seconds(api):
     assert any(m.startswith("Kubernetes-API view: watching node test-node") for m in messages)
 
 
+async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, tmp_path):
+    started = tmp_path / "plugin-started"
+    hang = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(15)"
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": ["-c", hang], "interactiveMode": "Never"}})
+    async with Node(kubelet_profile()) as kubelet:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "exporter", "--socket", str(kubelet.socket),
+            "--sysfs-root", str(kubelet.sysfs), "--listen-address", f"127.0.0.1:{port}",
+            "--kube-api", "--node-name", NODE, cwd=REPO,
+            env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        try:
+            await scrape_port_until(port, lambda s: s.get("podresources_up") == 1)
+            await until(started.exists, what="the plugin to run")
+        finally:
+            elapsed = await terminate(proc)
+        err = (await proc.stderr.read()).decode()
+    assert proc.returncode == 0, err
+    assert elapsed < 5.0
+    assert api.requests == []  # no credentials, no request
+
 # ---- where the API is and who the exporter is to it --------------------------------------
 
 RESOURCES = ("node", "pods", "resourceslices")

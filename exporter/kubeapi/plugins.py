@@ -3,18 +3,22 @@
 Exec credential plugins (``aws eks get-token``, ``gke-gcloud-auth-plugin``, ``kubelogin``, ...)
 and auth providers (``oidc``) are run by the package's own code: the optional extra
 ``podresources-exporter[kube]``. Importing this module imports that package, so it is
-imported only for such a kubeconfig. The plugin runs in a worker thread (it starts a process
-or talks to an identity provider), at most one run at a time; its credentials are kept until
-they expire or the API server rejects them.
+imported only for such a kubeconfig. The plugin runs in a daemon thread (it starts a process
+or talks to an identity provider, and one that hangs must not hold up the exporter's exit), at
+most one run at a time; its credentials are kept until they expire or the API server rejects
+them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client import Configuration
 from kubernetes.config.config_exception import ConfigException
@@ -24,6 +28,33 @@ from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 from .config import Auth, ConfigError, CredentialsError
 
 EXPIRY_MARGIN_SECONDS = 60.0  # obtain new credentials this long before the old ones expire
+
+Result = TypeVar("Result")
+
+
+async def in_daemon_thread(function: Callable[[], Result]) -> Result:
+    """``function()`` in a daemon thread of its own: a plugin that hangs must not hold up the
+    exporter's exit, as a thread of the default executor would (the interpreter joins those)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Result] = loop.create_future()
+
+    def deliver(setter: Callable[[Any], None], value: Any) -> None:
+        def settle() -> None:
+            if not future.done():  # else cancelled meanwhile: the exporter is stopping
+                setter(value)
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(settle)
+
+    def run() -> None:
+        try:
+            result = function()
+        except Exception as error:
+            deliver(future.set_exception, error)
+        else:
+            deliver(future.set_result, result)
+
+    threading.Thread(target=run, name="kube-api-credentials", daemon=True).start()
+    return await future
 
 
 class ExecCredentials:
@@ -48,7 +79,7 @@ class ExecCredentials:
             auth = self._auth
             if auth is None or (self._expires is not None
                                 and time.time() >= self._expires - EXPIRY_MARGIN_SECONDS):
-                fresh, self._expires = await asyncio.to_thread(self._run)
+                fresh, self._expires = await in_daemon_thread(self._run)
                 self._auth = fresh
                 return fresh
             return auth
@@ -104,7 +135,7 @@ class AuthProviderCredentials:
 
     async def current(self) -> Auth:
         async with self._lock:
-            return await asyncio.to_thread(self._token)
+            return await in_daemon_thread(self._token)
 
     def rejected(self) -> None:
         self._loaded = False

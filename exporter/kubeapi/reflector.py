@@ -205,8 +205,10 @@ class Reflector:
         if self.path is None:
             raise _NotServed
         seconds = self.rng.randint(*WATCH_SECONDS)
-        params = {"fieldSelector": self.field_selector, "resourceVersion": self.rv or "",
-                  "allowWatchBookmarks": "true", "timeoutSeconds": str(seconds)}
+        params = {"fieldSelector": self.field_selector, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": str(seconds)}
+        if self.rv:
+            params["resourceVersion"] = self.rv
         events = 0
         try:
             async with self.client.watch(self.path, params,

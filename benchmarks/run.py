@@ -11,7 +11,9 @@ Measures, for the profiles small, dual-socket-gpu, large and huge:
 * ``/metrics`` latency with 16 concurrent scrapers (``wrk``; Prometheus' headers), for the
   exporter and for the naive design;
 * series count;
-* with ``--watch-path``: the delay from a kubelet state-file change to the updated metric.
+* with ``--watch-path``: the delay from a kubelet state-file change to the updated metric;
+* what ``--kube-api`` adds to the RSS of ``large``, and the installed size of the image's
+  Python packages (``benchmarks/kube_api.py``).
 
 Prints a table and the budget checks, and writes JSON (``--json``, default
 ``benchmarks/results/<date>.json``).
@@ -395,6 +397,8 @@ BUDGETS = [
     ("kubelet calls per refresh (large)", lambda r: r["large"]["calls_per_refresh"], 1.2),
     ("watch delay median s", lambda r: r["watch"]["watch_delay_median_s"], 1.5),
     ("series (large)", lambda r: r["large"]["series"], 15000),
+    ("--kube-api adds RSS MiB (large)", lambda r: r["kube_api"]["rss_added_mib"], 10),
+    ("image's Python packages MB", lambda r: r["kube_api"]["installed_default_mb"], 60),
 ]
 
 
@@ -428,6 +432,9 @@ def report(results: dict) -> str:
         lines += ["", f"--watch-path ({w['profile']}): delay median {w['watch_delay_median_s']} s, "
                       f"p99 {w['watch_delay_p99_s']} s over {w['measured']} changes; "
                       f"{w['refreshes_per_second']} refreshes/s (ceiling 1)"]
+    if "kube_api" in results:
+        from kube_api import report as kube_api_report
+        lines += ["", kube_api_report(results["kube_api"])]
     lines += ["", "Budgets (profile large):"]
     for title, value_of, limit in BUDGETS:
         try:
@@ -473,6 +480,9 @@ async def main() -> int:
     watch_profile = "large" if "large" in args.profiles else args.profiles[0]
     print(f"[{watch_profile}] --watch-path ...", file=sys.stderr)
     results["watch"] = await measure_watch(watch_profile, 15 if quick else 40)
+    if "large" in args.profiles:
+        from kube_api import measure as measure_kube_api
+        results["kube_api"] = await measure_kube_api(1 if quick else 3, installed=True)
     print(report(results))
     target = args.json or REPO / "benchmarks" / "results" / time.strftime("%Y-%m-%d-%H%M.json")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ def build_refresher(settings: Settings, topology: Topology | None = None) -> Ref
 
 
 def build_kube_view(settings: Settings, health: Health) -> KubeView:
-    """The Kubernetes-API view of ``settings.node_name`` (imports the ``kubernetes`` client)."""
+    """The Kubernetes-API view of ``settings.node_name``, its API configuration loaded."""
     if not settings.node_name:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
     from .kubeapi.view import KubeView, ViewError

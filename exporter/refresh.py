@@ -120,7 +120,7 @@ class Refresher:
         if self.settings.watch_path:
             watcher = asyncio.create_task(self._watch(Path(self.settings.watch_path)))
         if self.kube_view is not None:
-            self.kube_view.start(asyncio.get_running_loop())
+            self.kube_view.start()
         try:
             while not self._stop.is_set():
                 delay = await self.refresh_once()
@@ -132,7 +132,7 @@ class Refresher:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
             if self.kube_view is not None:
-                await asyncio.to_thread(self.kube_view.join)
+                await self.kube_view.join()
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,10 +1,18 @@
 """A fake kube-apiserver for the Kubernetes-API view: list and watch, as the real one speaks them.
 
-Plain HTTP on 127.0.0.1 (aiohttp), serving what the exporter's ``kubernetes`` client asks for:
-``/api/v1/nodes``, ``/api/v1/pods`` and ``/apis/resource.k8s.io/<version>/resourceslices``, with
-field selectors, paged lists (``limit``/``continue``) carrying ``metadata.resourceVersion``, and
-watches (``watch=true``) streaming newline-delimited JSON events in chunks: a watch replays the
-history after its ``resourceVersion``, then follows changes until its ``timeoutSeconds``.
+HTTP, or HTTPS with an ``ssl_context``, on 127.0.0.1 (aiohttp), serving what the exporter's
+client asks for: ``/api/v1/nodes``, ``/api/v1/pods`` and
+``/apis/resource.k8s.io/<version>/resourceslices``, with field selectors, paged lists
+(``limit``/``continue``) carrying ``metadata.resourceVersion``, and watches (``watch=true``)
+streaming newline-delimited JSON events in chunks: a watch replays the history after its
+``resourceVersion``, then follows changes until its ``timeoutSeconds``.
+
+Every request is authenticated first, as the real server does: a bearer token must be one of
+``tokens`` (an unknown token is refused even beside a good certificate); without one, a client
+certificate verified by the server's TLS context whose common name is in ``client_names``;
+anything else gets 401 Unauthorized (``tokens=None`` admits anonymous requests).
+``identities`` records who each admitted request came as (``token:...``, ``cert:...``),
+``rejected`` the path and Authorization header of each refused one.
 
 Controls for tests: :meth:`FakeApiServer.put` / :meth:`delete` objects (each change bumps the
 resourceVersion and reaches open watches), :meth:`bookmark`, :meth:`end_watches` (as their
@@ -26,7 +34,9 @@ import asyncio
 import base64
 import copy
 import json
+import ssl
 import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from aiohttp import web
@@ -35,6 +45,7 @@ COLLECTIONS = ("nodes", "pods", "resourceslices")
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
 SLICES_PER_POOL = 4
+TOKEN = "fake-token"
 
 
 def status(code: int, reason: str, message: str) -> dict:
@@ -76,8 +87,15 @@ class _Watcher:
 class FakeApiServer:
     """The state of a tiny cluster and an HTTP server answering list and watch on it."""
 
-    def __init__(self, served_slice_versions=SLICE_VERSIONS, gone_as_status: bool = False):
+    def __init__(self, served_slice_versions=SLICE_VERSIONS, gone_as_status: bool = False,
+                 tokens: Iterable[str] | None = (TOKEN,), client_names: Iterable[str] = (),
+                 ssl_context: ssl.SSLContext | None = None):
         self.served_slice_versions = set(served_slice_versions)
+        self.tokens = None if tokens is None else set(tokens)
+        self.client_names = set(client_names)
+        self.ssl_context = ssl_context
+        self.identities: list[str] = []  # who each admitted request came as
+        self.rejected: list[tuple[str, str]] = []  # path and Authorization of refused ones
         self.gone_as_status = gone_as_status
         self.fail_status: int | None = None
         self.expire_next_continue = False  # answer the next continued list with 410
@@ -94,13 +112,14 @@ class FakeApiServer:
 
     async def start(self) -> FakeApiServer:
         """Serve on 127.0.0.1 (the same port again after :meth:`stop`)."""
-        app = web.Application()
+        app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/api/v1/{collection}", self._core)
         app.router.add_get("/apis/resource.k8s.io/{version}/{collection}", self._resource)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True,
+                           ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
@@ -120,14 +139,17 @@ class FakeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig pointing the real client at this server (JSON is YAML)."""
+    def write_kubeconfig(self, path: Path, user: dict | None = None,
+                         cluster: dict | None = None) -> Path:
+        """A kubeconfig pointing the exporter at this server (JSON is YAML): by default with
+        the token the server accepts; ``user`` and ``cluster`` replace or add fields."""
         path.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "exporter", "user": {"token": "fake-token"}}],
+            "clusters": [{"name": "fake", "cluster": {"server": self.url, **(cluster or {})}}],
+            "users": [{"name": "exporter", "user": {"token": TOKEN} if user is None else user}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "exporter"}}],
         }))
         return path
@@ -199,6 +221,30 @@ class FakeApiServer:
                 watcher.queue.put_nowait((kind, obj))
 
     # ---- HTTP -----------------------------------------------------------------------------
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                            ) -> web.StreamResponse:
+        identity = self._identity(request)
+        if identity is None:
+            self.rejected.append((request.path, request.headers.get("Authorization", "")))
+            return web.json_response(status(401, "Unauthorized", "Unauthorized"), status=401)
+        self.identities.append(identity)
+        return await handler(request)
+
+    def _identity(self, request: web.Request) -> str | None:
+        authorization = request.headers.get("Authorization", "")
+        if authorization:
+            scheme, _, token = authorization.partition(" ")
+            known = scheme == "Bearer" and (self.tokens is None or token in self.tokens)
+            return f"token:{token}" if known else None
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        names = [value for rdn in (peer or {}).get("subject", ()) for key, value in rdn
+                 if key == "commonName"]
+        if names and names[0] in self.client_names:
+            return f"cert:{names[0]}"
+        return "anonymous" if self.tokens is None else None
 
     async def _core(self, request: web.Request) -> web.StreamResponse:
         collection = request.match_info["collection"]
@@ -322,6 +368,17 @@ class FakeApiServer:
                                for d in spec.get("devices") or ()]
             shown["spec"] = spec
         return shown
+
+
+def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """The server side of TLS; with ``client_ca``, client certificates are verified against
+    it when presented (a client without one is then judged by its token)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(client_ca)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
 
 
 # ---- objects ------------------------------------------------------------------------------

@@ -1,25 +1,32 @@
-"""The Kubernetes-API view (--kube-api): the real ``kubernetes`` client against a fake API server.
+"""The Kubernetes-API view (--kube-api): the exporter's API client against a fake API server.
 
-The fake (tests/fake_apiserver.py) speaks the list/watch protocol over plain HTTP; the client
-finds it through ``$KUBECONFIG``. The kubelet side is the simulator, as everywhere else.
+The fake (tests/fake_apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
+client certificates; the client finds it through ``$KUBECONFIG`` or, as in a pod, through
+``KUBERNETES_SERVICE_HOST``/``PORT`` and a service-account directory. The kubelet side is the
+simulator, as everywhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import os
+import ssl
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import aiohttp
 import pytest
 
 from exporter.cli import main, parse_args
-from exporter.kubeapi import reflector
+from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
 
-from .fake_apiserver import FakeApiServer, container, node, pod, resource_slice
+from .fake_apiserver import FakeApiServer, container, node, pod, resource_slice, tls_context
 from .helpers import (
     REPO,
     Exporter,
@@ -31,7 +38,9 @@ from .helpers import (
     small_profile,
     terminate,
 )
+from .test_kubeapi_config import PLUGIN, without_kubernetes
 from .test_metrics_contract import assert_live_matches_docs
+from .test_webconfig import CA
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"
@@ -409,6 +418,218 @@ async def test_exporter_process_with_the_view_stops_within_5_seconds(api):
     assert any(m.startswith("Kubernetes-API view: watching node test-node") for m in messages)
 
 
+async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, tmp_path):
+    started = tmp_path / "plugin-started"
+    hang = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(15)"
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": ["-c", hang], "interactiveMode": "Never"}})
+    async with Node(kubelet_profile()) as kubelet:
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "exporter", "--socket", str(kubelet.socket),
+            "--sysfs-root", str(kubelet.sysfs), "--listen-address", f"127.0.0.1:{port}",
+            "--kube-api", "--node-name", NODE, cwd=REPO,
+            env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        try:
+            await scrape_port_until(port, lambda s: s.get("podresources_up") == 1)
+            await until(started.exists, what="the plugin to run")
+        finally:
+            elapsed = await terminate(proc)
+        err = (await proc.stderr.read()).decode()
+    assert proc.returncode == 0, err
+    assert elapsed < 5.0
+    assert api.requests == []  # no credentials, no request
+
+# ---- where the API is and who the exporter is to it --------------------------------------
+
+RESOURCES = ("node", "pods", "resourceslices")
+COLLECTIONS = ("nodes", "pods", "resourceslices")
+
+
+def all_up(value: int):
+    return lambda s: s.by("podresources_kube_api_up", "resource") == dict.fromkeys(RESOURCES,
+                                                                                   value)
+
+
+async def until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def project(directory: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` as the kubelet writes a projected service-account volume: into a new
+    directory, then the ``..data`` link swapped to it at once; each name links through
+    ``..data``, so a reader sees the old files or the new ones, never a mix."""
+    directory.mkdir(exist_ok=True)
+    stamp = directory / f"..{time.time_ns()}"
+    stamp.mkdir()
+    for name, data in files.items():
+        (stamp / name).write_bytes(data)
+    (directory / "..data_tmp").symlink_to(stamp.name)
+    os.replace(directory / "..data_tmp", directory / "..data")
+    for name in files:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(f"..data/{name}")
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.fixture
+def pki(tmp_path):
+    """A cluster CA and the API server's certificate (for localhost and 127.0.0.1)."""
+    ca = CA(tmp_path, "cluster-ca")
+    cert, key = ca.issue("apiserver")
+    return ca, cert, key
+
+
+async def status_without_credentials(server: FakeApiServer, ca: CA, **headers: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(
+            server.url + "/api/v1/nodes", headers=headers,
+            ssl=ssl.create_default_context(cafile=ca.path)) as response:
+        return response.status
+
+
+async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
+        tmp_path, monkeypatch, pki, quick_backoff, caplog):
+    caplog.set_level(logging.INFO, logger="exporter.kubeapi")
+    ca, cert, key = pki
+    account = tmp_path / "serviceaccount"
+    project(account, {"token": b"token-1", "ca.crt": ca.path.read_bytes()})
+    monkeypatch.setattr(config, "SERVICE_ACCOUNT_DIR", account)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    server = FakeApiServer(tokens={"token-1"}, ssl_context=tls_context(cert, key))
+    await server.start()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port))
+    cluster(server)
+    try:
+        async with Node(kubelet_profile()) as kubelet, \
+                Exporter(kubelet.settings(kube_api=True)) as exporter:
+            await exporter.wait_for(synced, what="the view to sync over TLS")
+            # the kubelet renews the token; the API server takes only the new one from now on
+            project(account, {"token": b"token-2", "ca.crt": ca.path.read_bytes()})
+            server.tokens = {"token-2"}
+            renewed = len(server.identities)
+            assert server.end_watches() == 3
+            await until(lambda: all(len(server.watches(c)) == 2 for c in COLLECTIONS),
+                        what="the watches to resume")
+            assert server.identities[renewed:] == ["token:token-2"] * 3
+            assert server.rejected == []
+            assert await status_without_credentials(
+                server, ca, Authorization="Bearer token-1") == 401
+            s = await exporter.scrape()
+            assert s.by("podresources_kube_api_errors_total", "resource") == dict.fromkeys(
+                RESOURCES, 0)
+            # a token that expired before the file was renewed: 401s until it is
+            server.tokens = {"token-3"}
+            server.end_watches()
+            s = await exporter.wait_for(all_up(0), what="the view to notice the 401s")
+            assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
+            project(account, {"token": b"token-3", "ca.crt": ca.path.read_bytes()})
+            await exporter.wait_for(synced, timeout=15, what="the view back with the new token")
+    finally:
+        await server.stop()
+    assert {authorization for _, authorization in server.rejected} == {
+        "Bearer token-1", "Bearer token-2"}
+    assert server.identities[-1] == "token:token-3"
+    messages = [r.getMessage() for r in caplog.records]
+    for resource in RESOURCES:
+        assert messages.count(f"Kubernetes API: {resource} unreachable (HTTP 401 Unauthorized: "
+                              "Unauthorized); retrying with back-off, keeping the last "
+                              "values") == 1
+        assert messages.count(f"Kubernetes API: {resource} reachable again; watching") == 1
+
+
+@pytest.mark.parametrize("as_data", [True, False], ids=["data", "files"])
+async def test_a_client_certificate_over_tls(tmp_path, monkeypatch, pki, as_data):
+    ca, cert, key = pki
+    client_cert, client_key = ca.issue("podresources-exporter", client=True)
+    server = FakeApiServer(tokens=(), client_names={"podresources-exporter"},
+                           ssl_context=tls_context(cert, key, client_ca=ca.path))
+    await server.start()
+    if as_data:
+        user = {"client-certificate-data": b64(client_cert),
+                "client-key-data": b64(client_key)}
+        cluster_fields = {"certificate-authority-data": b64(ca.path)}
+    else:  # paths relative to the kubeconfig's directory
+        user = {"client-certificate": client_cert.name, "client-key": client_key.name}
+        cluster_fields = {"certificate-authority": ca.path.name}
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(
+        tmp_path / "kubeconfig", user, cluster_fields)))
+    cluster(server)
+    try:
+        async with Node(kubelet_profile()) as kubelet, \
+                Exporter(kubelet.settings(kube_api=True)) as exporter:
+            s = await exporter.wait_for(synced, what="the view to sync")
+            assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
+        assert await status_without_credentials(server, ca) == 401  # the certificate counts
+    finally:
+        await server.stop()
+    assert set(server.identities) == {"cert:podresources-exporter"}
+    assert server.rejected == [("/api/v1/nodes", "")]
+
+
+async def test_an_untrusted_server_certificate_is_reported_clearly(tmp_path, monkeypatch, pki,
+                                                                   caplog):
+    caplog.set_level(logging.INFO, logger="exporter.kubeapi")
+    _, cert, key = pki
+    other = CA(tmp_path, "other-ca")
+    server = FakeApiServer(ssl_context=tls_context(cert, key))
+    await server.start()
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(
+        tmp_path / "kubeconfig", cluster={"certificate-authority": str(other.path)})))
+    cluster(server)
+    try:
+        async with Node(kubelet_profile()) as kubelet, \
+                Exporter(kubelet.settings(kube_api=True)) as exporter:
+            s = await exporter.wait_for(
+                lambda s: s.get("podresources_kube_api_errors_total", resource="node") >= 1
+                and s.get("podresources_up") == 1, what="the failed handshake")
+            assert s.value("podresources_kube_api_up", resource="node") == 0
+            assert not s.series("podresources_extended_resource_capacity")
+    finally:
+        await server.stop()
+    assert server.identities == []
+    assert (f"Kubernetes API: node unreachable (TLS: the API server's certificate at "
+            f"{server.url} cannot be verified (unable to get local issuer certificate); check "
+            "the certificate authority the configuration names); retrying with back-off, "
+            "keeping the last values") in [r.getMessage() for r in caplog.records]
+
+
+async def test_an_exec_plugin_kubeconfig_with_the_kube_extra(tmp_path, monkeypatch,
+                                                             quick_backoff):
+    runs = tmp_path / "runs"
+    server = FakeApiServer(tokens={"exec-token"})
+    await server.start()
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig", {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                 "args": ["-c", PLUGIN, str(runs), json.dumps({"token": "exec-token"})],
+                 "interactiveMode": "Never"}})))
+    cluster(server)
+    try:
+        async with Node(kubelet_profile()) as kubelet, \
+                Exporter(kubelet.settings(kube_api=True)) as exporter:
+            await exporter.wait_for(synced, what="the view to sync")
+            assert runs.read_text() == "1"  # one run serves all three watches
+            # the server refuses the token: the plugin runs again for the next request
+            server.tokens = set()
+            server.end_watches()
+            await exporter.wait_for(all_up(0), what="the 401s")
+            server.tokens = {"exec-token"}
+            await exporter.wait_for(synced, timeout=15, what="the view back")
+    finally:
+        await server.stop()
+    assert int(runs.read_text()) >= 2
+    assert set(server.identities) == {"token:exec-token"}
+
+
 # ---- switched off, and set up wrong -------------------------------------------------------
 
 VIEW_OFF = """
@@ -467,9 +688,42 @@ def test_the_view_needs_an_api_configuration(capsys, monkeypatch, sysfs):
     assert "--kube-api: no Kubernetes API configuration" in err
 
 
-def test_the_view_without_the_kubernetes_package(capsys, monkeypatch, sysfs):
-    monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
+def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, sysfs, tmp_path):
+    without_kubernetes(monkeypatch)
+    path = FakeApiServer().write_kubeconfig(tmp_path / "kubeconfig", {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+        "args": ["eks", "get-token", "--cluster-name", "prod"]}})
+    monkeypatch.setenv("KUBECONFIG", str(path))
     err = _exit_line(["--kube-api", "--node-name", NODE, "--sysfs-root", sysfs,
                       "--listen-address", ":0"], capsys)
-    assert "--kube-api: cannot import the kubernetes package (" in err
-    assert err.rstrip().endswith("; install podresources-exporter[kube]")
+    assert err.startswith(f"podresources-exporter: error: --kube-api: kubeconfig {path}: user "
+                          "'exporter' gets its credentials from an exec credential plugin "
+                          "(aws), which needs the kubernetes package (")
+    assert err.endswith("); install podresources-exporter[kube]\n")
+
+
+VIEW_ON = """
+import asyncio, os, sys, tempfile
+from pathlib import Path
+from tests.fake_apiserver import FakeApiServer, node
+from tests.helpers import Exporter, Node, small_profile
+
+async def main():
+    async with FakeApiServer() as api:
+        api.put("nodes", node("test-node", {"example.com/dongle": "4"}))
+        os.environ["KUBECONFIG"] = str(api.write_kubeconfig(Path(tempfile.mkdtemp()) / "config"))
+        async with Node(small_profile()) as kubelet, \\
+                Exporter(kubelet.settings(kube_api=True)) as exporter:
+            await exporter.wait_for(lambda s: s.get("podresources_extended_resource_capacity",
+                                                    resource="example.com/dongle") == 4)
+    print(sorted({m.split(".")[0] for m in sys.modules} & {"kubernetes", "urllib3", "requests"}))
+
+asyncio.run(main())
+"""
+
+
+def test_the_view_on_a_plain_kubeconfig_never_imports_kubernetes():
+    result = subprocess.run([sys.executable, "-c", VIEW_ON], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -8,9 +8,11 @@ ResourceSlices publish. Knowing the pods' phases also lets the refresh drop the 
 terminated pods that kubelets before 1.34 still list.
 
 - ``records``: pure parsing of Node, Pod and ResourceSlice JSON into small records;
-- ``reflector``: the list/watch loop of one resource in a worker thread;
+- ``config``: where the API server is and the credentials for it (in-cluster or kubeconfig);
+- ``client``: list and watch requests over aiohttp;
+- ``plugins``: credentials from exec plugins and auth providers, through the optional
+  ``kubernetes`` package (imported only for a kubeconfig that needs it);
+- ``reflector``: the list/watch loop of one resource, a task on the event loop;
 - ``view``: :class:`~exporter.kubeapi.view.KubeView`, the state those loops feed and its
   metric families.
-
-Importing this package does not import the ``kubernetes`` client; building a view does.
 """

@@ -1,10 +1,10 @@
 """The Kubernetes-API view (``--kube-api``): its state, the terminated-pod filter, its families.
 
 One :class:`~exporter.kubeapi.reflector.Reflector` per resource (this Node, the pods bound to
-it, its ResourceSlices) feeds the view from a worker thread; the view hands every change over to
-the event loop with ``call_soon_threadsafe``, so its state changes only on the loop thread and
-rendering and the refresh need no lock. The ``kubernetes`` package is imported when a view is
-built, never otherwise.
+it, its ResourceSlices) feeds the view from a task on the event loop, so its state changes
+only there, and rendering and the refresh need no lock. Requests go through
+:class:`~exporter.kubeapi.client.ApiClient` (aiohttp); the official ``kubernetes`` package is
+imported only for a kubeconfig whose credentials come from an exec plugin or auth provider.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -22,104 +21,86 @@ from .. import catalog
 from ..health import KUBE_API_RESOURCES, Health
 from ..model import Allocatable, PodAssignment
 from ..rendering import gauge_family, render_text
+from .client import ApiClient
+from .config import ConfigError, load_config
 from .records import dra_allocatable, node_record, pod_record, slice_record, total_requests
-from .reflector import Reflector, SinkClosed, with_field_selector
+from .reflector import Reflector
 
 log = logging.getLogger(__name__)
 
 NODE, PODS, SLICES = KUBE_API_RESOURCES
-# resource.k8s.io versions serving ResourceSlices, newest first, with their client classes
+# resource.k8s.io versions serving ResourceSlices, newest first
 SLICE_GROUP = "resource.k8s.io"
-SLICE_VERSIONS = (("v1", "ResourceV1Api"), ("v1beta2", "ResourceV1beta2Api"),
-                  ("v1beta1", "ResourceV1beta1Api"))
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 JOIN_SECONDS = 2.0
 
 
 class ViewError(Exception):
-    """The view cannot start: the client is missing or there is no API configuration."""
+    """The view cannot start: there is no usable API configuration."""
 
 
 class KubeView:
     """A node-scoped view of the Node, its pods and its ResourceSlices, and its metric families.
 
     Built at start-up, beside the refresh loop that uses it (it connects nothing until
-    :meth:`start`); the refresh asks it for
-    :meth:`without_terminated` and :meth:`render`. It is the reflectors' sink: their calls
-    (:meth:`replaced`, :meth:`changed`, :meth:`reached`, :meth:`failed`) come from worker
-    threads and take effect on the loop thread.
+    :meth:`start`); the refresh asks it for :meth:`without_terminated` and :meth:`render`. It
+    is the reflectors' sink: :meth:`replaced`, :meth:`changed`, :meth:`reached` and
+    :meth:`failed`.
     """
 
-    def __init__(self, node_name: str, health: Health):
+    def __init__(self, node_name: str, health: Health,
+                 environ: Mapping[str, str] | None = None):
         try:
-            from kubernetes import client, config
-            from kubernetes.client.exceptions import ApiException
-        except ImportError as error:
-            raise ViewError(f"cannot import the kubernetes package ({error}); install "
-                            "podresources-exporter[kube]") from None
-        configuration = client.Configuration()
-        try:
-            if os.environ.get("KUBECONFIG"):
-                config.load_kube_config(config_file=os.environ["KUBECONFIG"],
-                                        client_configuration=configuration, persist_config=False)
-            else:
-                config.load_incluster_config(client_configuration=configuration)
-        except (config.ConfigException, OSError, ValueError, TypeError) as error:
-            raise ViewError(f"no Kubernetes API configuration: {error}") from None
-        # The workers retry with back-off; urllib3's own retries would log each attempt.
-        configuration.retries = False
+            config = load_config(os.environ if environ is None else environ)
+        except ConfigError as error:
+            raise ViewError(str(error)) from None
         self.node_name = node_name
         self.health = health
         self.version = 0  # bumped on every change of the view's state
-        self.server = configuration.host
-        self._api = client.ApiClient(configuration)
+        self.server = config.server
+        self.origin = config.origin
+        self._client = ApiClient(config)
         self._records: dict[str, dict[Any, Any]] = {resource: {} for resource in KUBE_API_RESOURCES}
-        self._terminated: set[tuple[str, str]] = set()
+        self._terminated: set[Hashable] = set()
         self._states = dict.fromkeys(KUBE_API_RESOURCES, "starting")
         self._rendered = b""
         self._rendered_for: tuple[int, Allocatable | None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         health.track_kube_api()
-        core = client.CoreV1Api(self._api)
-        slice_listers = []
-        for version, class_name in SLICE_VERSIONS:
-            api_class = getattr(client, class_name, None)  # older clients lack newer versions
-            if api_class is not None:
-                slice_listers.append((version, api_class(self._api).list_resource_slice))
         by_node = f"spec.nodeName={node_name}"
         self._reflectors = [
-            Reflector(NODE, [("v1", with_field_selector(core.list_node,
-                                                        f"metadata.name={node_name}"))],
-                      node_record, self, ApiException),
-            Reflector(PODS, [("v1", with_field_selector(core.list_pod_for_all_namespaces,
-                                                        by_node))],
-                      pod_record, self, ApiException),
-            Reflector(SLICES, [(v, with_field_selector(call, by_node))
-                               for v, call in slice_listers],
-                      slice_record, self, ApiException, optional=True, group=SLICE_GROUP,
-                      unserved="no DRA allocatable series"),
+            Reflector(NODE, [("v1", "/api/v1/nodes")], f"metadata.name={node_name}",
+                      node_record, self, self._client),
+            Reflector(PODS, [("v1", "/api/v1/pods")], by_node, pod_record, self, self._client),
+            Reflector(SLICES, [(v, f"/apis/{SLICE_GROUP}/{v}/resourceslices")
+                               for v in SLICE_VERSIONS],
+                      by_node, slice_record, self, self._client, optional=True,
+                      group=SLICE_GROUP, unserved="no DRA allocatable series"),
         ]
 
-    # ---- life cycle (loop thread) --------------------------------------------------------
+    # ---- life cycle (event loop) ---------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        log.info("Kubernetes-API view: watching node %s, its pods and ResourceSlices at %s",
-                 self.node_name, self.server)
+    def start(self) -> None:
+        """Start the reflectors' tasks on the running event loop."""
+        log.info("Kubernetes-API view: watching node %s, its pods and ResourceSlices at %s "
+                 "(%s)", self.node_name, self.server, self.origin)
         for reflector in self._reflectors:
             reflector.start()
 
     def stop(self) -> None:
-        """Ask the workers to stop and cut their open watches; returns at once."""
+        """Cancel the reflectors: open watches are closed at once."""
         for reflector in self._reflectors:
             reflector.stop()
 
-    def join(self, timeout: float = JOIN_SECONDS) -> None:
-        deadline = time.monotonic() + timeout
-        for reflector in self._reflectors:
-            reflector.join(max(0.0, deadline - time.monotonic()))
-        self._api.close()
+    async def join(self, timeout: float = JOIN_SECONDS) -> None:
+        """Wait for the stopped reflectors, then close the connections."""
+        try:
+            await asyncio.wait_for(asyncio.gather(*(r.join() for r in self._reflectors)),
+                                   timeout)
+        except TimeoutError:
+            log.warning("Kubernetes-API view: the watches did not stop within %.1fs", timeout)
+        await self._client.close()
 
-    # ---- what the refresh and the scrape ask (loop thread) --------------------------------
+    # ---- what the refresh and the scrape ask (event loop) --------------------------------
 
     def without_terminated(self, pods: tuple[PodAssignment, ...]) -> tuple[PodAssignment, ...]:
         """The kubelet's pods minus those the API knows as Succeeded or Failed; the same
@@ -160,32 +141,9 @@ class KubeView:
                          dra_allocatable(self._records[SLICES].values())),
         ]
 
-    # ---- the reflectors' sink (worker threads) -------------------------------------------
+    # ---- the reflectors' sink (event loop) -------------------------------------------------
 
     def replaced(self, resource: str, records: dict[Any, Any], detail: str) -> None:
-        self._post(self._replace, resource, records, detail)
-
-    def changed(self, resource: str, key: Hashable, record: Any) -> None:
-        self._post(self._change, resource, key, record)
-
-    def reached(self, resource: str) -> None:
-        self._post(self._reach, resource)
-
-    def failed(self, resource: str, reason: str, down: bool) -> None:
-        self._post(self._fail, resource, reason, down)
-
-    def _post(self, callback: Callable[..., None], *args: Any) -> None:
-        """Run ``callback(*args)`` on the loop thread."""
-        if self._loop is None:
-            raise SinkClosed
-        try:
-            self._loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # the loop is closed
-            raise SinkClosed from None
-
-    # ---- changes of state (loop thread) ---------------------------------------------------
-
-    def _replace(self, resource: str, records: dict[Any, Any], detail: str) -> None:
         """A fresh list of the resource (the whole state of it)."""
         self._records[resource] = records
         if resource == PODS:
@@ -193,7 +151,7 @@ class KubeView:
         self.version += 1
         self._reach(resource, detail or f"{len(records)} listed")
 
-    def _change(self, resource: str, key: Any, record: Any) -> None:
+    def changed(self, resource: str, key: Hashable, record: Any) -> None:
         """An ADDED or MODIFIED (record) or DELETED (None) watch event."""
         records = self._records[resource]
         if record is None:
@@ -207,6 +165,9 @@ class KubeView:
                 self._terminated.discard(key)
         self.version += 1
 
+    def reached(self, resource: str) -> None:
+        self._reach(resource)
+
     def _reach(self, resource: str, detail: str = "") -> None:
         state = self._states[resource]
         if state == "starting":
@@ -219,7 +180,7 @@ class KubeView:
             kube_api_up[resource] = 1
             self.version += 1
 
-    def _fail(self, resource: str, reason: str, down: bool) -> None:
+    def failed(self, resource: str, reason: str, down: bool) -> None:
         self.health.kube_api_errors.labels(resource).inc()
         if down:
             if self._states[resource] != "failed":

@@ -5,6 +5,10 @@
 #     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
 #     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 #
+# --build-arg EXTRAS=kube adds the official Kubernetes client (requirements-kube.txt), needed
+# only for kubeconfigs whose credentials come from an exec plugin or an auth provider; the
+# in-cluster service-account token and plain kubeconfigs work without it.
+#
 # The release workflow (.github/workflows/release.yaml) builds it for linux/amd64 and
 # linux/arm64 with an SBOM and provenance, and signs it with cosign.
 #
@@ -19,21 +23,22 @@ FROM python:3.13.15-slim-trixie@sha256:7c61056e61ac89e852de05f3dc6fa51a6dd218179
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
+ARG EXTRAS=
 WORKDIR /src
-COPY requirements-build.txt requirements.txt ./
+COPY requirements-build.txt requirements.txt requirements-kube.txt ./
 COPY pyproject.toml README.md LICENSE ./
 COPY exporter ./exporter
 # Everything from hash-locked files (requirements*.txt; CONTRIBUTING.md has the command that
 # regenerates them): the build tools into a throw-away venv, the project's dependencies into
 # /venv, and the project wheel on top without resolving anything. Wheels only (--only-binary):
 # grpcio, protobuf, aiohttp, bcrypt, PyYAML and the Kubernetes client (the "kube" extra,
-# imported only with --kube-api) all publish wheels, so nothing is compiled and no compiler is
-# ever installed.
+# requirements-kube.txt) all publish wheels, so nothing is compiled and no compiler is ever
+# installed.
 RUN python -m venv /build-tools \
     && /build-tools/bin/pip install --require-hashes --only-binary=:all: -r requirements-build.txt \
     && /build-tools/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && python -m venv /venv \
-    && /venv/bin/pip install --require-hashes --only-binary=:all: -r requirements.txt \
+    && /venv/bin/pip install --require-hashes --only-binary=:all: -r "requirements${EXTRAS:+-$EXTRAS}.txt" \
     && /venv/bin/pip install --no-deps /wheels/podresources_exporter-*.whl \
     && /venv/bin/pip uninstall --yes pip \
     && /venv/bin/podresources-exporter --version

@@ -97,11 +97,12 @@ def test_build_context_is_an_allow_list():
              if line.strip() and not line.startswith("#")]
     assert lines[0] == "*"
     assert {line for line in lines if line.startswith("!")} == {
-        "!pyproject.toml", "!requirements.txt", "!requirements-build.txt", "!README.md",
+        "!pyproject.toml", "!requirements.txt", "!requirements-kube.txt",
+        "!requirements-build.txt", "!README.md",
         "!LICENSE", "!exporter/"}
     copied = [rest for keyword, rest in instructions() if keyword == "COPY"
               and not rest.startswith("--from")]
-    assert copied == ["requirements-build.txt requirements.txt ./",
+    assert copied == ["requirements-build.txt requirements.txt requirements-kube.txt ./",
                       "pyproject.toml README.md LICENSE ./", "exporter ./exporter",
                       "LICENSE /licenses/LICENSE"]
 
@@ -109,6 +110,7 @@ def test_build_context_is_an_allow_list():
 # ---- the hash-locked dependencies -----------------------------------------------------------
 
 LOCK = REPO / "requirements.txt"
+KUBE_LOCK = REPO / "requirements-kube.txt"
 BUILD_LOCK = REPO / "requirements-build.txt"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -130,7 +132,7 @@ def locked(path) -> dict[str, tuple[str, list[str]]]:
 
 
 def test_lock_files_pin_every_package_with_hashes():
-    for path in (LOCK, BUILD_LOCK):
+    for path in (LOCK, KUBE_LOCK, BUILD_LOCK):
         pins = locked(path)
         assert pins, path
         for name, (version, hashes) in pins.items():
@@ -139,16 +141,27 @@ def test_lock_files_pin_every_package_with_hashes():
                 (path.name, name)
 
 
-@pytest.mark.parametrize("requirement", PYPROJECT["project"]["dependencies"]
-                         + PYPROJECT["project"]["optional-dependencies"]["kube"])
-def test_lock_satisfies_pyprojects_ranges(requirement):
+@pytest.mark.parametrize("lock, requirement",
+                         [(LOCK, r) for r in PYPROJECT["project"]["dependencies"]]
+                         + [(KUBE_LOCK, r) for r in PYPROJECT["project"]["dependencies"]
+                            + PYPROJECT["project"]["optional-dependencies"]["kube"]])
+def test_lock_satisfies_pyprojects_ranges(lock, requirement):
     """Drift: a range changed in pyproject.toml without regenerating the lock fails here."""
     wanted = Requirement(requirement)
-    pins = locked(LOCK)
+    pins = locked(lock)
     name = canonicalize_name(wanted.name)
-    assert name in pins, f"{name} is missing from requirements.txt"
+    assert name in pins, f"{name} is missing from {lock.name}"
     assert wanted.specifier.contains(pins[name][0], prereleases=True), \
-        f"requirements.txt pins {name}=={pins[name][0]}, outside {wanted.specifier}"
+        f"{lock.name} pins {name}=={pins[name][0]}, outside {wanted.specifier}"
+
+
+def test_default_lock_leaves_the_kube_client_out():
+    """The default image has no Kubernetes client: --kube-api speaks to the API itself."""
+    assert "kubernetes" not in locked(LOCK)
+    assert "kubernetes" in locked(KUBE_LOCK)
+    shared = set(locked(LOCK)) & set(locked(KUBE_LOCK))
+    assert shared == set(locked(LOCK))
+    assert all(locked(LOCK)[name] == locked(KUBE_LOCK)[name] for name in shared)
 
 
 @pytest.mark.parametrize("requirement", PYPROJECT["build-system"]["requires"])
@@ -169,12 +182,13 @@ def test_setuptools_can_build_the_spdx_license_expression():
 def test_image_installs_only_from_the_locks():
     build = " ".join(rest for _, rest in stages()[0])
     assert "--require-hashes --only-binary=:all: -r requirements-build.txt" in build
-    assert "--require-hashes --only-binary=:all: -r requirements.txt" in build
+    assert '--require-hashes --only-binary=:all: -r "requirements${EXTRAS:+-$EXTRAS}.txt"' in build
     assert "--no-build-isolation" in build  # the locked setuptools builds the wheel
     assert "--no-deps /wheels/" in build  # the project itself brings nothing unlocked
-    header = LOCK.read_text().splitlines()[1].lstrip("# ").strip()
-    assert header.startswith("uv pip compile pyproject.toml --extra kube")
-    assert header in (REPO / "CONTRIBUTING.md").read_text()  # the documented command
+    for lock, extra in ((LOCK, ""), (KUBE_LOCK, "--extra kube ")):
+        header = lock.read_text().splitlines()[1].lstrip("# ").strip()
+        assert header.startswith(f"uv pip compile pyproject.toml {extra}--universal")
+        assert header in (REPO / "CONTRIBUTING.md").read_text()  # the documented command
 
 
 def test_revision_reaches_build_info(monkeypatch, tmp_path):

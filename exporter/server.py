@@ -101,6 +101,21 @@ async def landing(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html")
 
 
+def _refuse_unknown_expectations(handler):
+    """Answer an ``Expect`` other than 100-continue with 417, before aiohttp's routing does.
+
+    aiohttp's own answer echoes the header's value and fails with a 500 when the value is not
+    valid UTF-8; nothing here reads a request body, so nothing else is worth expecting.
+    """
+    async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+        expect = request.headers.get("Expect")
+        if expect is not None and expect.strip().lower() != "100-continue":
+            return web.Response(status=417, text="417 Expectation Failed: only 100-continue "
+                                                 "is understood\n")
+        return await handler(request)
+    return guarded
+
+
 def make_app(refresher: Refresher, middlewares=()) -> web.Application:
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[REFRESHER] = refresher
@@ -181,6 +196,8 @@ async def start_http(app: web.Application, host: str, port: int,
     listener = Listener(lambda: runner.server(), source, limits)  # type: ignore[misc]
     app.middlewares.insert(0, _track_requests(listener))
     await runner.setup()
+    assert runner.server is not None
+    runner.server.request_handler = _refuse_unknown_expectations(runner.server.request_handler)
     try:
         bound = await listener.bind(host, port)
     except BaseException:

@@ -247,3 +247,20 @@ async def test_malformed_requests_log_nothing_above_debug(caplog):
     assert loud == [], [r.getMessage() for r in loud]
     assert any(r.name == "aiohttp.server" and r.levelno == logging.DEBUG
                for r in caplog.records)
+
+
+async def test_expect_header_gets_417_or_passes_never_500():
+    """aiohttp's own Expect handling echoes the value and fails on bytes that are not UTF-8."""
+    async with Node(small_profile()) as node, Exporter(node.settings()) as exporter:
+        await exporter.ready()
+        answers = []
+        for expect in (b"\xff\xfe", b"something", b"100-continue"):
+            for path in (b"/metrics", b"/nowhere"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", exporter.port)
+                writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nExpect: " + expect
+                             + b"\r\nConnection: close\r\n\r\n")
+                answers.append(await asyncio.wait_for(reader.read(), 5))
+                writer.close()
+        codes = [int(re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)[-1]) for answer in answers]
+        assert codes == [417, 417, 417, 417, 200, 404], answers
+        assert all(b"\xff" not in answer for answer in answers)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import logging
 import socket
 import ssl
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 _GONE = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
 _SWEEP_SECONDS = 1.0
 _ACCEPT_BATCH = 64
+_SPARED = 8  # idle connections looked at for fresh data before one is displaced
 
 
 @dataclass(frozen=True)
@@ -250,10 +252,34 @@ class Listener:
                         "to admit new ones", self.limits.max_connections)
 
     def _displace(self) -> None:
-        oldest = next(iter(self._idle))
+        """Close the longest idle connection, preferring one that never spoke.
+
+        A client that connected just before a flood of connections is the oldest, and its
+        request may be waiting unread in its socket: that one gets served instead. Among the
+        oldest few, a connection that has not sent a byte goes before one that has.
+        """
         self._note_full()
-        self._displaced += 1
-        self._close(oldest)
+        for conn in list(itertools.islice(self._idle, _SPARED)):
+            if conn.handler is not None:
+                continue  # it spoke: look for one that never did first
+            if self._has_data(conn):
+                self._first_byte(conn)
+                continue
+            if not conn.closed:
+                self._displaced += 1
+                self._close(conn)
+                return
+        oldest = next(iter(self._idle), None)
+        if oldest is not None:
+            self._displaced += 1
+            self._close(oldest)
+
+    @staticmethod
+    def _has_data(conn: _Connection) -> bool:
+        try:
+            return bool(conn.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:
+            return False
 
     def _admit(self, sock: socket.socket, peer) -> None:
         conn = _Connection(sock, peer, self._loop.time())

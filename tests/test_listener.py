@@ -228,3 +228,18 @@ async def test_a_port_in_use_is_an_os_error_and_port_zero_binds_every_family():
         assert {address[1] for address in all_interfaces.addresses} == {bound}
     finally:
         await all_interfaces.cleanup()
+
+
+async def test_a_client_that_spoke_just_before_a_flood_is_served_not_displaced():
+    limits = Limits(max_connections=4, request_timeout=60, idle_timeout=60)
+    async with serving(limits) as (server, port):
+        # Blocking calls, no await: the kernel queues all of them before the listener runs,
+        # so the scraper is the oldest connection when the flood fills the house.
+        scraper = socket.create_connection(("127.0.0.1", port))
+        scraper.sendall(REQUEST)
+        flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+        scraper.setblocking(False)
+        answer = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(scraper, 200), 5)
+        assert answer.startswith(b"HTTP/1.1 200 OK")
+        for sock in [scraper] + flood:
+            sock.close()

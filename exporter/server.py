@@ -1,28 +1,36 @@
 """HTTP endpoints: /metrics, /healthz, /readyz and a landing page.
 
 Scrapes never reach the kubelet: ``/metrics`` returns the exposition the refresh loop rendered
-last, in the Prometheus text format or OpenMetrics as the ``Accept`` header asks, gzipped when
-the client accepts it (compressed once per rendering). Unknown paths answer 404 whatever the
-method; known paths answer 405 to anything but GET and HEAD.
+last, in the Prometheus text format or OpenMetrics and gzipped or not as the request negotiates
+(``exporter.negotiation``; compressed once per rendering). Unknown paths answer 404 whatever
+the method; known paths answer 405 to anything but GET and HEAD. Connections are accepted,
+capped and timed out by ``exporter.listener``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
 import ssl
+import sys
+from typing import Callable
 
 from aiohttp import web
-from prometheus_client.exposition import choose_encoder
+from aiohttp.http_exceptions import HttpProcessingError
 
 from . import __version__
+from .listener import Limits, Listener
+from .negotiation import choose_coding, choose_format
 from .refresh import Refresher
 
 log = logging.getLogger(__name__)
 
-OPENMETRICS = "application/openmetrics-text"
 REFRESHER = web.AppKey("refresher", Refresher)
 _ALLOWED = ("GET", "HEAD")
+# /metrics bodies reach megabytes on big nodes: written in slices, each waiting for the peer to
+# take the previous ones, so a slow reader holds a slice rather than a copy of the body.
+_SLICE = 64 * 1024
 
 _LANDING = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>podresources-exporter</title></head>
@@ -47,15 +55,32 @@ def _method_guard(handler):
     return guarded
 
 
-async def metrics(request: web.Request) -> web.Response:
-    refresher = request.app[REFRESHER]
-    _, content_type = choose_encoder(request.headers.get("Accept", ""))
-    openmetrics = content_type.startswith(OPENMETRICS)
-    headers = {"Content-Type": content_type, "Cache-Control": "no-store"}
-    compressed = "gzip" in request.headers.get("Accept-Encoding", "").lower()
+async def metrics(request: web.Request) -> web.StreamResponse:
+    headers = {"Cache-Control": "no-store", "Vary": "Accept, Accept-Encoding"}
+    coding = choose_coding(request.headers.get("Accept-Encoding"))
+    if coding is None:
+        return web.Response(status=406, headers=headers,
+                            text="406 Not Acceptable: this endpoint offers the gzip and identity "
+                                 "content codings\n")
+    chosen = choose_format(request.headers.get("Accept"))
+    compressed = coding == "gzip"
+    body = request.app[REFRESHER].body(chosen.openmetrics, compressed)
+    headers["Content-Type"] = chosen.content_type
     if compressed:
         headers["Content-Encoding"] = "gzip"
-    return web.Response(body=refresher.body(openmetrics, compressed), headers=headers)
+    if len(body) <= _SLICE:
+        return web.Response(body=body, headers=headers)
+    response = web.StreamResponse(headers=headers)
+    response.content_length = len(body)
+    await response.prepare(request)
+    if request.method != "HEAD":
+        view = memoryview(body)
+        try:
+            for start in range(0, len(view), _SLICE):
+                await response.write(view[start:start + _SLICE])
+        except ConnectionError:
+            pass  # the peer left, or was dropped for not reading: nothing left to answer
+    return response
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -76,6 +101,21 @@ async def landing(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html")
 
 
+def _refuse_unknown_expectations(handler):
+    """Answer an ``Expect`` other than 100-continue with 417, before aiohttp's routing does.
+
+    aiohttp's own answer echoes the header's value and fails with a 500 when the value is not
+    valid UTF-8; nothing here reads a request body, so nothing else is worth expecting.
+    """
+    async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+        expect = request.headers.get("Expect")
+        if expect is not None and expect.strip().lower() != "100-continue":
+            return web.Response(status=417, text="417 Expectation Failed: only 100-continue "
+                                                 "is understood\n")
+        return await handler(request)
+    return guarded
+
+
 def make_app(refresher: Refresher, middlewares=()) -> web.Application:
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[REFRESHER] = refresher
@@ -85,14 +125,82 @@ def make_app(refresher: Refresher, middlewares=()) -> web.Application:
     return app
 
 
+class _PeerFaultsAtDebug(logging.LoggerAdapter):
+    """aiohttp's server logger, with what a peer can cause moved to debug and to one line.
+
+    aiohttp logs every malformed request (bad request line, oversized header, TLS bytes on the
+    plain port, ...) and every vanished peer as an ERROR with a traceback: anyone who can reach
+    the port could fill the log. Exceptions raised by the exporter's own handlers stay errors.
+    """
+
+    def exception(self, msg, *args, exc_info=True, **kwargs):  # type: ignore[override]
+        error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        if isinstance(error, (HttpProcessingError, ConnectionError, asyncio.TimeoutError)):
+            if self.logger.isEnabledFor(logging.DEBUG):
+                self.logger.debug("%s: %s", msg % args if args else msg,
+                                  " ".join(str(error).split()) or type(error).__name__)
+            return
+        self.logger.error(msg, *args, exc_info=exc_info, **kwargs)
+
+
+class HTTPServer:
+    """The running server: the listener in front, aiohttp's runner behind it."""
+
+    def __init__(self, runner: web.AppRunner, listener: Listener, port: int):
+        self.runner, self.listener, self.port = runner, listener, port
+
+    @property
+    def addresses(self) -> list:
+        return [sock.getsockname() for sock in self.listener.sockets
+                if sock.fileno() != -1]
+
+    async def cleanup(self) -> None:
+        """Stop accepting, finish the requests in flight (briefly), close everything."""
+        self.listener.close()
+        try:
+            await self.runner.cleanup()
+        finally:
+            self.listener.abort_all()
+
+
+def _track_requests(listener: Listener):
+    @web.middleware
+    async def tracked(request: web.Request, handler):
+        done = listener.request_started(request.protocol)
+        if done is not None:
+            task = asyncio.current_task()
+            if task is not None:  # aiohttp runs each request in a task of its own
+                task.add_done_callback(lambda _: done())
+            else:
+                done()
+        return await handler(request)
+    return tracked
+
+
 async def start_http(app: web.Application, host: str, port: int,
-                     ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
-    """Start serving; returns the runner and the bound port (``port`` 0 picks one)."""
+                     ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext | None]
+                     | None = None,
+                     limits: Limits = Limits()) -> tuple[HTTPServer, int]:
+    """Start serving; returns the server and the bound port (``port`` 0 picks one).
+
+    ``ssl_context`` may be a function returning the context for each new connection (None:
+    plain HTTP), so that rotated certificates and a reloaded web config apply without a restart.
+    """
     # Request limits: scrapers send short requests; anything larger is answered 4xx.
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0, max_line_size=4096,
-                           max_field_size=8190, max_headers=64)
+                           max_field_size=8190, max_headers=64,
+                           keepalive_timeout=limits.idle_timeout,
+                           logger=_PeerFaultsAtDebug(logging.getLogger("aiohttp.server"), {}))
+    source = ssl_context if callable(ssl_context) or ssl_context is None \
+        else (lambda: ssl_context)
+    listener = Listener(lambda: runner.server(), source, limits)  # type: ignore[misc]
+    app.middlewares.insert(0, _track_requests(listener))
     await runner.setup()
-    site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context, backlog=128)
-    await site.start()
-    addresses = runner.addresses
-    return runner, (addresses[0][1] if addresses else port)
+    assert runner.server is not None
+    runner.server.request_handler = _refuse_unknown_expectations(runner.server.request_handler)
+    try:
+        bound = await listener.bind(host, port)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return HTTPServer(runner, listener, bound), bound

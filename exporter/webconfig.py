@@ -15,10 +15,11 @@
       prometheus: $2b$12$...        # bcrypt hash (htpasswd -nBC 12 prometheus)
 
 Basic auth guards ``/metrics``, ``/`` and unknown paths; ``/healthz`` and ``/readyz`` stay open
-so kubelet probes (which cannot send credentials) work. TLS applies to every path. Certificate
-and key files are re-read when they change (cert-manager rotation needs no restart); the
-web-config file itself is read once at start. Anything this implementation cannot honour
-exactly is refused at start with the reason, never silently ignored.
+so kubelet probes (which cannot send credentials) work. TLS applies to every path. The file is
+checked at start (anything this implementation cannot honour exactly is refused with the
+reason, never silently ignored) and watched afterwards: when it, or a certificate file it
+names, changes, the next request or connection uses the new version; a broken new version is
+logged once and the previous one kept.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ import hmac
 import logging
 import os
 import re
+import secrets
 import ssl
+import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +50,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 REALM = "podresources-exporter"
 
 _TLS_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
+# TLS 1.2 suites: AEAD ciphers with forward secrecy only (no CBC, no static RSA, no DHE);
+# TLS 1.3 has nothing else.
+_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
 _CLIENT_AUTH = {
     # exporter-toolkit name -> verify mode. RequestClientCert asks for a certificate it never
     # checks, which authenticates nobody, exactly like NoClientCert; so it is served as that.
@@ -78,7 +85,14 @@ _HEADERS = {
     "Content-Security-Policy": None,
 }
 _BCRYPT = re.compile(rb"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
-_CACHE_SIZE = 256
+_BCRYPT_ALPHABET = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# bcrypt reads at most 72 bytes of a password. Go's x/crypto/bcrypt (exporter-toolkit),
+# htpasswd and bcrypt for Python before 5.0 ignore the rest; bcrypt 5.0 raises instead.
+_PASSWORD_BYTES = 72
+_GRANTED_CACHE = 64    # credentials that passed: Prometheus servers, a few at most
+_REFUSED_CACHE = 256   # credentials that failed, so a repeated wrong one costs no bcrypt
+_CHECKS_QUEUED = 16    # bcrypt checks waiting or running, in all
+_CHECKS_PER_PEER = 2   # ... and from one client address
 
 
 class WebConfigError(Exception):
@@ -98,33 +112,77 @@ class TLSSettings:
 
 @dataclass
 class WebConfig:
+    """One version of the web-config file, as parsed and checked."""
+
     path: Path
     tls: TLSSettings | None = None
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    _live: "LiveWebConfig | None" = field(default=None, repr=False, compare=False)
 
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The server's TLS context (None for plain HTTP); it re-reads rotated files itself."""
-        return _ReloadingTLS(self.tls).context if self.tls else None
+    def live(self) -> "LiveWebConfig":
+        """The server's view of the file: this version until the file changes."""
+        if self._live is None:
+            self._live = LiveWebConfig(self)
+        return self._live
+
+    def ssl_context(self):
+        """For ``start_http``: a function giving each new connection its TLS context (or None
+        for plain HTTP), as the file says at that moment."""
+        return self.live().tls_context
 
     def middlewares(self) -> list:
-        chain = []
-        if self.headers:
-            chain.append(_headers_middleware(self.headers))
-        if self.users:
-            chain.append(BasicAuth(self.users).middleware)
-        return chain
+        """For ``make_app``: basic auth and the configured response headers, kept current."""
+        return [self.live().middleware]
+
+    def summary(self) -> str:
+        return (f"{'HTTPS' if self.tls else 'plain HTTP'}, basic auth "
+                + (f"for {len(self.users)} users" if self.users else "off"))
+
+
+class _DuplicateKey(yaml.YAMLError):
+    pass
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice (PyYAML keeps the last silently)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "found an unhashable key", key_node.start_mark) from None
+        if duplicate:
+            raise _DuplicateKey(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+        seen.add(key)
+    loader.flatten_mapping(node)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                              _mapping_without_duplicates)
 
 
 def load(path: str | os.PathLike) -> WebConfig:
     """Read and check a web-config file; raises WebConfigError with a one-line reason."""
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except OSError as error:
         raise WebConfigError(f"{path}: {error.strerror or error}") from None
+    except _DuplicateKey as error:
+        raise WebConfigError(f"{path}: {error}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise WebConfigError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise WebConfigError(f"{path}: not valid YAML: nested too deeply") from None
     if document is None:
         document = {}
     try:
@@ -153,6 +211,11 @@ def _parse(document, path: Path) -> WebConfig:
         config.headers = _parse_headers(http.get("headers") or {})
     if document.get("basic_auth_users") is not None:
         config.users = _parse_users(_mapping(document["basic_auth_users"], "basic_auth_users"))
+    if config.users and config.tls is None and "tls_server_config" in document:
+        # exporter-toolkit would serve plain HTTP here: passwords in clear text, unasked.
+        raise WebConfigError("tls_server_config has no cert_file and key_file, so basic auth "
+                             "would send passwords over plain HTTP; set both, or remove "
+                             "tls_server_config to serve plain HTTP on purpose")
     return config
 
 
@@ -162,6 +225,8 @@ def _parse_tls(tls: dict, directory: Path) -> TLSSettings | None:
                 "max_version"):
         if tls.get(key) is not None and not isinstance(tls[key], str):
             raise WebConfigError(f"tls_server_config.{key} must be a string")
+        if isinstance(tls.get(key), str) and "\x00" in tls[key]:
+            raise WebConfigError(f"tls_server_config.{key} contains a NUL character")
     cert, key = tls.get("cert_file") or "", tls.get("key_file") or ""
     ca = tls.get("client_ca_file") or ""
     auth = tls.get("client_auth_type") or "NoClientCert"
@@ -216,9 +281,10 @@ def _parse_headers(headers) -> dict[str, str]:
         if canonical is None:
             raise WebConfigError(f"http_server_config.headers: {name!r} is not allowed; "
                                  f"allowed: {', '.join(_HEADERS)}")
-        if not isinstance(value, str) or not value or "\n" in value or "\r" in value:
-            raise WebConfigError(f"http_server_config.headers.{canonical} must be a one-line "
-                                 "string")
+        if not isinstance(value, str) or not value or not value.isascii() \
+                or any(ord(char) < 0x20 and char != "\t" or char == "\x7f" for char in value):
+            raise WebConfigError(f"http_server_config.headers.{canonical} must be one line of "
+                                 "printable ASCII")
         allowed = _HEADERS[canonical]
         if allowed is not None and value.lower() not in allowed:
             raise WebConfigError(f"http_server_config.headers.{canonical}: {value!r} is not "
@@ -262,6 +328,7 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = _TLS_VERSIONS[tls.min_version]
     context.maximum_version = _TLS_VERSIONS[tls.max_version]
+    context.set_ciphers(_CIPHERS)
     if tls.prefer_server_cipher_suites:
         context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     try:
@@ -285,91 +352,244 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     return context
 
 
-class _ReloadingTLS:
-    """A server context that swaps in freshly read certificate files on the next handshake.
+def _stamp(*paths: Path | None) -> tuple:
+    """What changes when a file is rewritten or a Secret volume swaps its ``..data`` link."""
+    stamp = []
+    for path in paths:
+        try:
+            info = os.stat(path) if path is not None else None
+        except (OSError, ValueError):
+            info = None
+        stamp.append((info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+                     if info else None)
+    return tuple(stamp)
 
-    Kubernetes updates a mounted Secret in place, and cert-manager renews long before expiry,
-    so watching the files' stamps at each handshake (a few stat calls; Prometheus keeps its
-    connections alive) spares the operator a restart and the outage a stale certificate makes.
+
+class _TLSFiles:
+    """The TLS context, rebuilt when the certificate, key or CA file changes.
+
+    Kubernetes updates a mounted Secret in place and cert-manager renews long before expiry, so
+    the files' stamps are compared whenever a connection starts (a few stat calls); a rotation
+    needs no restart. A half-written update is kept out, with one warning, until it is whole.
     """
 
     def __init__(self, tls: TLSSettings):
         self.tls = tls
-        self._stamp = self._files_stamp()
-        self.context = _build_context(tls)
-        self._current = self.context
-        self.context.sni_callback = self._on_client_hello
+        self._stamp = self._files()
+        self._context = _build_context(tls)
 
-    def _files_stamp(self) -> tuple:
-        stamp = []
-        for each in (self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file):
-            try:
-                info = os.stat(each) if each is not None else None
-            except OSError:
-                info = None
-            stamp.append((info.st_mtime_ns, info.st_size, info.st_ino) if info else None)
-        return tuple(stamp)
+    def _files(self) -> tuple:
+        return _stamp(self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file)
 
-    def _on_client_hello(self, ssl_object, server_name, context) -> None:
-        stamp = self._files_stamp()
+    def context(self) -> ssl.SSLContext:
+        stamp = self._files()
         if stamp != self._stamp:
             self._stamp = stamp
             try:
-                self._current = _build_context(self.tls)
+                self._context = _build_context(self.tls)
                 log.info("web config: reloaded TLS certificate files")
-            except WebConfigError as error:  # e.g. caught half-way through an update
+            except WebConfigError as error:
                 log.warning("web config: keeping the previous TLS certificate: %s", error)
-        if self._current is not context:
-            ssl_object.context = self._current
+        return self._context
 
 
-# ---- basic auth and headers ---------------------------------------------------------------
+# ---- the file as it is now ----------------------------------------------------------------
+
+def _in_clear(config: WebConfig) -> bool:
+    return bool(config.users) and config.tls is None
+
+
+class LiveWebConfig:
+    """The web config the server applies: the file's latest good version.
+
+    Revoking a password or rotating a certificate must not wait for a restart. exporter-toolkit
+    re-reads its file on every request; here one stat per request or new connection tells
+    whether the file changed, and only then is it read again. A version that fails the checks
+    ``load`` makes at start is logged once and the previous version stays in force.
+    """
+
+    def __init__(self, config: WebConfig):
+        self.path = config.path
+        self._stamp = _stamp(self.path)
+        self.config = config
+        self.auth: BasicAuth | None = None
+        self.tls: _TLSFiles | None = None
+        self._install(config)
+
+    def _install(self, config: WebConfig) -> None:
+        if config.tls is None:
+            self.tls = None
+        elif self.tls is None or self.tls.tls != config.tls:
+            self.tls = _TLSFiles(config.tls)
+        self.auth = BasicAuth(config.users) if config.users else None
+        if _in_clear(config) and (config is self.config or not _in_clear(self.config)):
+            log.warning("web config %s: basic auth over plain HTTP: passwords cross the "
+                        "network unencrypted", self.path)
+        self.config = config
+
+    def refresh(self) -> None:
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            config = load(self.path)
+            self._install(config)
+        except WebConfigError as error:
+            log.warning("web config: keeping the previous settings: %s", error)
+            return
+        log.info("web config %s reloaded: %s", self.path, config.summary())
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        self.refresh()
+        return self.tls.context() if self.tls is not None else None
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler):
+        self.refresh()
+        headers, auth = self.config.headers, self.auth
+        response: web.StreamResponse | None = None
+        resource = request.match_info.route.resource
+        if auth is not None and (resource is None or resource.canonical not in OPEN_PATHS):
+            verdict = await auth.check(request.headers.get("Authorization"),
+                                       request.remote or "")
+            if verdict is None:
+                response = web.Response(status=429, text="429 Too Many Requests: too many "
+                                        "password checks at once; retry shortly\n",
+                                        headers={"Retry-After": "1"})
+            elif not verdict:
+                response = web.Response(status=401, text="401 Unauthorized\n",
+                                        headers={"WWW-Authenticate": f'Basic realm="{REALM}"'})
+        if response is None:
+            try:
+                response = await handler(request)
+            except web.HTTPException as error:
+                error.headers.update(headers)
+                raise
+        response.headers.update(headers)
+        return response
+
+
+# ---- basic auth ---------------------------------------------------------------------------
+
+def _timed_check(password: bytes, hashed: bytes) -> tuple[bool, float]:
+    started = time.perf_counter()
+    matched = bcrypt.checkpw(password, hashed)
+    return matched, time.perf_counter() - started
+
+
+class _BcryptWorker:
+    """Runs bcrypt checks one at a time on a thread of its own, with a short queue.
+
+    A check takes tens to hundreds of milliseconds of CPU on purpose. On their own thread the
+    checks never take the threads the refresh uses, one at a time they never take more than one
+    core, and with the queue bounded (per client address, too) a flood of wrong passwords is
+    answered 429 at once instead of piling up while scrapes wait.
+    """
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._queued = 0
+        self._by_peer: dict[str, int] = {}
+
+    async def check(self, password: bytes, hashed: bytes,
+                    peer: str) -> tuple[bool, float] | None:
+        """(matched, seconds of bcrypt) or None when too many checks are queued."""
+        if self._queued >= _CHECKS_QUEUED or self._by_peer.get(peer, 0) >= _CHECKS_PER_PEER:
+            return None
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bcrypt")
+        self._queued += 1
+        self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, _timed_check, password, hashed)
+        finally:
+            self._queued -= 1
+            if self._by_peer[peer] <= 1:
+                del self._by_peer[peer]
+            else:
+                self._by_peer[peer] -= 1
+
+
+_WORKER = _BcryptWorker()
+
 
 class BasicAuth:
-    """Checks ``Authorization: Basic`` against bcrypt hashes, remembering recent answers.
+    """Checks ``Authorization: Basic`` against bcrypt hashes, at a bounded cost.
 
-    bcrypt is slow on purpose (tens of milliseconds); a scrape every few seconds must not pay
-    that each time, nor block the event loop that serves probes, so checks run in a thread and
-    their answers are kept in a small LRU keyed by an HMAC of the credentials under a
-    per-process random key. Unknown users are checked against a dummy hash of the same cost so
-    their answers take as long as a wrong password.
+    - Answers are remembered, keyed by an HMAC of the credentials under a per-process random
+      key: passing credentials in a small LRU (a Prometheus server pays for one check, not one
+      per scrape), failing ones in another, so a flood of wrong passwords cannot push out the
+      right ones.
+    - Concurrent requests with the same credentials share one check.
+    - Passwords longer than 72 bytes are checked on their first 72, as Go's bcrypt
+      (exporter-toolkit), htpasswd and older Python bcrypt do, so hashes those tools made work.
+    - Equal cost, whatever the user name: an unknown user is checked against a dummy hash with
+      the highest cost among the configured users, and a wrong password for a user whose hash
+      is cheaper is answered only once a check at that highest cost would have finished (bcrypt
+      time doubles per cost step). The timing of a refusal tells neither whether the user
+      exists nor its cost. Successes are not delayed.
     """
 
     def __init__(self, users: dict[str, bytes]):
         self._users = users
-        cost = int(next(iter(users.values()))[4:6])
-        self._dummy = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(rounds=cost))
+        self._costs = {name: int(hashed[4:6]) for name, hashed in users.items()}
+        self._max_cost = max(self._costs.values())
+        # A well-formed hash of nothing: the check costs the full time and never matches.
+        self._dummy = bcrypt.gensalt(rounds=self._max_cost) + "".join(
+            secrets.choice(_BCRYPT_ALPHABET) for _ in range(31)).encode()
         self._key = os.urandom(32)
-        self._answers: OrderedDict[bytes, bool] = OrderedDict()
+        self._granted: OrderedDict[bytes, None] = OrderedDict()
+        self._refused: OrderedDict[bytes, None] = OrderedDict()
+        self._pending: dict[bytes, asyncio.Future] = {}
 
-    async def check(self, authorization: str | None) -> bool:
+    async def check(self, authorization: str | None, peer: str = "") -> bool | None:
+        """True or False; None when too many checks are queued (answer 429)."""
         credentials = _basic_credentials(authorization)
         if credentials is None:
             return False
         user, password = credentials
-        key = hmac.new(self._key, user + b"\0" + password, hashlib.sha256).digest()
-        answer = self._answers.get(key)
-        if answer is None:
-            name = user.decode("utf-8", "replace")
-            hashed = self._users.get(name)
-            matched = await asyncio.to_thread(bcrypt.checkpw, password, hashed or self._dummy)
-            answer = matched and hashed is not None
-            self._answers[key] = answer
-            if len(self._answers) > _CACHE_SIZE:
-                self._answers.popitem(last=False)
-        else:
-            self._answers.move_to_end(key)
+        key = hmac.new(self._key, len(user).to_bytes(4, "big") + user + password,
+                       hashlib.sha256).digest()
+        for cache, answer in ((self._granted, True), (self._refused, False)):
+            if key in cache:
+                cache.move_to_end(key)
+                return answer
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            answer = await self._check(user, password, key, peer)
+            future.set_result(answer)
+        except BaseException:
+            future.cancel()  # requests sharing this check fail with this one
+            raise
+        finally:
+            del self._pending[key]
         return answer
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler):
-        resource = request.match_info.route.resource
-        if resource is not None and resource.canonical in OPEN_PATHS:
-            return await handler(request)
-        if await self.check(request.headers.get("Authorization")):
-            return await handler(request)
-        return web.Response(status=401, text="401 Unauthorized\n",
-                            headers={"WWW-Authenticate": f'Basic realm="{REALM}"'})
+    async def _check(self, user: bytes, password: bytes, key: bytes, peer: str) -> bool | None:
+        try:
+            name: str | None = user.decode("utf-8")
+        except UnicodeDecodeError:
+            name = None  # YAML keys are text: no configured user has this name
+        hashed = self._users.get(name) if name is not None else None
+        verdict = await _WORKER.check(password[:_PASSWORD_BYTES], hashed or self._dummy, peer)
+        if verdict is None:
+            return None
+        matched, seconds = verdict
+        granted = matched and hashed is not None
+        cache, size = (self._granted, _GRANTED_CACHE) if granted \
+            else (self._refused, _REFUSED_CACHE)
+        cache[key] = None
+        if len(cache) > size:
+            cache.popitem(last=False)
+        if not granted and name in self._costs and self._costs[name] < self._max_cost:
+            await asyncio.sleep(seconds * ((1 << (self._max_cost - self._costs[name])) - 1))
+        return granted
 
 
 def _basic_credentials(authorization: str | None) -> tuple[bytes, bytes] | None:
@@ -384,16 +604,3 @@ def _basic_credentials(authorization: str | None) -> tuple[bytes, bytes] | None:
         return None
     user, sep, password = decoded.partition(b":")
     return (user, password) if sep else None
-
-
-def _headers_middleware(headers: dict[str, str]):
-    @web.middleware
-    async def add_headers(request: web.Request, handler):
-        try:
-            response = await handler(request)
-        except web.HTTPException as error:
-            error.headers.update(headers)
-            raise
-        response.headers.update(headers)
-        return response
-    return add_headers

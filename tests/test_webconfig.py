@@ -6,12 +6,15 @@ import asyncio
 import base64
 import datetime
 import ipaddress
+import logging
 import os
 import shutil
 import ssl
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import aiohttp
@@ -306,6 +309,20 @@ async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
      "cannot use client_ca_file"),
     ("http_server_config: {headers: {Server: nginx}}\n", "'Server' is not allowed"),
     ("http_server_config: {headers: {X-Frame-Options: allow}}\n", "'allow' is not allowed"),
+    # TLS asked for but given no certificate: basic auth would go over plain HTTP
+    (f"tls_server_config: {{cert_file: '', key_file: ''}}\nbasic_auth_users: {{a: '{HASH}'}}\n",
+     "basic auth would send passwords over plain HTTP"),
+    (f"tls_server_config: {{}}\nbasic_auth_users: {{a: '{HASH}'}}\n",
+     "basic auth would send passwords over plain HTTP"),
+    # PyYAML keeps the last of two equal keys; a web config must not guess which was meant
+    (f"basic_auth_users: {{a: '{HASH}'}}\nbasic_auth_users: {{}}\n",
+     "duplicate key 'basic_auth_users' (line 2)"),
+    (f"basic_auth_users:\n  a: '{HASH}'\n  a: '{HASH}'\n", "duplicate key 'a' (line 3)"),
+    ("tls_server_config: {cert_file: \"server.crt\\0\", key_file: server.key}\n",
+     "cert_file contains a NUL character"),
+    ("http_server_config: {headers: {Content-Security-Policy: \"a\\x1bb\"}}\n",
+     "must be one line of printable ASCII"),
+    ("a: " + "[" * 5000 + "\n", "not valid YAML: nested too deeply"),
 ])
 def test_bad_web_config_exits_2_with_one_line(pki, tmp_path, capsys, text, reason):
     ca, _, _ = pki
@@ -334,10 +351,10 @@ def test_web_config_from_environment_twin(tmp_path, capsys, monkeypatch):
 
 
 def test_empty_and_certificate_less_configs_mean_plain_http(tmp_path):
-    assert webconfig.load(write_config(tmp_path, "")).ssl_context() is None
+    assert webconfig.load(write_config(tmp_path, "")).ssl_context()() is None
     config = webconfig.load(write_config(tmp_path, "tls_server_config: {}\nhttp_server_config: "
                                                    "{http2: false}\n"))
-    assert config.tls is None and config.middlewares() == []
+    assert config.tls is None and config.users == {} and config.ssl_context()() is None
 
 
 def test_htpasswd_style_2y_hashes_are_accepted(tmp_path):
@@ -345,3 +362,204 @@ def test_htpasswd_style_2y_hashes_are_accepted(tmp_path):
     config = webconfig.load(write_config(tmp_path, f"basic_auth_users: {{admin: '{hashed}'}}\n"))
     assert asyncio.run(webconfig.BasicAuth(config.users).check(
         auth("admin", PASSWORD)["Authorization"]))
+
+
+# ---- passwords over 72 bytes ----------------------------------------------------------------
+
+# Made with htpasswd 2.4.68 (Debian 12): htpasswd -nbBC 4 prometheus "$LONG". htpasswd, Go's
+# x/crypto/bcrypt (exporter-toolkit) and Python bcrypt before 5.0 read 72 bytes of a password.
+LONG = ("correct horse battery staple, " * 3)[:85]
+LONG_HASH = "$2y$04$8rAxmlM3uyc0oT1GsKyTFua/t80MAP5fEC0or8887.sQsngwkvX9y"
+
+
+async def test_long_passwords_get_401_or_in_never_500(tmp_path):
+    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}', "
+                                  f"grafana: '{LONG_HASH}'}}\n")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        for user, password in (("prometheus", "x" * 100), ("grafana", "x" * 100),
+                               ("nobody", "x" * 100), ("prometheus", PASSWORD + "x" * 80),
+                               ("grafana", LONG[:71])):
+            status, headers, _ = await served.get("/metrics", scheme="http",
+                                                  headers=auth(user, password))
+            assert status == 401, (user, len(password))
+            assert headers["WWW-Authenticate"].startswith("Basic ")
+        status, _, body = await served.get("/metrics", scheme="http", headers=auth("grafana", LONG))
+        assert status == 200 and "podresources_up" in body
+        # bcrypt's own limit: a password that agrees on the first 72 bytes is the same password
+        status, _, _ = await served.get("/metrics", scheme="http",
+                                        headers=auth("grafana", LONG[:72] + "anything"))
+        assert status == 200
+
+
+# ---- TLS cipher suites ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("ciphers, accepted", [
+    ("ECDHE-ECDSA-AES128-GCM-SHA256", True),
+    ("ECDHE-ECDSA-CHACHA20-POLY1305", True),
+    ("ECDHE-ECDSA-AES128-SHA256", False),   # CBC
+    ("ECDHE-ECDSA-AES256-SHA384", False),   # CBC
+    ("ECDHE-ECDSA-AES128-SHA:@SECLEVEL=0", False),  # CBC with SHA-1
+])
+async def test_tls12_offers_only_aead_suites(pki, tmp_path, ciphers, accepted):
+    ca, _, _ = pki
+    path = write_config(tmp_path, "tls_server_config: {cert_file: server.crt, key_file: "
+                                  "server.key}\n")
+    client = client_context(ca)
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    client.set_ciphers(ciphers)
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        if accepted:
+            status, _, _ = await served.get("/healthz", ssl_context=client)
+            assert status == 200
+        else:
+            with pytest.raises(aiohttp.ClientError):
+                await served.get("/healthz", ssl_context=client)
+
+
+# ---- the file changes while serving ---------------------------------------------------------
+
+async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="exporter.webconfig")
+    other = "new password for prometheus"
+    other_hash = bcrypt.hashpw(other.encode(), bcrypt.gensalt(rounds=4)).decode()
+    volume = tmp_path / "secret"
+    secret_volume(volume, {"web-config.yml": f"basic_auth_users: {{prometheus: '{HASH}'}}\n"
+                                             .encode()})
+    async with Node(small_profile()) as node, \
+            Served(node, volume / "web-config.yml") as served:
+        status, headers, _ = await served.get("/metrics", scheme="http",
+                                              headers=auth("prometheus", PASSWORD))
+        assert status == 200 and "X-Frame-Options" not in headers
+        secret_volume(volume, {"web-config.yml": (
+            f"basic_auth_users: {{prometheus: '{other_hash}'}}\n"
+            "http_server_config: {headers: {X-Frame-Options: deny}}\n").encode()})
+        status, headers, _ = await served.get("/metrics", scheme="http",
+                                              headers=auth("prometheus", PASSWORD))
+        assert status == 401 and headers["X-Frame-Options"] == "deny"
+        status, _, _ = await served.get("/metrics", scheme="http",
+                                        headers=auth("prometheus", other))
+        assert status == 200
+        # a broken version is refused, once, and the last good one stays in force
+        secret_volume(volume, {"web-config.yml": b"basic_auth_users: {prometheus: plain}\n"})
+        for _ in range(3):
+            status, _, _ = await served.get("/metrics", scheme="http",
+                                            headers=auth("prometheus", other))
+            assert status == 200
+        status, _, _ = await served.get("/metrics", scheme="http")
+        assert status == 401
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records
+                if r.name == "exporter.webconfig" and "over plain HTTP" not in r.getMessage()]
+    assert messages[0] == ("INFO", f"web config {volume}/web-config.yml reloaded: plain HTTP, "
+                                   "basic auth for 1 users")
+    assert messages[1][0] == "WARNING" and messages[1][1].startswith(
+        "web config: keeping the previous settings: ")
+    assert "basic_auth_users.prometheus: not a bcrypt hash" in messages[1][1]
+    assert len([m for m in messages if m[0] == "WARNING"
+                and "keeping the previous settings" in m[1]]) == 1
+
+
+async def test_tls_is_switched_on_by_a_reload(pki, tmp_path):
+    ca, _, _ = pki
+    path = write_config(tmp_path, "")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        status, _, _ = await served.get("/healthz", scheme="http")
+        assert status == 200
+        path.write_text("tls_server_config: {cert_file: server.crt, key_file: server.key}\n")
+        status, _, _ = await served.get("/healthz", ssl_context=client_context(ca))
+        assert status == 200
+        with pytest.raises(aiohttp.ClientError):
+            await served.get("/healthz", scheme="http")
+
+
+# ---- bcrypt's cost, bounded -----------------------------------------------------------------
+
+class CountingCheckpw:
+    """bcrypt.checkpw as it is, counting calls and the most that ran at once."""
+
+    def __init__(self):
+        self.hashes: list[bytes] = []
+        self.running = self.most = 0
+        self.lock = threading.Lock()
+        self.real = bcrypt.checkpw
+
+    def __call__(self, password: bytes, hashed: bytes) -> bool:
+        with self.lock:
+            self.hashes.append(hashed)
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.02)  # long enough for concurrent checks to overlap, if they could
+            return self.real(password, hashed)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.fixture
+def checkpw(monkeypatch):
+    counting = CountingCheckpw()
+    monkeypatch.setattr(webconfig.bcrypt, "checkpw", counting)
+    return counting
+
+
+def header(user: str, password: str) -> str:
+    return auth(user, password)["Authorization"]
+
+
+async def test_unknown_users_cost_what_the_costliest_user_costs(checkpw):
+    cheap = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4))
+    costly = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=6))
+    basic = webconfig.BasicAuth({"cheap": cheap, "costly": costly})
+    assert await basic.check(header("nobody", "x")) is False
+    assert checkpw.hashes[-1][:7] == b"$2b$06$"
+    # a wrong password for the cheap user waits out the difference: 2**(6-4) - 1 = 3 checks
+    sleeps = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds):
+        sleeps.append(seconds)
+        await real_sleep(0)
+    webconfig.asyncio.sleep, saved = recording_sleep, webconfig.asyncio.sleep
+    try:
+        assert await basic.check(header("cheap", "wrong")) is False
+        assert await basic.check(header("costly", "wrong")) is False
+        assert await basic.check(header("cheap", "a")) is True
+    finally:
+        webconfig.asyncio.sleep = saved
+    assert len(sleeps) == 1 and sleeps[0] >= 3 * 0.02  # the check itself took 20 ms or more
+
+
+async def test_a_flood_of_wrong_passwords_neither_evicts_nor_queues_the_right_one(checkpw):
+    basic = webconfig.BasicAuth({"prometheus": HASH.encode()})
+    assert await basic.check(header("prometheus", PASSWORD), "10.0.0.1") is True
+    answers = await asyncio.gather(*(basic.check(header("prometheus", f"wrong {n}"), "10.6.6.6")
+                                     for n in range(400)))
+    assert checkpw.most == 1                       # one check at a time
+    assert answers.count(False) == 2               # two from one address at a time ...
+    assert answers.count(None) == 398              # ... the rest answered 429 at once
+    calls = len(checkpw.hashes)
+    for n in range(300):                           # more wrong ones than the caches hold
+        await basic.check(header("prometheus", f"again {n}"), f"10.7.{n // 250}.{n % 250}")
+    calls = len(checkpw.hashes)
+    assert await basic.check(header("prometheus", PASSWORD), "10.0.0.1") is True
+    assert len(checkpw.hashes) == calls            # still remembered: no check needed
+    assert await basic.check(header("prometheus", "again 299"), "10.6.6.6") is False
+    assert len(checkpw.hashes) == calls            # a repeated wrong one costs nothing either
+
+
+async def test_concurrent_requests_with_the_same_credentials_share_one_check(checkpw):
+    basic = webconfig.BasicAuth({"prometheus": HASH.encode()})
+    answers = await asyncio.gather(*(basic.check(header("prometheus", PASSWORD), "10.0.0.1")
+                                     for _ in range(20)))
+    assert answers == [True] * 20 and len(checkpw.hashes) == 1
+
+
+async def test_too_many_checks_at_once_get_429(tmp_path, checkpw):
+    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}'}}\n")
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        answers = await asyncio.gather(*(served.get("/metrics", scheme="http",
+                                                    headers=auth("prometheus", f"wrong {n}"))
+                                         for n in range(10)))
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [401, 401] + [429] * 8
+    assert all(headers["Retry-After"] == "1" for status, headers, _ in answers if status == 429)

@@ -14,7 +14,6 @@ changes, a data issue kind appearing. A failing poll never logs by itself.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import logging
 import os
 import random
@@ -27,6 +26,7 @@ from . import kubelet
 from .accounting import Accounting, Ledger
 from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
 from .decode import AllocatableDecoder, ListDecoder
+from .exposition import Body, Exposition, HealthSections, Section
 from .health import Health
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
@@ -87,8 +87,7 @@ class Refresher:
         self.attempted = False
         self.last_error: KubeletError | None = None
         self.generation = 0  # bumped after every refresh attempt
-        self._bodies: dict[tuple[int, int, bool, bool], bytes] = {}
-        self._data = b""
+        self.exposition = Exposition()
         self._ledger = Ledger()
         self._renderer = Renderer(settings.render)
         self._list_v1 = ListDecoder.v1()
@@ -111,6 +110,8 @@ class Refresher:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self.kube_view = kube_view
+        self._view_key: tuple[int, Allocatable | None] | None = None
+        self.exposition.update(view=self._view_section(), health=self._health_sections())
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -164,6 +165,7 @@ class Refresher:
                                  logged=True)
         finally:
             self.health.refresh_duration.observe(time.perf_counter() - started)
+            self.exposition.update(view=self._view_section(), health=self._health_sections())
             self.attempted = True
             self.generation += 1
         return delay
@@ -315,7 +317,7 @@ class Refresher:
         """``terminated``: listed pods left out because the Kubernetes API says they ended."""
         self.snapshot = snapshot
         if result is not self.accounting:  # the ledger returns the same object when unchanged
-            self._data = self._renderer.render(result, self.topology)
+            self.exposition.update(data=Section.of(self._renderer.render(result, self.topology)))
         self.accounting = result
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")
@@ -427,23 +429,36 @@ class Refresher:
 
     # ---- exposition ----------------------------------------------------------------------
 
-    def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
+    def metrics_body(self, openmetrics: bool, compressed: bool) -> Body:
         """The /metrics body: the data section as of the last successful refresh, the
-        Kubernetes-API view's section as of its last change, and the health section as of the
-        last attempt. Built at most once per refresh, view change and format."""
+        Kubernetes-API view's section and the health section as of the last refresh attempt or
+        change of the view, whichever came last. Assembled when they change, not here, except
+        that a change of the view is noticed here (the view changes between refreshes)."""
+        if self._view_changed():
+            self.exposition.update(view=self._view_section(), health=self._health_sections())
+        return self.exposition.body(openmetrics, compressed)
+
+    def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
+        """:meth:`metrics_body` in one piece."""
+        return bytes(self.metrics_body(openmetrics, compressed))
+
+    def _view_changed(self) -> bool:
+        """Whether the view's section is due again: the view or the allocatable view it
+        depends on changed since it was last taken."""
+        view, taken = self.kube_view, self._view_key
+        return view is not None and (taken is None or taken[0] != view.version
+                                     or taken[1] is not self._allocatable)
+
+    def _view_section(self) -> Section | None:
+        """The view's section when it changed since the last one taken, else None."""
         view = self.kube_view
-        key = (self.generation, view.version if view is not None else 0, openmetrics, compressed)
-        body = self._bodies.get(key)
-        if body is None:
-            if compressed:
-                body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
-            else:
-                health = self.health.render(openmetrics)
-                body = (self._data + (view.render(self._allocatable) if view is not None else b"")
-                        + health + (b"# EOF\n" if openmetrics else b""))
-            self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
-            self._bodies[key] = body
-        return body
+        if view is None or not self._view_changed():
+            return None
+        self._view_key = (view.version, self._allocatable)
+        return Section.of(view.render(self._allocatable))
+
+    def _health_sections(self) -> HealthSections:
+        return HealthSections.of(self.health.render(False), self.health.render(True))
 
 
 def _socket_identity(path: str) -> tuple[int, int, int] | None:

@@ -2,8 +2,9 @@
 
 Scrapes never reach the kubelet: ``/metrics`` returns the exposition the refresh loop rendered
 last, in the Prometheus text format or OpenMetrics and gzipped or not as the request negotiates
-(``exporter.negotiation``; compressed once per rendering). Unknown paths answer 404 whatever
-the method; known paths answer 405 to anything but GET and HEAD. Connections are accepted,
+(``exporter.negotiation``; every variant is finished in advance, ``exporter.exposition``).
+Unknown paths answer 404 whatever the method; known paths answer 405 to anything but GET and
+HEAD. Connections are accepted,
 capped and timed out by ``exporter.listener``.
 """
 
@@ -64,20 +65,20 @@ async def metrics(request: web.Request) -> web.StreamResponse:
                                  "content codings\n")
     chosen = choose_format(request.headers.get("Accept"))
     compressed = coding == "gzip"
-    body = request.app[REFRESHER].body(chosen.openmetrics, compressed)
+    # finished by the refresh: choosing it costs a lookup, whatever the node's size
+    body = request.app[REFRESHER].metrics_body(chosen.openmetrics, compressed)
     headers["Content-Type"] = chosen.content_type
     if compressed:
         headers["Content-Encoding"] = "gzip"
-    if len(body) <= _SLICE:
-        return web.Response(body=body, headers=headers)
+    if body.length <= _SLICE:
+        return web.Response(body=bytes(body), headers=headers)
     response = web.StreamResponse(headers=headers)
-    response.content_length = len(body)
+    response.content_length = body.length
     await response.prepare(request)
     if request.method != "HEAD":
-        view = memoryview(body)
         try:
-            for start in range(0, len(view), _SLICE):
-                await response.write(view[start:start + _SLICE])
+            for piece in body.slices(_SLICE):
+                await response.write(piece)
         except ConnectionError:
             pass  # the peer left, or was dropped for not reading: nothing left to answer
     return response

@@ -14,13 +14,17 @@ changes, a data issue kind appearing. A failing poll never logs by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
+import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from . import kubelet
 from .accounting import Accounting, Ledger
@@ -88,11 +92,8 @@ class Refresher:
         self.last_error: KubeletError | None = None
         self.generation = 0  # bumped after every refresh attempt
         self.exposition = Exposition()
-        self._ledger = Ledger()
-        self._renderer = Renderer(settings.render)
-        self._list_v1 = ListDecoder.v1()
-        self._list_v1alpha1 = ListDecoder.v1alpha1()
-        self._allocatable_decoder = AllocatableDecoder()
+        self.core = RefreshCore(settings.render)
+        self._worker = Worker()
         self._allocatable: Allocatable | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
@@ -124,8 +125,15 @@ class Refresher:
             self.kube_view.start()
         try:
             while not self._stop.is_set():
-                delay = await self.refresh_once()
-                await self._wait(delay)
+                refresh = asyncio.ensure_future(self.refresh_once())
+                stopping = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait((refresh, stopping), return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if not refresh.done():  # stopped during a refresh: leave the worker be
+                    refresh.cancel()
+                    await asyncio.gather(refresh, return_exceptions=True)
+                    break
+                await self._wait(refresh.result())
         finally:
             if self.kube_view is not None:
                 self.kube_view.stop()
@@ -143,7 +151,9 @@ class Refresher:
         await self.client.close()
 
     async def refresh_once(self) -> float:
-        """One refresh attempt; returns the delay before the next one."""
+        """One refresh attempt; returns the delay before the next one. The CPU-heavy parts
+        (decoding, accounting, rendering, deflating) run in the worker thread, so the event
+        loop keeps serving scrapes meanwhile."""
         started = time.perf_counter()
         self._last_started = time.monotonic()
         try:
@@ -152,9 +162,9 @@ class Refresher:
             pods = snapshot.pods
             if self.kube_view is not None:
                 pods = self.kube_view.without_terminated(pods)
-            result = self._ledger.update(pods, snapshot.allocatable, self.topology,
-                                         snapshot.api_version)
-            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
+            result, data = await self._worker.run(self.core.account, pods, snapshot.allocatable,
+                                                  self.topology, snapshot.api_version)
+            self._publish(snapshot, result, data, len(snapshot.pods) - len(pods))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -163,11 +173,12 @@ class Refresher:
                 log.exception("refresh failed unexpectedly; serving the last good snapshot")
             delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error), INTERNAL_ERROR),
                                  logged=True)
-        finally:
-            self.health.refresh_duration.observe(time.perf_counter() - started)
-            self.exposition.update(view=self._view_section(), health=self._health_sections())
-            self.attempted = True
-            self.generation += 1
+        self.health.refresh_duration.observe(time.perf_counter() - started)
+        # the health section as of this attempt (not reached when the refresh was cancelled)
+        health = await self._worker.run(self._health_sections)
+        self.exposition.update(view=self._view_section(), health=health)
+        self.attempted = True
+        self.generation += 1
         return delay
 
     async def _wait(self, delay: float) -> None:
@@ -217,7 +228,7 @@ class Refresher:
             self._redetect = True  # a lowered capability is probed again: is v1 served now?
         if self._redetect or caps.api_version == "v1":
             try:
-                pods = self._list_v1.decode((await self.client.list_pods()).raw)
+                pods = await self._decode_list((await self.client.list_pods()).raw, "v1")
                 if caps.api_version != "v1":  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
@@ -226,19 +237,24 @@ class Refresher:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
-                pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+                pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
+                                               "v1alpha1")
                 self._set_capability("api_version", "v1alpha1")
                 self._set_capability("get_allocatable", "false")
                 self._set_capability("get", "false")
                 self._set_capability("pod_level", "unknown")  # v1alpha1 cannot carry it
         else:
-            pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+            pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
+                                           "v1alpha1")
         self._redetect = False
         if caps.api_version != "v1":
             return KubeletSnapshot(pods, None, "v1alpha1")
         await self._probe_get(pods)
         await self._refresh_allocatable(pods)
         return KubeletSnapshot(pods, self._allocatable, "v1")
+
+    async def _decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
+        return await self._worker.run(self.core.decode_list, raw, api_version)
 
     async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
@@ -285,7 +301,7 @@ class Refresher:
             return
         try:
             raw = (await self.client.get_allocatable()).raw
-            self._allocatable = self._allocatable_decoder.decode(raw)
+            self._allocatable = await self._worker.run(self.core.decode_allocatable, raw)
             self._set_capability("get_allocatable", "true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
@@ -313,11 +329,13 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
-        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
+    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, data: Section | None,
+                 terminated: int) -> None:
+        """``data``: the new data section, None when unchanged; ``terminated``: listed pods
+        left out because the Kubernetes API says they ended."""
         self.snapshot = snapshot
-        if result is not self.accounting:  # the ledger returns the same object when unchanged
-            self.exposition.update(data=Section.of(self._renderer.render(result, self.topology)))
+        if data is not None:
+            self.exposition.update(data=data)
         self.accounting = result
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")
@@ -459,6 +477,84 @@ class Refresher:
 
     def _health_sections(self) -> HealthSections:
         return HealthSections.of(self.health.render(False), self.health.render(True))
+
+
+class RefreshCore:
+    """Decode, account, render and deflate: the synchronous, CPU-heavy part of a refresh, run
+    in the worker thread. It owns the decoders' caches, the ledger and the renderer's caches;
+    only one call runs at a time."""
+
+    def __init__(self, options: RenderOptions):
+        self._ledger = Ledger()
+        self._renderer = Renderer(options)
+        self._list = {"v1": ListDecoder.v1(), "v1alpha1": ListDecoder.v1alpha1()}
+        self._allocatable = AllocatableDecoder()
+        self._published: Accounting | None = None
+
+    def decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
+        return self._list[api_version].decode(raw)
+
+    def decode_allocatable(self, raw: bytes) -> Allocatable:
+        return self._allocatable.decode(raw)
+
+    def account(self, pods: tuple[PodAssignment, ...], allocatable: Allocatable | None,
+                topology: Topology, api_version: str) -> tuple[Accounting, Section | None]:
+        """The accounting of ``pods`` and the data section, None when it did not change (the
+        ledger returns the same object for an unchanged snapshot)."""
+        result = self._ledger.update(pods, allocatable, topology, api_version)
+        if result is self._published:
+            return result, None
+        self._published = result
+        return result, Section.of(self._renderer.render(result, topology))
+
+
+_Result = TypeVar("_Result")
+
+
+class Worker:
+    """Runs the refresh's CPU-heavy work in a thread, one job at a time, so that the event
+    loop keeps answering scrapes and signals while a large or hostile reply is processed.
+
+    Each job gets a daemon thread of its own: nothing to shut down, and a SIGTERM during a long
+    refresh ends the process without waiting for it. Jobs are serialised by a lock, so a job
+    abandoned by a cancelled refresh finishes before the next one starts. While a job runs,
+    the interpreter hands the GIL over every half millisecond (instead of every 5 ms), so the
+    event loop waits at most that long to run.
+    """
+
+    SWITCH_INTERVAL = 0.0005
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    async def run(self, function: Callable[..., _Result], *args: object) -> _Result:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Result] = loop.create_future()
+
+        def settle(result: _Result | None, error: BaseException | None) -> None:
+            if future.cancelled():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+        def job() -> None:
+            with self._lock:
+                previous = sys.getswitchinterval()
+                sys.setswitchinterval(min(previous, self.SWITCH_INTERVAL))
+                try:
+                    result, error = function(*args), None
+                except BaseException as caught:  # handed to the awaiting task
+                    result, error = None, caught
+                finally:
+                    sys.setswitchinterval(previous)
+            # a closed loop: nobody waits for the result any more
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, result, error)
+
+        threading.Thread(target=job, name="refresh-worker", daemon=True).start()
+        return await future
 
 
 def _socket_identity(path: str) -> tuple[int, int, int] | None:

@@ -157,6 +157,7 @@ class Refresher:
         loop keeps serving scrapes meanwhile."""
         started = time.perf_counter()
         self._last_started = time.monotonic()
+        data: Section | None = None
         try:
             self._maybe_reread_topology()
             snapshot = await self._read_kubelet()
@@ -165,7 +166,7 @@ class Refresher:
                 pods = self.kube_view.without_terminated(pods)
             result, data = await self._worker.run(self.core.account, pods, snapshot.allocatable,
                                                   self.topology, snapshot.api_version)
-            self._publish(snapshot, result, data, len(snapshot.pods) - len(pods))
+            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -175,9 +176,10 @@ class Refresher:
             delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error), INTERNAL_ERROR),
                                  logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
-        # the health section as of this attempt (not reached when the refresh was cancelled)
+        # the health section as of this attempt (not reached when the refresh was cancelled);
+        # the sections are replaced together, so a scrape never sees new data with old health
         health = await self._worker.run(self._health_sections)
-        self.exposition.update(view=self._view_section(), health=health)
+        self.exposition.update(data=data, view=self._view_section(), health=health)
         self.attempted = True
         self.generation += 1
         return delay
@@ -330,13 +332,9 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, data: Section | None,
-                 terminated: int) -> None:
-        """``data``: the new data section, None when unchanged; ``terminated``: listed pods
-        left out because the Kubernetes API says they ended."""
+    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
+        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
         self.snapshot = snapshot
-        if data is not None:
-            self.exposition.update(data=data)
         self.accounting = result
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")

@@ -10,10 +10,12 @@ that reason), so one rendering serves both formats. Names, help texts and labels
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.utils import floatToGoString
 
 from . import catalog
@@ -117,6 +119,90 @@ def render_text(families: list[Metric]) -> bytes:
     return generate_latest(_Families(families))
 
 
+def sample_lines(families: list[Metric], openmetrics: bool = False,
+                 ) -> list[tuple[bytes, list[bytes]]]:
+    """Each family's comment lines and its sample lines, as ``prometheus_client`` writes them:
+    the one place that cuts its output apart, for the caches that reuse the pieces.
+
+    The format assumption, for both the text format 0.0.4 and OpenMetrics: a family is written
+    as its comment lines (``# HELP``, ``# TYPE``, OpenMetrics' ``# UNIT``) followed by exactly
+    one line per sample, in the order of ``family.samples``; a line ends at its first ``\n``
+    (a newline in a help text or label value is written escaped); a sample line is its name and
+    labels, one space and the value (no timestamp or exemplar is ever set here), so the value
+    follows the line's last space. The text format moves ``_created`` samples into extra
+    families, which is why they are disabled (``disable_created_metrics``). A mismatch raises
+    ``ValueError`` rather than serve a shifted exposition.
+    """
+    rendered = (generate_openmetrics if openmetrics else generate_latest)(_Families(families))
+    lines = rendered.splitlines(keepends=True)
+    if openmetrics and lines and lines[-1] == b"# EOF\n":
+        lines.pop()
+    result = []
+    position = 0
+    for family in families:
+        header_start = position
+        while position < len(lines) and lines[position].startswith(b"#"):
+            position += 1
+        header = b"".join(lines[header_start:position])
+        samples = lines[position:position + len(family.samples)]
+        position += len(family.samples)
+        if not header or len(samples) != len(family.samples) \
+                or any(line.startswith(b"#") for line in samples):
+            raise ValueError(f"unexpected exposition of {family.name}")
+        result.append((header, samples))
+    if position != len(lines):
+        raise ValueError("unexpected lines after the last family")
+    return result
+
+
+def value_prefix(line: bytes) -> bytes:
+    """A sample line up to its value (see :func:`sample_lines`): ``name{labels} ``."""
+    return line[:line.rindex(b" ") + 1]
+
+
+class FamilyWriter:
+    """Writes collected families in one format, reusing each family's header and each sample's
+    ``name{labels} `` prefix (rendered by ``prometheus_client`` the first time a label set
+    appears) and formatting only the values. For instruments whose label sets persist while
+    their values change: the exporter's own health metrics. Byte-for-byte what
+    ``prometheus_client`` writes (OpenMetrics without ``# EOF``)."""
+
+    _CACHE_LIMIT = 10_000
+
+    def __init__(self, openmetrics: bool):
+        self.openmetrics = openmetrics
+        self._headers: dict[tuple[str, str, str], bytes] = {}
+        self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
+
+    def write(self, families: Iterable[Metric]) -> bytes:
+        parts = []
+        for family in families:
+            key = (family.name, family.type, family.documentation)
+            header = self._headers.get(key)
+            prefixes = [self._prefixes.get((s.name, tuple(sorted(s.labels.items()))))
+                        for s in family.samples]
+            if header is None or None in prefixes:
+                header, prefixes = self._learn(family)
+            parts.append(header)
+            for prefix, sample in zip(prefixes, family.samples):
+                parts.append(prefix)
+                parts.append(floatToGoString(sample.value).encode())
+                parts.append(b"\n")
+        return b"".join(parts)
+
+    def _learn(self, family: Metric) -> tuple[bytes, list[bytes | None]]:
+        if len(self._prefixes) > self._CACHE_LIMIT:
+            self._prefixes = {}
+        ((header, lines),) = sample_lines([family], self.openmetrics)
+        self._headers[(family.name, family.type, family.documentation)] = header
+        prefixes: list[bytes | None] = []
+        for sample, line in zip(family.samples, lines):
+            prefix = value_prefix(line)
+            self._prefixes[(sample.name, tuple(sorted(sample.labels.items())))] = prefix
+            prefixes.append(prefix)
+        return header, prefixes
+
+
 class Renderer:
     """Renders the data section of /metrics, doing as little as the change requires.
 
@@ -185,8 +271,8 @@ class Renderer:
         if prefix is None:
             family = GaugeMetricFamily(name, "", labels=list(labels))
             family.add_metric(list(values), 0)
-            line = render_text([family]).decode().split("\n")[2]
-            prefix = self._prefixes[key] = line[:line.rindex(" ") + 1]
+            ((_, (line,)),) = sample_lines([family])
+            prefix = self._prefixes[key] = value_prefix(line).decode()
         return prefix
 
     def _render_pod(self, pod) -> tuple[bytes, ...]:
@@ -194,11 +280,8 @@ class Renderer:
         blocks: dict[str, bytes] = {}
         if families:
             # one rendering for the pod, cut into per-family blocks without HELP/TYPE lines
-            # (label values never hold a raw newline, so "\n# HELP " only starts a family)
-            text = b"\n" + render_text(families)
-            for family, chunk in zip(families, text.split(b"\n# HELP ")[1:]):
-                body = chunk.split(b"\n", 2)[2]
-                blocks[family.name] = body if body.endswith(b"\n") else body + b"\n"
+            for family, (_, lines) in zip(families, sample_lines(families)):
+                blocks[family.name] = b"".join(lines)
         row = tuple(blocks.get(name, b"") for name in self._names)
         self._rows[id(pod)] = row
         self._held[id(pod)] = pod
@@ -207,5 +290,6 @@ class Renderer:
     def _header(self, name: str) -> str:
         header = self._headers.get(name)
         if header is None:
-            header = self._headers[name] = render_text([Metric(name, HELP[name], "gauge")]).decode()
+            ((text, _),) = sample_lines([Metric(name, HELP[name], "gauge")])
+            header = self._headers[name] = text.decode()
         return header

@@ -1,15 +1,21 @@
 """The exporter's own health metrics: is the kubelet reachable, how are calls going.
 
 Counters and histograms are ordinary ``prometheus_client`` objects in a private registry
-(direct instrumentation is right for an exporter's internals); the info-style gauges whose
-label values change (``kubelet_api_info``, ``node_info``) are built from the current state at
-render time, so an old label set never lingers.
+(direct instrumentation is right for an exporter's internals). The state behind the gauges —
+up, last success, back-off, the kubelet's capabilities — belongs to the refresh loop
+(:class:`exporter.status.KubeletStatus`) and is handed to :meth:`Health.render_both`, which
+builds those families from it each time, so an old label set never lingers.
+
+The section is rendered after every refresh attempt, in both formats, from one collection of the
+registry: ``prometheus_client`` renders each family's header and each label set's prefix the
+first time (:class:`exporter.rendering.FamilyWriter`), later renderings only format the values.
+What a scrape sees is therefore as of the last refresh attempt (or change of the
+Kubernetes-API view), ``process_*`` figures included: at most one ``--interval`` old.
 """
 
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import (
@@ -19,9 +25,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client import generate_latest as generate_text
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from . import __version__, accounting, kubelet
 from .catalog import (
@@ -38,8 +42,9 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from .rendering import FamilyWriter
+from .status import UNKNOWN, Capabilities, KubeletStatus
 
-UNKNOWN = "unknown"
 # The source revision an image was built from: the Dockerfile writes it here (build argument
 # REVISION); a source checkout has none and reports "unknown".
 REVISION_FILE = Path(__file__).with_name("REVISION")
@@ -68,29 +73,12 @@ _REFRESH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 _CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-@dataclass
-class Capabilities:
-    """What the kubelet supports, as far as the exporter has found out."""
-
-    api_version: str = "none"  # v1 | v1alpha1 | none
-    get_allocatable: str = UNKNOWN  # true | false | unknown
-    get: str = UNKNOWN
-    pod_level: str = UNKNOWN  # true once pod-level data has been seen
-
-    def labels(self) -> tuple[str, str, str, str]:
-        return (self.api_version, self.get_allocatable, self.get, self.pod_level)
-
-
 class Health:
-    """State and instruments behind the health section of /metrics."""
+    """The instruments behind the health section of /metrics, and its rendering."""
 
     def __init__(self, node_name: str):
         disable_created_metrics()
         self.node_name = node_name
-        self.capabilities = Capabilities()
-        self.up = 0
-        self.last_success = 0.0
-        self.backoff_seconds = 0.0
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         self.registry = CollectorRegistry(auto_describe=False)
         # (a counter's catalogued name ends in _total, which prometheus_client accepts as is)
@@ -109,10 +97,10 @@ class Health:
             self.request_duration.labels(method)
         for kind in ISSUE_KINDS:
             self.data_issues.labels(kind)
-        self.registry.register(_StateCollector(self))
         # process_* (memory, CPU, open files, start time), as every exporter has them.
         ProcessCollector(registry=self.registry)
         self.revision = build_revision()
+        self._writers = (FamilyWriter(openmetrics=False), FamilyWriter(openmetrics=True))
 
     def track_kube_api(self) -> None:
         """Export the Kubernetes-API view's health; only with --kube-api."""
@@ -132,12 +120,38 @@ class Health:
             if count:
                 self.data_issues.labels(kind).inc(count)
 
-    def render(self, openmetrics: bool) -> bytes:
-        """The health section; OpenMetrics output ends without ``# EOF`` (the caller adds it)."""
-        if openmetrics:
-            text = generate_openmetrics(self.registry)
-            return text[: -len(b"# EOF\n")] if text.endswith(b"# EOF\n") else text
-        return generate_text(self.registry)
+    def render_both(self, status: KubeletStatus) -> tuple[bytes, bytes]:
+        """The health section in the text format and in OpenMetrics (without ``# EOF``)."""
+        families = [*self.registry.collect(), *self._state_families(status)]
+        return self._writers[0].write(families), self._writers[1].write(families)
+
+    def render(self, openmetrics: bool, status: KubeletStatus | None = None) -> bytes:
+        """The health section in one format (OpenMetrics without ``# EOF``); ``status``
+        defaults to the state before the first refresh."""
+        return self.render_both(status or KubeletStatus())[openmetrics]
+
+    def _state_families(self, status: KubeletStatus) -> list[Metric]:
+        up = GaugeMetricFamily(UP.name, UP.help)
+        up.add_metric([], status.up)
+        last = GaugeMetricFamily(LAST_REFRESH.name, LAST_REFRESH.help)
+        last.add_metric([], status.last_success)
+        backoff = GaugeMetricFamily(BACKOFF.name, BACKOFF.help)
+        backoff.add_metric([], round(status.backoff_seconds, 3))
+        capabilities: Capabilities = status.capabilities
+        api = GaugeMetricFamily(KUBELET_API_INFO.name, KUBELET_API_INFO.help,
+                                labels=KUBELET_API_INFO.labels)
+        api.add_metric(list(capabilities.labels()), 1)
+        node = GaugeMetricFamily(NODE_INFO.name, NODE_INFO.help, labels=NODE_INFO.labels)
+        node.add_metric([self.node_name, capabilities.api_version], 1)
+        build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
+        build.add_metric([__version__, self.revision, platform.python_version()], 1)
+        families: list[Metric] = [up, last, backoff, api, node, build]
+        if self.kube_api_up is not None:
+            kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
+            for resource, value in self.kube_api_up.items():
+                kube.add_metric([resource], value)
+            families.append(kube)
+        return families
 
 
 def build_revision() -> str:
@@ -146,34 +160,3 @@ def build_revision() -> str:
     except OSError:
         return UNKNOWN
     return revision or UNKNOWN
-
-
-class _StateCollector:
-    def __init__(self, health: Health):
-        self.health = health
-
-    def describe(self):
-        return []
-
-    def collect(self):
-        health = self.health
-        up = GaugeMetricFamily(UP.name, UP.help)
-        up.add_metric([], health.up)
-        last = GaugeMetricFamily(LAST_REFRESH.name, LAST_REFRESH.help)
-        last.add_metric([], health.last_success)
-        backoff = GaugeMetricFamily(BACKOFF.name, BACKOFF.help)
-        backoff.add_metric([], round(health.backoff_seconds, 3))
-        api = GaugeMetricFamily(KUBELET_API_INFO.name, KUBELET_API_INFO.help,
-                                labels=KUBELET_API_INFO.labels)
-        api.add_metric(list(health.capabilities.labels()), 1)
-        node = GaugeMetricFamily(NODE_INFO.name, NODE_INFO.help, labels=NODE_INFO.labels)
-        node.add_metric([health.node_name, health.capabilities.api_version], 1)
-        build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
-        build.add_metric([__version__, health.revision, platform.python_version()], 1)
-        families = [up, last, backoff, api, node, build]
-        if health.kube_api_up is not None:
-            kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
-            for resource, value in health.kube_api_up.items():
-                kube.add_metric([resource], value)
-            families.append(kube)
-        return families

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,6 +36,7 @@ from .health import Health
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 from .rendering import Renderer, RenderOptions
+from .status import CAPABILITY_NAMES, KubeletStatus
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class Refresher:
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
+        self.status = KubeletStatus()  # written here only; the health section renders it
         self.client = client or KubeletClient(settings.socket, settings.max_message_bytes,
                                               settings.timeout, observer=self.health.observe_call)
         self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
@@ -191,10 +193,10 @@ class Refresher:
             if remaining <= 0:
                 return
             waiters = [asyncio.ensure_future(self._stop.wait())]
-            if self.health.backoff_seconds == 0:  # events never cut a back-off short
+            if self.status.backoff_seconds == 0:  # events never cut a back-off short
                 waiters.append(asyncio.ensure_future(self._changed.wait()))
-            done, pending = await asyncio.wait(waiters, timeout=remaining,
-                                               return_when=asyncio.FIRST_COMPLETED)
+            _, pending = await asyncio.wait(waiters, timeout=remaining,
+                                            return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
             if self._stop.is_set():
@@ -203,16 +205,15 @@ class Refresher:
                 self._changed.clear()
                 earliest = self._last_started + 1.0 / self.settings.max_refresh_rate
                 pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), timeout=pause)
-                except asyncio.TimeoutError:
-                    pass
                 self._changed.clear()  # changes during the pause are covered by this refresh
                 return
 
     async def _watch(self, directory: Path) -> None:
         """Poll the kubelet's state files' mtimes; cheap, and needs no inotify."""
-        targets = [directory] if directory.is_file() else [directory / name for name in WATCHED_FILES]
+        targets = ([directory] if directory.is_file()
+                   else [directory / name for name in WATCHED_FILES])
         last = [_stat(path) for path in targets]
         while True:
             await asyncio.sleep(WATCH_POLL_SECONDS)
@@ -224,7 +225,7 @@ class Refresher:
     # ---- reading the kubelet -------------------------------------------------------------
 
     async def _read_kubelet(self) -> KubeletSnapshot:
-        caps = self.health.capabilities
+        caps = self.status.capabilities  # as of the previous refresh
         self._notice_restart()
         if caps.api_version == "v1alpha1" and \
                 time.monotonic() - self._v1_probed_at >= self.settings.allocatable_interval:
@@ -235,22 +236,21 @@ class Refresher:
                 if caps.api_version != "v1":  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
-                self._set_capability("api_version", "v1")
+                self._set_capabilities(api_version="v1")
             except KubeletError as error:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
                 pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
                                                "v1alpha1")
-                self._set_capability("api_version", "v1alpha1")
-                self._set_capability("get_allocatable", "false")
-                self._set_capability("get", "false")
-                self._set_capability("pod_level", "unknown")  # v1alpha1 cannot carry it
+                self._set_capabilities(api_version="v1alpha1", get_allocatable="false",
+                                       get="false",
+                                       pod_level="unknown")  # v1alpha1 cannot carry it
         else:
             pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
                                            "v1alpha1")
         self._redetect = False
-        if caps.api_version != "v1":
+        if self.status.capabilities.api_version != "v1":
             return KubeletSnapshot(pods, None, "v1alpha1")
         await self._probe_get(pods)
         await self._refresh_allocatable(pods)
@@ -263,7 +263,7 @@ class Refresher:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
         ``--allocatable-interval`` while the answer is no (an upgraded kubelet may serve it)."""
         if self._get_probed and (
-                self.health.capabilities.get != "false"
+                self.status.capabilities.get != "false"
                 or time.monotonic() - self._get_probed_at < self.settings.allocatable_interval):
             return
         namespace, name = (pods[0].namespace, pods[0].name) if pods else PROBE_POD
@@ -279,10 +279,10 @@ class Refresher:
                 return  # transient: ask again on the next refresh
         self._get_probed = True
         self._get_probed_at = time.monotonic()
-        self._set_capability("get", supported)
+        self._set_capabilities(get=supported)
 
     async def _refresh_allocatable(self, pods: tuple[PodAssignment, ...]) -> None:
-        caps = self.health.capabilities
+        caps = self.status.capabilities
         now = time.monotonic()
         due = now - self._allocatable_at >= self.settings.allocatable_interval
         named = {d.resource for p in pods for c in p.containers for d in c.devices if d.resource}
@@ -305,12 +305,12 @@ class Refresher:
         try:
             raw = (await self.client.get_allocatable()).raw
             self._allocatable = await self._worker.run(self.core.decode_allocatable, raw)
-            self._set_capability("get_allocatable", "true")
+            self._set_capabilities(get_allocatable="true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
                 raise
             self._allocatable = None
-            self._set_capability("get_allocatable", "false")
+            self._set_capabilities(get_allocatable="false")
         self._allocatable_at = now
         self._allocatable_missing = missing
 
@@ -337,7 +337,7 @@ class Refresher:
         self.snapshot = snapshot
         self.accounting = result
         if result.pod_level_seen:
-            self._set_capability("pod_level", "true")
+            self._set_capabilities(pod_level="true")
         issues, examples = result.data_issues, result.issue_examples
         if terminated:
             issues = {**issues, TERMINATED_POD: terminated}
@@ -357,19 +357,19 @@ class Refresher:
             log.info("back-off ended: the kubelet answered again")
         elif self._state == "starting":
             log.info("kubelet podresources API reached at %s (API %s)", self.client.target,
-                     self.health.capabilities.api_version)
+                     self.status.capabilities.api_version)
         elif self._state != "ok":
             log.info("kubelet podresources API reachable again")
         self._state = "ok"
         self._attempts = 0
-        self.health.up = 1
-        self.health.last_success = time.time()
-        self.health.backoff_seconds = 0.0
+        self.status.up = 1
+        self.status.last_success = time.time()
+        self.status.backoff_seconds = 0.0
         return self.settings.interval
 
     def _failed(self, error: KubeletError, logged: bool = False) -> float:
         self.last_error = error
-        self.health.up = 0
+        self.status.up = 0
         self._attempts += 1
         kind = error.kind
         if kind == kubelet.RATE_LIMITED:
@@ -386,7 +386,7 @@ class Refresher:
         if kind != self._state and not logged:
             self._log_failure(error, delay)
         self._state = kind
-        self.health.backoff_seconds = delay
+        self.status.backoff_seconds = delay
         return delay
 
     def _kubelet_changed(self) -> None:
@@ -431,11 +431,13 @@ class Refresher:
         else:
             log.warning("kubelet call %s failed: %s %s", error.method, error.code, error.details)
 
-    def _set_capability(self, name: str, value: str) -> None:
-        caps = self.health.capabilities
-        old = getattr(caps, name)
-        if old != value:
-            setattr(caps, name, value)
+    def _set_capabilities(self, **found: str) -> None:
+        """Record what was found out (``name=value`` per capability), logging each change."""
+        before = self.status.capabilities
+        self.status.capabilities = after = replace(before, **found)
+        for name, old, value in zip(CAPABILITY_NAMES, before.labels(), after.labels()):
+            if old == value:
+                continue
             if old not in ("none", "unknown"):
                 log.info("kubelet capability %s changed: %s -> %s", name, old, value)
             elif name == "api_version" and value == "v1alpha1":
@@ -475,7 +477,7 @@ class Refresher:
         return Section.of(view.render(self._allocatable))
 
     def _health_sections(self) -> HealthSections:
-        return HealthSections.of(self.health.render(False), self.health.render(True))
+        return HealthSections.of(*self.health.render_both(self.status))
 
 
 class RefreshCore:

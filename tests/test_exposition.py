@@ -190,3 +190,43 @@ async def test_prometheus_scrapes_the_gzip_body_whole():
     assert int(scraped[0]["value"][1]) == len(expected.samples)
     assert int(first[0]["value"][1]) == len(expected.series("podresources_device_info"))
     assert last[0]["value"][1] == "1"  # the health section, the body's last segment
+
+
+def test_health_section_is_what_prometheus_client_writes_in_both_formats():
+    """The health section reuses headers and label prefixes; it must stay byte-for-byte what
+    prometheus_client writes, as values change and new label sets appear."""
+    from prometheus_client import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_om
+
+    from exporter.health import Health
+    from exporter.rendering import _Families
+    from exporter.status import Capabilities, KubeletStatus
+
+    health = Health("node-a")
+    status = KubeletStatus()
+
+    def expected(openmetrics: bool) -> bytes:
+        families = [*health.registry.collect(), *health._state_families(status)]
+        if openmetrics:
+            return generate_om(_Families(families))[:-len(b"# EOF\n")]
+        return generate_latest(_Families(families))
+
+    for step in range(3):
+        text, openmetrics = health.render_both(status)
+        # process_* figures move between two collections: compare everything else
+        def steady(body: bytes) -> list[bytes]:
+            return [line for line in body.splitlines() if not line.startswith(b"process_")]
+        assert steady(text) == steady(expected(False))
+        assert steady(openmetrics) == steady(expected(True))
+        assert b"# TYPE podresources_api_requests_total counter" in text
+        assert b"# TYPE podresources_api_requests counter" in openmetrics
+        health.observe_call("List", "RESOURCE_EXHAUSTED" if step else "OK", 0.003 * (step + 1))
+        health.refresh_duration.observe(0.02)
+        health.count_issues({"unknown_cpu": step + 1})
+        status.up, status.last_success, status.backoff_seconds = 1, 1_700_000_000.5, 0.25 * step
+        status.capabilities = Capabilities("v1", "true", "false", "true" if step else "unknown")
+    # steps 1 and 2 each counted one rate-limited call
+    assert b'podresources_api_requests_total{code="RESOURCE_EXHAUSTED",method="List"} 2.0' \
+        in health.render(False, status)
+    assert b'podresources_kubelet_api_info{api_version="v1",get="false",get_allocatable="true"' \
+        b',pod_level="true"} 1.0' in health.render(True, status)

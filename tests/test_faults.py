@@ -437,7 +437,7 @@ async def test_a_restart_shorter_than_the_interval_is_noticed(caplog):
         refresher = Exporter(node.settings(interval=10.0)).refresher
         try:
             await refresher.refresh_once()
-            assert refresher.health.capabilities.labels() == ("v1", "true", "true", "unknown")
+            assert refresher.status.capabilities.labels() == ("v1", "true", "true", "unknown")
             # the kubelet comes back without Get (say, a downgrade), 50 ms later
             node.simulator.faults.get = "unimplemented"
             await node.simulator.restart(downtime=0.05)
@@ -446,7 +446,7 @@ async def test_a_restart_shorter_than_the_interval_is_noticed(caplog):
             await refresher.client.close()
         failed = {code: n for (method, code), n in _request_counts(refresher).items()
                   if code != "OK"}
-        caps = refresher.health.capabilities.labels()
+        caps = refresher.status.capabilities.labels()
         accounting = refresher.accounting
     # every call succeeded, the restart was noticed anyway: Get probed again (now false) and
     # allocatable re-read (the plugins have not registered yet: both devices unavailable)

@@ -154,7 +154,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str) -> in
         return 1
     formatter = format_json if output_format == "json" else format_table
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
-                               refresher.health.capabilities, settings.node_name))
+                               refresher.status.capabilities, settings.node_name))
     return 0
 
 

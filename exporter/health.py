@@ -77,7 +77,7 @@ class Health:
     """The instruments behind the health section of /metrics, and its rendering."""
 
     def __init__(self, node_name: str):
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         self.registry = CollectorRegistry(auto_describe=False)

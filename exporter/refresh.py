@@ -338,7 +338,8 @@ class Refresher:
         self.accounting = result
         if result.pod_level_seen:
             self._set_capabilities(pod_level="true")
-        issues, examples = result.data_issues, result.issue_examples
+        issues: dict[str, int] = dict(result.data_issues)
+        examples = result.issue_examples
         if terminated:
             issues = {**issues, TERMINATED_POD: terminated}
             examples = {**examples, TERMINATED_POD: "a pod the Kubernetes API reports Succeeded "

@@ -10,18 +10,49 @@ that reason), so one rendering serves both formats. Names, help texts and labels
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
-from prometheus_client.utils import floatToGoString
+from prometheus_client.utils import floatToGoString as _float_to_go_string
 
 from . import catalog
 from .accounting import Accounting
 from .catalog import CATALOG, HELP, MetricDef
 from .model import Topology
+
+# label values -> value; a single label's value may stand alone instead of a 1-tuple
+SeriesValues = Mapping[Any, float]
+
+
+def float_to_go_string(value: float) -> str:
+    """A sample value as ``prometheus_client`` (and Go) writes it."""
+    text: str = _float_to_go_string(value)  # type: ignore[no-untyped-call]
+    return text
+
+
+class WorkloadFigures(Protocol):
+    """What :func:`workload_families` reads: an :class:`Accounting` or one pod's figures."""
+
+    @property
+    def container_cpus(self) -> SeriesValues: ...
+    @property
+    def container_memory(self) -> SeriesValues: ...
+    @property
+    def container_devices(self) -> SeriesValues: ...
+    @property
+    def container_numa_nodes(self) -> SeriesValues: ...
+    @property
+    def pod_cpus(self) -> SeriesValues: ...
+    @property
+    def pod_memory(self) -> SeriesValues: ...
+    @property
+    def device_info(self) -> Iterable[tuple[str, ...]]: ...
+    @property
+    def dra_device_info(self) -> Iterable[tuple[str | None, ...]]: ...  # share_id may be None
 
 
 @dataclass(frozen=True)
@@ -30,7 +61,7 @@ class RenderOptions:
     device_info: bool = True
 
 
-def gauge_family(metric: MetricDef, values: dict) -> GaugeMetricFamily:
+def gauge_family(metric: MetricDef, values: SeriesValues) -> GaugeMetricFamily:
     """The gauge family of ``metric`` with one sample per ``{label values: value}`` item (a
     single label's value may stand alone), in label order."""
     family = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
@@ -39,14 +70,15 @@ def gauge_family(metric: MetricDef, values: dict) -> GaugeMetricFamily:
     return family
 
 
-def node_series(accounting: Accounting, topology: Topology) -> list[tuple[MetricDef, dict]]:
+def node_series(accounting: Accounting, topology: Topology,
+                ) -> list[tuple[MetricDef, dict[tuple[str, ...], float]]]:
     """Node and NUMA series as (metric, {label values: value}), those that exist."""
-    series: list[tuple[MetricDef, dict]] = [
+    series: list[tuple[MetricDef, dict[tuple[str, ...], float]]] = [
         (catalog.NUMA_NODE_CPUS,
          {(str(n.numa_id),): len(n.cpus) for n in topology.numa_nodes.values()}),
     ]
 
-    def add(metric: MetricDef, values: dict | None) -> None:
+    def add(metric: MetricDef, values: SeriesValues | None) -> None:
         if values:
             series.append((metric, {k if isinstance(k, tuple) else (k,): v
                                     for k, v in values.items()}))
@@ -71,9 +103,10 @@ def node_families(accounting: Accounting, topology: Topology) -> list[Metric]:
     return [gauge_family(metric, values) for metric, values in node_series(accounting, topology)]
 
 
-def workload_families(source, options: RenderOptions = RenderOptions()) -> list[Metric]:
+def workload_families(source: WorkloadFigures,
+                      options: RenderOptions = RenderOptions()) -> list[Metric]:
     """Workload families from an :class:`Accounting` or one pod's :class:`PodFigures`."""
-    families = [
+    families: list[Metric] = [
         gauge_family(catalog.CONTAINER_CPUS, source.container_cpus),
         gauge_family(catalog.CONTAINER_MEMORY, source.container_memory),
         gauge_family(catalog.CONTAINER_DEVICES, source.container_devices),
@@ -87,7 +120,7 @@ def workload_families(source, options: RenderOptions = RenderOptions()) -> list[
         dra = Metric(metric.name, metric.help, metric.type)
         *names, share_id = metric.labels  # share_id only on the series of shared devices
         for *values, shared in source.dra_device_info:
-            labels = dict(zip(names, values))
+            labels = {name: value or "" for name, value in zip(names, values)}
             if shared is not None:
                 labels[share_id] = shared
             dra.add_sample(metric.name, labels, 1)
@@ -98,7 +131,7 @@ def workload_families(source, options: RenderOptions = RenderOptions()) -> list[
 def data_families(accounting: Accounting, topology: Topology,
                   options: RenderOptions = RenderOptions()) -> list[Metric]:
     """Every data family of one snapshot, built in one go (the reference for :class:`Renderer`)."""
-    families = node_families(accounting, topology)
+    families: list[Metric] = node_families(accounting, topology)
     if options.workload_metrics:
         families.extend(workload_families(accounting, options))
     return [f for f in families if f.samples or f.name == catalog.MISALIGNED_CONTAINERS.name]
@@ -107,19 +140,21 @@ def data_families(accounting: Accounting, topology: Topology,
 class _Families:
     """The minimal registry interface ``generate_latest`` needs."""
 
-    def __init__(self, families):
+    def __init__(self, families: Iterable[Metric]):
         self._families = families
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         return iter(self._families)
 
 
-def render_text(families: list[Metric]) -> bytes:
+def render_text(families: Sequence[Metric]) -> bytes:
     """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families)."""
-    return generate_latest(_Families(families))
+    registry: Any = _Families(families)  # the duck-typed registry generate_latest accepts
+    rendered: bytes = generate_latest(registry)
+    return rendered
 
 
-def sample_lines(families: list[Metric], openmetrics: bool = False,
+def sample_lines(families: Sequence[Metric], openmetrics: bool = False,
                  ) -> list[tuple[bytes, list[bytes]]]:
     """Each family's comment lines and its sample lines, as ``prometheus_client`` writes them:
     the one place that cuts its output apart, for the caches that reuse the pieces.
@@ -133,7 +168,8 @@ def sample_lines(families: list[Metric], openmetrics: bool = False,
     families, which is why they are disabled (``disable_created_metrics``). A mismatch raises
     ``ValueError`` rather than serve a shifted exposition.
     """
-    rendered = (generate_openmetrics if openmetrics else generate_latest)(_Families(families))
+    registry: Any = _Families(families)  # the duck-typed registry both generators accept
+    rendered: bytes = (generate_openmetrics if openmetrics else generate_latest)(registry)
     lines = rendered.splitlines(keepends=True)
     if openmetrics and lines and lines[-1] == b"# EOF\n":
         lines.pop()
@@ -175,27 +211,27 @@ class FamilyWriter:
         self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
     def write(self, families: Iterable[Metric]) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         for family in families:
-            key = (family.name, family.type, family.documentation)
-            header = self._headers.get(key)
-            prefixes = [self._prefixes.get((s.name, tuple(sorted(s.labels.items()))))
-                        for s in family.samples]
-            if header is None or None in prefixes:
+            header = self._headers.get((family.name, family.type, family.documentation))
+            found = [self._prefixes.get((s.name, tuple(sorted(s.labels.items()))))
+                     for s in family.samples]
+            prefixes = [p for p in found if p is not None]
+            if header is None or len(prefixes) != len(found):
                 header, prefixes = self._learn(family)
             parts.append(header)
             for prefix, sample in zip(prefixes, family.samples):
                 parts.append(prefix)
-                parts.append(floatToGoString(sample.value).encode())
+                parts.append(float_to_go_string(sample.value).encode())
                 parts.append(b"\n")
         return b"".join(parts)
 
-    def _learn(self, family: Metric) -> tuple[bytes, list[bytes | None]]:
+    def _learn(self, family: Metric) -> tuple[bytes, list[bytes]]:
         if len(self._prefixes) > self._CACHE_LIMIT:
             self._prefixes = {}
         ((header, lines),) = sample_lines([family], self.openmetrics)
         self._headers[(family.name, family.type, family.documentation)] = header
-        prefixes: list[bytes | None] = []
+        prefixes: list[bytes] = []
         for sample, line in zip(family.samples, lines):
             prefix = value_prefix(line)
             self._prefixes[(sample.name, tuple(sorted(sample.labels.items())))] = prefix
@@ -223,8 +259,9 @@ class Renderer:
         self._rows: dict[int, tuple[bytes, ...]] = {}  # id of a PodFigures -> its blocks
         self._held: dict[int, object] = {}  # keeps those PodFigures alive
         self._headers: dict[str, str] = {}
-        self._prefixes: dict[tuple, str] = {}
-        self._node_cache: dict[str, tuple[dict, str]] = {}  # family -> (values, text)
+        self._prefixes: dict[tuple[str, tuple[str, ...]], str] = {}
+        # family -> (values, text)
+        self._node_cache: dict[str, tuple[dict[tuple[str, ...], float], str]] = {}
 
     def render(self, accounting: Accounting, topology: Topology) -> bytes:
         parts = [self._node_section(accounting, topology).encode()]
@@ -258,7 +295,7 @@ class Renderer:
             lines = [self._header(name)]
             for key in sorted(values):
                 lines.append(self._prefix(name, metric.labels, key))
-                lines.append(floatToGoString(values[key]))
+                lines.append(float_to_go_string(values[key]))
                 lines.append("\n")
             text = "".join(lines)
             self._node_cache[name] = (values, text)
@@ -275,7 +312,7 @@ class Renderer:
             prefix = self._prefixes[key] = value_prefix(line).decode()
         return prefix
 
-    def _render_pod(self, pod) -> tuple[bytes, ...]:
+    def _render_pod(self, pod: WorkloadFigures) -> tuple[bytes, ...]:
         families = [f for f in workload_families(pod, self.options) if f.samples]
         blocks: dict[str, bytes] = {}
         if families:

@@ -165,9 +165,10 @@ async def measure_fleet(trees: dict[str, Path | None], minutes: float) -> dict:
     procs["naive"] = start(sim, None, "--interval", "10", naive=True)
     results: dict[str, dict] = {}
     try:
-        async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with aiohttp.ClientSession() as probe:
             for name, (_, port) in procs.items():
-                await wait_up(session, port, naive=name == "naive")
+                await wait_up(probe, port, naive=name == "naive")
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
             await asyncio.sleep(20)  # warm-up: a first allocatable re-read, pruning
             before = {name: cpu_seconds(proc.pid) for name, (proc, _) in procs.items()}
             started = time.monotonic()
@@ -235,22 +236,28 @@ async def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
                    f"Python {platform.python_version()}",
     }
+    target = args.json or REPO / "benchmarks" / "results" / time.strftime(
+        "serving-%Y-%m-%d-%H%M.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every phase: a failing phase keeps the others' figures
+        target.write_text(json.dumps(results, indent=2) + "\n")
+
     if "stress" in args.only:
         results["stress"] = {}
         for profile in ("small", "large"):
             print(f"stress {profile} ...", file=sys.stderr)
             results["stress"][profile] = await measure_stress(profile, trees, args.seconds)
+            save()
     if "probes" in args.only:
         print("probes ...", file=sys.stderr)
         results["probes"] = await measure_probes(trees, args.seconds)
+        save()
     if "fleet" in args.only:
         print(f"fleet: {args.fleet_minutes} min ...", file=sys.stderr)
         results["fleet"] = await measure_fleet(trees, args.fleet_minutes)
+        save()
     print(report(results))
-    target = args.json or REPO / "benchmarks" / "results" / time.strftime(
-        "serving-%Y-%m-%d-%H%M.json")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(results, indent=2) + "\n")
     print(f"JSON: {target}")
     return 0
 

@@ -117,7 +117,9 @@ class Simulator:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_exporter(sim: Simulator, *extra: str, naive: bool = False) -> tuple[subprocess.Popen, int]:
+def start_exporter(sim: Simulator, *extra: str, naive: bool = False,
+                   tree: Path = REPO) -> tuple[subprocess.Popen, int]:
+    """The exporter of source tree ``tree`` (default this one), or the naive design."""
     port = free_port()
     if naive:
         args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]
@@ -125,7 +127,8 @@ def start_exporter(sim: Simulator, *extra: str, naive: bool = False) -> tuple[su
         args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
     args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
              "--listen-address", f"127.0.0.1:{port}", *extra]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, port
 
 

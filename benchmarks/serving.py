@@ -40,8 +40,15 @@ import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-from common import free_port  # noqa: E402
-from run import PROMETHEUS_HEADERS, Simulator, cpu_seconds, rss_mib, stop, wait_up  # noqa: E402
+from run import (  # noqa: E402
+    PROMETHEUS_HEADERS,
+    Simulator,
+    cpu_seconds,
+    rss_mib,
+    start_exporter,
+    stop,
+    wait_up,
+)
 
 SCRAPERS = 16
 RATE = 320.0  # requests per second, all scrapers together
@@ -50,18 +57,7 @@ RATE = 320.0  # requests per second, all scrapers together
 def start(sim: Simulator, tree: Path | None, *extra: str,
           naive: bool = False) -> tuple[subprocess.Popen[bytes], int]:
     """An exporter (from ``tree``, default this one) or the naive baseline on ``sim``."""
-    port = free_port()
-    root = tree or REPO
-    if naive:
-        args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]
-    else:
-        args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
-    args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
-             "--listen-address", f"127.0.0.1:{port}", *extra]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    return proc, port
+    return start_exporter(sim, *extra, naive=naive, tree=tree or REPO)
 
 
 _PACE = """

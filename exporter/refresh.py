@@ -90,10 +90,8 @@ class Refresher:
                                               settings.timeout, observer=self.health.observe_call)
         self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
         self.accounting: Accounting | None = None
-        self.snapshot: KubeletSnapshot | None = None
         self.attempted = False
         self.last_error: KubeletError | None = None
-        self.generation = 0  # bumped after every refresh attempt
         self.exposition = Exposition()
         self.core = RefreshCore(settings.render)
         self._worker = Worker()
@@ -149,10 +147,6 @@ class Refresher:
     def stop(self) -> None:
         self._stop.set()
 
-    async def close(self) -> None:
-        self.stop()
-        await self.client.close()
-
     async def refresh_once(self) -> float:
         """One refresh attempt; returns the delay before the next one. The CPU-heavy parts
         (decoding, accounting, rendering, deflating) run in the worker thread, so the event
@@ -168,7 +162,7 @@ class Refresher:
                 pods = self.kube_view.without_terminated(pods)
             result, data = await self._worker.run(self.core.account, pods, snapshot.allocatable,
                                                   self.topology, snapshot.api_version)
-            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
+            self._publish(result, len(snapshot.pods) - len(pods))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -183,7 +177,6 @@ class Refresher:
         health = await self._worker.run(self._health_sections)
         self.exposition.update(data=data, view=self._view_section(), health=health)
         self.attempted = True
-        self.generation += 1
         return delay
 
     async def _wait(self, delay: float) -> None:
@@ -332,9 +325,8 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
+    def _publish(self, result: Accounting, terminated: int) -> None:
         """``terminated``: listed pods left out because the Kubernetes API says they ended."""
-        self.snapshot = snapshot
         self.accounting = result
         if result.pod_level_seen:
             self._set_capabilities(pod_level="true")

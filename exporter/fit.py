@@ -402,13 +402,14 @@ def verdict(fit: ShapeFit) -> str:
                     "shape fit under single-numa-node"
         return text
     ordered = sorted(fit.constrained, key=_resource_order)
-    wanted = " together with ".join(_noun(r, shape.requests[r], "free" if i == 0 else "")
-                                    for i, r in enumerate(ordered))
+    wanted = _noun(ordered[0], shape.requests[ordered[0]], "free")
+    if len(ordered) > 1:
+        wanted += " together with " + _join([_noun(r, shape.requests[r]) for r in ordered[1:]])
     lacks = []
     for numa_id, lack in fit.shortfall.items():
-        parts = [_noun(r, amount) for r, amount in lack.items() if amount > 0]
+        parts = [_noun(r, lack[r]) for r in ordered if lack.get(r, 0) > 0]
         if parts:
-            lacks.append(f"node {numa_id} lacks {' and '.join(parts)}")
+            lacks.append(f"node {numa_id} lacks {_join(parts)}")
     text = f"no NUMA node has {wanted}: {', '.join(lacks)}"
     if fit.min_numa_nodes is not None:
         text += (f"; {fit.min_numa_nodes} NUMA nodes together would hold it "
@@ -416,6 +417,11 @@ def verdict(fit: ShapeFit) -> str:
     else:
         text += "; not even the whole node has enough"
     return text
+
+
+def _join(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _resource_order(resource: str) -> tuple[int, str]:

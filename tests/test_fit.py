@@ -114,8 +114,8 @@ def test_shape_that_fits_nowhere() -> None:
     # nodes 0+1: 5 CPUs, and g1, g2, g3 are local to one of them
     assert fit.min_numa_nodes == 2
     assert verdict(fit) == (
-        "no NUMA node has 3 free nvidia.com/gpu together with 4 CPUs: node 0 lacks 1 CPU and "
-        "1 nvidia.com/gpu, node 1 lacks 2 CPUs and 1 nvidia.com/gpu, node 2 lacks 2 "
+        "no NUMA node has 3 free nvidia.com/gpu together with 4 CPUs: node 0 lacks "
+        "1 nvidia.com/gpu and 1 CPU, node 1 lacks 1 nvidia.com/gpu and 2 CPUs, node 2 lacks 2 "
         "nvidia.com/gpu; 2 NUMA nodes together would hold it (restricted or best-effort policy)")
 
 

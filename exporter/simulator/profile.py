@@ -166,6 +166,8 @@ class NodeSpec:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     # SMT: hardware threads per physical core (1: no SMT)
     threads_per_core: int = 1
+    topology_manager_policy: str = "single-numa-node"
+    topology_manager_scope: str = "container"
 
     @property
     def all_cpus(self) -> frozenset[int]:
@@ -284,6 +286,8 @@ def _parse_profile(data: dict) -> NodeSpec:
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
         threads_per_core=_threads_per_core(data, numa_nodes),
+        topology_manager_policy=str(data.get("topology_manager_policy", "single-numa-node")),
+        topology_manager_scope=str(data.get("topology_manager_scope", "container")),
     )
 
 

@@ -46,3 +46,18 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
             (pages_dir / "nr_hugepages").write_text(f"{pages}\n")
             (pages_dir / "free_hugepages").write_text(f"{pages}\n")
     return root
+
+
+def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
+    """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
+    holds it), with the profile's resource-manager policies."""
+    path = Path(path)
+    path.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
+        f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
+        f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
+        f"topologyManagerScope: {spec.topology_manager_scope}\n"
+        f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    return path

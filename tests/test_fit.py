@@ -18,13 +18,21 @@ from exporter.accounting import account
 from exporter.fit import FreeCapacity, Shape, evaluate, free_capacity, verdict
 from exporter.model import (
     Allocatable,
-    ContainerAssignment as C,
-    DeviceEntry as D,
     KubeletSnapshot,
-    MemoryBlock as M,
     NumaNode,
-    PodAssignment as P,
     Topology,
+)
+from exporter.model import (
+    ContainerAssignment as C,
+)
+from exporter.model import (
+    DeviceEntry as D,
+)
+from exporter.model import (
+    MemoryBlock as M,
+)
+from exporter.model import (
+    PodAssignment as P,
 )
 from exporter.simulator import load_profile
 from exporter.simulator.profile import parse_pod

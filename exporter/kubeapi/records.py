@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -90,13 +90,23 @@ def pod_requests(spec: dict[str, Any]) -> Amounts:
     (``resourcehelper.PodRequests``): app containers plus sidecars (restartable init
     containers), or a regular init container plus the sidecars started before it if that is
     more; plus the pod overhead."""
+    total = held_at_once(spec, _container_requests)
+    add_amounts(total, extended_amounts(spec.get("overhead")))
+    return total
+
+
+def held_at_once(spec: dict[str, Any],
+                 amounts_of: Callable[[dict[str, Any]], Amounts]) -> Amounts:
+    """What a pod holds at its peak, by the Kubernetes rule: app containers plus sidecars
+    (restartable init containers), or a regular init container plus the sidecars started
+    before it if that is more."""
     total: Amounts = {}
     for container in spec.get("containers") or ():
-        add_amounts(total, _container_requests(container))
+        add_amounts(total, amounts_of(container))
     sidecars: Amounts = {}
     init_peak: Amounts = {}
     for container in spec.get("initContainers") or ():
-        requests = _container_requests(container)
+        requests = amounts_of(container)
         if container.get("restartPolicy") == "Always":
             add_amounts(total, requests)
             add_amounts(sidecars, requests)
@@ -106,7 +116,6 @@ def pod_requests(spec: dict[str, Any]) -> Amounts:
             add_amounts(running, requests)
             _raise_to(init_peak, running)
     _raise_to(total, init_peak)
-    add_amounts(total, extended_amounts(spec.get("overhead")))
     return total
 
 
@@ -254,22 +263,7 @@ def exclusive_requests(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     container with the sidecars started before it when that is more (the kubelet's rule for
     what a pod holds at once)."""
     guaranteed = is_guaranteed(spec)
-    total: Amounts = {}
-    for container in spec.get("containers") or ():
-        add_amounts(total, _exclusive(container, guaranteed))
-    sidecars: Amounts = {}
-    init_peak: Amounts = {}
-    for container in spec.get("initContainers") or ():
-        wanted = _exclusive(container, guaranteed)
-        if container.get("restartPolicy") == "Always":
-            add_amounts(total, wanted)
-            add_amounts(sidecars, wanted)
-            _raise_to(init_peak, sidecars)
-        else:
-            running = dict(sidecars)
-            add_amounts(running, wanted)
-            _raise_to(init_peak, running)
-    _raise_to(total, init_peak)
+    total = held_at_once(spec, lambda container: _exclusive(container, guaranteed))
     return tuple(sorted((name, int(amount)) for name, amount in total.items() if amount >= 1))
 
 

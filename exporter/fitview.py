@@ -90,6 +90,7 @@ class FitView:
     _config_problem: str | None = None
     _inputs: tuple[object, ...] = ()
     _rendered: bytes = b""
+    _failed: bool = False
 
     def config(self) -> KubeletConfig:
         if self.kubelet_config is None:
@@ -106,7 +107,20 @@ class FitView:
 
     def update(self, snapshot: KubeletSnapshot, topology: Topology,
                accounting: Accounting) -> bytes:
-        """Recompute from one refresh's snapshot; returns the section's text."""
+        """Recompute from one refresh's snapshot; returns the section's text. A failure here
+        never costs the refresh its other figures: the previous section stays, logged once."""
+        try:
+            section = self._update(snapshot, topology, accounting)
+        except Exception:
+            if not self._failed:
+                log.exception("fit answers not updated; keeping the previous ones")
+            self._failed = True
+            return self._rendered
+        self._failed = False
+        return section
+
+    def _update(self, snapshot: KubeletSnapshot, topology: Topology,
+                accounting: Accounting) -> bytes:
         config = self.config()
         shapes = self.current_shapes()
         full = self.full_pcpus_only or config.full_pcpus_only

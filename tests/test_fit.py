@@ -255,3 +255,48 @@ def test_admitting_a_fitting_shape_never_raises_capacity(cpus: int, memory_gib: 
 def test_amounts_in_words(amount: int, text: str) -> None:
     from exporter.fit import format_amount
     assert format_amount("memory", amount) == text
+
+
+def test_cpu_less_numa_nodes_and_ids_sysfs_does_not_know() -> None:
+    """A GB200-like tray: nodes 0 and 1 with CPUs 0-3 and 4-7, nodes 2 and 3 memory only.
+    A GPU local to {1, 7} (7 unknown to sysfs) is local to node 1; one local to {-1} only has
+    no known locality, but its resource has local devices, so it serves no node."""
+    topology = Topology.from_nodes([NumaNode(0, frozenset(range(4))),
+                                    NumaNode(1, frozenset(range(4, 8))),
+                                    NumaNode(2, frozenset()), NumaNode(3, frozenset())])
+    snapshot = KubeletSnapshot(
+        (P("ml", "a", (C("c", cpu_ids=(1, 2), memory=(M("memory", 6 * GiB, (2, 3)),)),)),),
+        Allocatable(cpu_ids=tuple(range(1, 8)),
+                    memory=tuple(M("memory", 4 * GiB, (n,)) for n in range(4)),
+                    devices=(D(GPU, ("g0",), (1,)), D(GPU, ("g0",), (7,)),
+                             D(GPU, ("g1",), (-1,)), D(GPU, ("g2",), (0,)))))
+    free = free_capacity(snapshot, topology, account(snapshot, topology))
+    assert free is not None
+    # memory: the (2,3) block of 6Gi fills node 2's 4Gi, 2Gi on node 3
+    assert free.series() == {
+        ("0", "cpu"): 1, ("1", "cpu"): 4, ("2", "cpu"): 0, ("3", "cpu"): 0,
+        ("0", "memory"): 4 * GiB, ("1", "memory"): 4 * GiB, ("2", "memory"): 0,
+        ("3", "memory"): 2 * GiB,
+        ("0", GPU): 1, ("1", GPU): 1, ("2", GPU): 0, ("3", GPU): 0}
+    # 3 CPUs, 6Gi and 2 GPUs: on one node never; nodes 0+1 have 5 CPUs, 8Gi and g0, g2
+    fit = evaluate(Shape("s", {"cpu": 3, "memory": 6 * GiB, GPU: 2}), free)
+    assert fit.fits == {0: False, 1: False, 2: False, 3: False}
+    assert fit.shortfall[3] == {"cpu": 3, "memory": 4 * GiB, GPU: 2}
+    assert fit.min_numa_nodes == 2
+    assert fit.blocking() == ["memory", GPU]
+
+
+def test_greedy_capacity_shares_a_group_device_once() -> None:
+    """g0 local to node 0, g1 to node 1, g2 to both. One GPU per pod: node 0 takes g0, then
+    g2; node 1 is left g1: 3 pods. Two GPUs per pod: node 0 takes g0 and g2, node 1 has only
+    g1: 1 pod, though nodes 0 and 1 each see 2 free."""
+    topology = Topology.from_nodes([NumaNode(0, frozenset(range(4))),
+                                    NumaNode(1, frozenset(range(4, 8)))])
+    snapshot = KubeletSnapshot((), Allocatable(devices=(
+        D(GPU, ("g0",), (0,)), D(GPU, ("g1",), (1,)), D(GPU, ("g2",), (0,)),
+        D(GPU, ("g2",), (1,)))))
+    free = free_capacity(snapshot, topology, account(snapshot, topology))
+    assert free is not None
+    assert evaluate(Shape("one", {GPU: 1}), free).capacity == 3
+    two = evaluate(Shape("two", {GPU: 2}), free)
+    assert two.fits == {0: True, 1: True} and two.capacity == 1

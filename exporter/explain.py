@@ -181,3 +181,13 @@ def free_table(free: FreeCapacity) -> str:
     for row in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def shapes_summary(fits: list[ShapeFit]) -> str:
+    """One verdict per ``--fit-shapes`` shape, for the plain ``snapshot``."""
+    if not fits:
+        return ""
+    lines = ["Pod shapes (--fit-shapes):"]
+    for fit in fits:
+        lines.append(f"  {fit.shape.name}: {verdict(fit)}")
+    return "\n".join(lines) + "\n"

@@ -253,6 +253,22 @@ async def test_snapshot_shape_prints_the_verdict(capsys: pytest.CaptureFixture[s
         assert [n["fits"] for n in document["numa_nodes"]] == [True, True]
 
 
+async def test_plain_snapshot_ends_with_free_table_and_shapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shapes = write(tmp_path / "shapes.yaml", SHAPES)
+    async with Node(PROFILE) as node:
+        assert await app.snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
+    out = capsys.readouterr().out
+    free = out[out.index("Free for new exclusive requests, per NUMA node:"):].splitlines()
+    assert free[1].split() == ["NUMA", "cpu", GPU, "hugepages-2Mi", "memory", "FULL-CORE",
+                               "CPUS"]
+    assert free[2].split() == ["0", "3", "1", "1Gi", "16Gi", "2"]
+    assert free[3].split() == ["1", "2", "1", "1Gi", "12Gi", "0"]
+    assert "  infer: fits on NUMA nodes 0, 1; 2 more pods of this shape fit under " \
+           "single-numa-node" in out
+    assert "  big: no NUMA node has 2 free nvidia.com/gpu together with 4 CPUs" in out
+
+
 def test_fit_view_without_shapes_or_api_has_only_node_figures() -> None:
     view = FitView()
     assert view.rejections is None and view.current_shapes() == ()

@@ -175,8 +175,10 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
                                refresher.health.capabilities, settings.node_name))
     if output_format != "json" and refresher.fit is not None and refresher.fit.free is not None:
-        from .explain import free_table
+        from .explain import free_table, shapes_summary
         sys.stdout.write("\n" + free_table(refresher.fit.free))
+        if refresher.fit.fits:
+            sys.stdout.write("\n" + shapes_summary(refresher.fit.fits))
     return 0
 
 

@@ -26,6 +26,7 @@ from .server import make_app, start_http
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
+    from .fitview import FitView
     from .kubeapi.view import KubeView
     from .simulator import NodeSpec
     from .simulator.run import SimulateOptions
@@ -64,7 +65,20 @@ def build_refresher(settings: Settings, topology: Topology | None = None) -> Ref
     :class:`Health`."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health) if settings.kube_api else None
-    return Refresher(settings, health, topology=topology, kube_view=view)
+    refresher = Refresher(settings, health, topology=topology, kube_view=view)
+    refresher.fit = build_fit(settings, health, view)
+    return refresher
+
+
+def build_fit(settings: Settings, health: Health, view: KubeView | None) -> FitView:
+    """The fit answers: shapes, the kubelet's configuration, rejections from the view."""
+    from .fitview import FitSetupError, build_fit_view
+    try:
+        return build_fit_view(settings.fit_shapes, settings.kubelet_config,
+                              settings.full_pcpus_only, health.registry,
+                              view.rejections if view is not None else None)
+    except FitSetupError as error:
+        raise UsageError(str(error)) from None
 
 
 def build_kube_view(settings: Settings, health: Health) -> KubeView:
@@ -134,10 +148,13 @@ async def serve(settings: Settings, address: tuple[str, int],
     return 0
 
 
-async def snapshot(settings: Settings, output_format: str, log_level: str) -> int:
-    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``)."""
+async def snapshot(settings: Settings, output_format: str, log_level: str,
+                   shape: str | None = None, why: str | None = None) -> int:
+    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``); with
+    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.explain`)."""
     from .report import format_json, format_table
 
+    question = _fit_question(shape, why)
     topology = _topology(settings.sysfs_root)
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
@@ -152,9 +169,58 @@ async def snapshot(settings: Settings, output_format: str, log_level: str) -> in
               f"{error.code if error else ''} {error.details if error else ''}".rstrip(),
               file=sys.stderr)
         return 1
+    if question is not None:
+        return await _answer(question, refresher, output_format)
     formatter = format_json if output_format == "json" else format_table
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
                                refresher.health.capabilities, settings.node_name))
+    if output_format != "json" and refresher.fit is not None and refresher.fit.free is not None:
+        from .explain import free_table, shapes_summary
+        sys.stdout.write("\n" + free_table(refresher.fit.free))
+        if refresher.fit.fits:
+            sys.stdout.write("\n" + shapes_summary(refresher.fit.fits))
+    return 0
+
+
+def _fit_question(shape: str | None, why: str | None) -> object:
+    """``--shape`` as a Shape, ``--why`` as (namespace, pod), checked before the kubelet is
+    read; None for neither."""
+    if shape and why:
+        raise UsageError("--shape and --why are two questions: ask one at a time")
+    if shape:
+        from .shapes import ShapeError, parse_shape_argument
+        try:
+            return parse_shape_argument(shape, "request")
+        except ShapeError as error:
+            raise UsageError(f"--shape: {error}") from None
+    if why:
+        from .explain import parse_pod_name
+        try:
+            return parse_pod_name(why)
+        except ValueError as error:
+            raise UsageError(f"--why: {error}") from None
+    return None
+
+
+async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
+    from .explain import ExplainError, read_pod, shape_report, why_report
+    from .fit import Shape
+
+    free = refresher.fit.free if refresher.fit is not None else None
+    if free is None:
+        print(f"{PROG}: the kubelet does not report allocatable resources (GetAllocatableResources "
+              "unavailable, or API v1alpha1): nothing can be said about fit", file=sys.stderr)
+        return 1
+    if isinstance(question, Shape):
+        sys.stdout.write(shape_report(question, free, output_format))
+        return 0
+    assert isinstance(question, tuple)
+    try:
+        pod = await read_pod(*question)
+    except ExplainError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write(why_report(pod, free, output_format))
     return 0
 
 
@@ -176,11 +242,16 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
     spec = load_profile(profile)
     async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
-        settings = dataclasses.replace(settings, socket=str(kubelet_sim.socket_path),
-                                       sysfs_root=str(kubelet_sim.sysfs_root),
-                                       node_name=settings.node_name or spec.name)
+        settings = dataclasses.replace(
+            settings, socket=str(kubelet_sim.socket_path),
+            sysfs_root=str(kubelet_sim.sysfs_root), node_name=settings.node_name or spec.name,
+            fit_shapes=settings.fit_shapes or str(kubelet_sim.fit_shapes),
+            kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
 
         def announce(port: int, refresher: Refresher) -> None:
+            if refresher.fit is not None and refresher.fit.rejections is None:
+                # no Kubernetes API in the demo: the simulator's rejected pods stand in for it
+                refresher.fit.rejections = kubelet_sim.rejections
             log.info("demo: simulated node %s (%s profile) -> http://localhost:%d/metrics",
                      spec.name, profile, port)
 

@@ -149,6 +149,7 @@ _LOOP = Settings()  # the refresh loop's defaults are the flags' defaults
 _EXPORTER = (SERVE, SNAPSHOT, DEMO)
 _SERVING = (SERVE, DEMO)
 KUBELET, LOGGING, SERVING = "kubelet and node", "logging", "serving"
+FIT = "fit and explain"
 
 FLAGS: tuple[Flag, ...] = (
     # ---- snapshot ----
@@ -221,6 +222,21 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--web-config-file", _SERVING, "TLS and basic auth, in the Prometheus exporter-toolkit "
          "web-config format; /healthz and /readyz need no credentials (off when unset)", None,
          None, SERVING, "PATH"),
+    # ---- fit and explain (SPEC section 7) ----
+    Flag("--fit-shapes", _EXPORTER, "YAML file of named pod shapes (shapes: {NAME: {cpu: 8, "
+         "memory: 64Gi, nvidia.com/gpu: 2}}) for the podresources_shape_* answers; re-read on "
+         "change (off when unset)", None, _LOOP.fit_shapes, FIT, "FILE"),
+    Flag("--full-pcpus-only", _EXPORTER, "fit counts whole free physical cores only, as the "
+         "CPU manager option full-pcpus-only does (also read from --kubelet-config)", switch,
+         _LOOP.full_pcpus_only, FIT),
+    Flag("--kubelet-config", _EXPORTER, "the kubelet's config file (e.g. "
+         "/var/lib/kubelet/config.yaml), read for Topology Manager policy and scope and CPU "
+         "manager options (off when unset)", None, _LOOP.kubelet_config, FIT, "PATH"),
+    Flag("--shape", (SNAPSHOT,), "where does one pod of this shape fit: RESOURCE=QUANTITY,... "
+         "(e.g. cpu=8,nvidia.com/gpu=2,memory=64Gi)", None, None, FIT, "SHAPE"),
+    Flag("--why", (SNAPSHOT,), "why was this pod rejected at admission: NAMESPACE/POD, read "
+         "from the Kubernetes API (in-cluster config, or $KUBECONFIG)", None, None, FIT,
+         "NAMESPACE/POD"),
 )
 
 
@@ -320,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(argv)
         setup_logging(args.log_level, args.log_format)
         if args.command == SNAPSHOT:
-            return asyncio.run(snapshot(settings_from(args), args.format, args.log_level))
+            return asyncio.run(snapshot(settings_from(args), args.format, args.log_level,
+                                        shape=args.shape, why=args.why))
         if args.command == DEMO:
             return asyncio.run(demo(settings_from(args), args.listen_address, args.profile,
                                     args.churn_interval, args.control_address,

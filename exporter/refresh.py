@@ -34,6 +34,7 @@ from .rendering import Renderer, RenderOptions
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
+    from .fitview import FitView
     from .kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,10 @@ class Settings:
     node_name: str = ""
     kube_api: bool = False
     render: RenderOptions = field(default_factory=RenderOptions)
+    # the fit answers (SPEC section 7)
+    fit_shapes: str | None = None
+    full_pcpus_only: bool = False
+    kubelet_config: str | None = None
 
 
 class Refresher:
@@ -111,6 +116,8 @@ class Refresher:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self.kube_view = kube_view
+        self.fit: FitView | None = None  # the fit answers' section, set by the app
+        self._fit_data = b""
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -317,6 +324,8 @@ class Refresher:
         if result is not self.accounting:  # the ledger returns the same object when unchanged
             self._data = self._renderer.render(result, self.topology)
         self.accounting = result
+        if self.fit is not None:
+            self._fit_data = self.fit.update(snapshot, self.topology, result)
         if result.pod_level_seen:
             self._set_capability("pod_level", "true")
         issues, examples = result.data_issues, result.issue_examples
@@ -439,7 +448,8 @@ class Refresher:
                 body = gzip.compress(self.body(openmetrics), compresslevel=6, mtime=0)
             else:
                 health = self.health.render(openmetrics)
-                body = (self._data + (view.render(self._allocatable) if view is not None else b"")
+                body = (self._data + self._fit_data
+                        + (view.render(self._allocatable) if view is not None else b"")
                         + health + (b"# EOF\n" if openmetrics else b""))
             self._bodies = {k: v for k, v in self._bodies.items() if k[:2] == key[:2]}
             self._bodies[key] = body

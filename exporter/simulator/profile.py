@@ -164,10 +164,27 @@ class NodeSpec:
     seed: int = 1
     cdi_accumulation: bool = False
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    # SMT: hardware threads per physical core (1: no SMT)
+    threads_per_core: int = 1
+    topology_manager_policy: str = "single-numa-node"
+    topology_manager_scope: str = "container"
 
     @property
     def all_cpus(self) -> frozenset[int]:
         return frozenset().union(*(n.cpus for n in self.numa_nodes))
+
+    def thread_siblings(self) -> dict[int, frozenset[int]]:
+        """Each CPU's core siblings as Linux numbers them on x86: with T threads per core and
+        N logical CPUs, core k holds CPUs k, k + N/T, k + 2N/T, ... (the first thread of every
+        core first), so ``0-15,32-47`` on a 64-CPU two-socket machine is 16 whole cores."""
+        cpus = sorted(self.all_cpus)
+        threads = self.threads_per_core
+        if threads <= 1 or not cpus:
+            return {cpu: frozenset({cpu}) for cpu in cpus}
+        stride = len(cpus) // threads
+        index = {cpu: position for position, cpu in enumerate(cpus)}
+        return {cpu: frozenset(cpus[index[cpu] % stride + t * stride] for t in range(threads))
+                for cpu in cpus}
 
     def feature(self, gate: str) -> bool:
         """Kubelet feature state at this version (profile ``feature_gates`` override)."""
@@ -268,7 +285,18 @@ def _parse_profile(data: dict) -> NodeSpec:
         seed=seed,
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
+        threads_per_core=_threads_per_core(data, numa_nodes),
+        topology_manager_policy=str(data.get("topology_manager_policy", "single-numa-node")),
+        topology_manager_scope=str(data.get("topology_manager_scope", "container")),
     )
+
+
+def _threads_per_core(data: dict, numa_nodes: list[NumaSpec]) -> int:
+    threads = int(data.get("threads_per_core", 1))
+    total = sum(len(n.cpus) for n in numa_nodes)
+    if threads < 1 or total % threads:
+        raise ProfileError(f"threads_per_core {threads} does not divide the {total} CPUs")
+    return threads
 
 
 def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> list[SimDevice]:

@@ -8,7 +8,8 @@ delay to a minute, other errors never beyond ``--interval``. The last good snaps
 exported meanwhile, and ``podresources_up`` says it is stale.
 
 Logging is by state change only: kubelet lost and back, back-off started and ended, capability
-changes, a data issue kind appearing. A failing poll never logs by itself.
+changes, a data issue kind appearing (a kind that comes and goes is logged again only after an
+hour without it). A failing poll never logs by itself.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
+# A data issue kind seen again within this time of its last sighting is old news: not logged.
+ISSUE_QUIET_SECONDS = 3600.0
 TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 
@@ -107,6 +110,7 @@ class Refresher:
         self._attempts = 0
         self._state = "starting"
         self._issue_kinds: set[str] = set()
+        self._issue_seen_at: dict[str, float] = {}  # kind -> when it was last present
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
@@ -326,11 +330,17 @@ class Refresher:
                                                     "or Failed, left out of the figures"}
         self.health.count_issues(issues)
         kinds = {k for k, v in issues.items() if v}
+        now = time.monotonic()
         for kind in sorted(kinds - self._issue_kinds):
-            log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
-                        "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
+            if now - self._issue_seen_at.get(kind, float("-inf")) > ISSUE_QUIET_SECONDS:
+                log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
+                            "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
+            else:  # a kind that comes and goes: counted every time, logged once
+                log.debug("kubelet data issue %s is back (%d this refresh)", kind, issues[kind])
         for kind in sorted(kinds & self._issue_kinds):
             log.debug("kubelet data issue %s persists (%d this refresh)", kind, issues[kind])
+        for kind in kinds:
+            self._issue_seen_at[kind] = now
         self._issue_kinds = kinds
 
     def _succeeded(self) -> float:

@@ -186,7 +186,8 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
               "data issues below", file=sys.stderr)
     formatter = format_json if output_format == "json" else format_table
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
-                               refresher.health.capabilities, settings.node_name))
+                               refresher.health.capabilities, settings.node_name,
+                               pods=refresher.snapshot.pods))
     return 0
 
 

@@ -133,7 +133,10 @@ async def test_snapshot_json_and_unreachable_kubelet():
                                  "--sysfs-root", str(node.sysfs))
         assert code == 0
         document = json.loads(out)
-        assert document["cpus_allocated"] == {"0": 3, "1": 0}
+        assert document["cpus_allocated"] == [{"numa_node": "0", "value": 3},
+                                              {"numa_node": "1", "value": 0}]
+        assert document["pods"][0]["containers"][0]["container"] == "c"
+        assert len(document["pods"][0]["containers"][0]["cpus_by_numa_node"]) == 1
         assert document["kubelet"]["api_version"] == "v1"
         code, out, err = await run("snapshot", "--socket", str(node.dir / "absent.sock"),
                                    "--sysfs-root", str(node.sysfs))
@@ -170,7 +173,7 @@ async def test_simulate_serves_a_kubelet_until_sigterm():
                                    str(workdir / "sys"))
         assert code == 0, err
         # small: CPUs 0-7, 0 reserved; inference-0 and packet-filter-0 hold 2 exclusive each
-        assert json.loads(out)["cpus_allocated"] == {"0": 4}
+        assert json.loads(out)["cpus_allocated"] == [{"numa_node": "0", "value": 4}]
         assert state["socket"] == str(workdir / "kubelet.sock")
         assert (workdir / "state" / "cpu_manager_state").is_file()
     finally:
@@ -366,7 +369,8 @@ async def test_flags_before_snapshot_reach_the_kubelet_they_name():
         code, out, err = await run("--socket", str(node.socket), "--sysfs-root", str(node.sysfs),
                                    "--format", "json", "snapshot")
     assert code == 0, err
-    assert json.loads(out)["cpus_allocated"] == {"0": 29, "1": 29}
+    assert json.loads(out)["cpus_allocated"] == [{"numa_node": "0", "value": 29},
+                                                {"numa_node": "1", "value": 29}]
 
 
 async def test_snapshot_refuses_a_sysfs_of_another_machine_unless_it_was_chosen(tmp_path,

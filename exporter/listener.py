@@ -24,16 +24,16 @@ because asyncio's own server does not defend itself:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
-import itertools
 import logging
 import socket
 import ssl
 import time
 from asyncio import sslproto
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,27 @@ class Limits:
 TLSSource = Callable[[], "ssl.SSLContext | None"]
 
 
+def _host(peer: object) -> str:
+    """The client address of a peer as accept() gives it, without the port."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+
+
 class _Connection:
     """One accepted connection, from accept() to close."""
 
-    __slots__ = ("sock", "peer", "accepted", "idle_since", "busy", "requests", "transport",
-                 "handler", "buffered", "progress_at", "closed")
+    __slots__ = (
+        "accepted",
+        "buffered",
+        "busy",
+        "closed",
+        "handler",
+        "idle_since",
+        "peer",
+        "progress_at",
+        "requests",
+        "sock",
+        "transport",
+    )
 
     def __init__(self, sock: socket.socket, peer, now: float):
         self.sock = sock
@@ -135,6 +151,7 @@ class Listener:
         self._loop = asyncio.get_running_loop()
         self.sockets: list[socket.socket] = []
         self._connections: dict[_Connection, None] = {}
+        self._per_host: Counter[str] = Counter()  # open connections by client address
         self._idle: OrderedDict[_Connection, None] = OrderedDict()  # oldest idle first
         self._by_handler: dict[object, _Connection] = {}
         self._accepting = False
@@ -252,24 +269,34 @@ class Listener:
                         "to admit new ones", self.limits.max_connections)
 
     def _displace(self) -> None:
-        """Close the longest idle connection, preferring one that never spoke.
+        """Close an idle connection of the address holding the most connections: its longest
+        idle one, preferring one that never spoke.
 
-        A client that connected just before a flood of connections is the oldest, and its
-        request may be waiting unread in its socket: that one gets served instead. Among the
-        oldest few, a connection that has not sent a byte goes before one that has.
+        One address flooding the house so displaces its own connections, not a scraper's
+        keep-alive connection from elsewhere, however long that one has been idle. A client
+        that connected just before a flood of connections is the oldest, and its request may be
+        waiting unread in its socket: that one gets served instead. Among the oldest few, a
+        connection that has not sent a byte goes before one that has.
         """
         self._note_full()
-        for conn in list(itertools.islice(self._idle, _SPARED)):
+        if not self._idle:
+            return
+        most = max(self._per_host[_host(conn.peer)] for conn in self._idle)
+        pool = [conn for conn in self._idle if self._per_host[_host(conn.peer)] == most]
+        served = set()
+        for conn in pool[:_SPARED]:
             if conn.handler is not None:
                 continue  # it spoke: look for one that never did first
             if self._has_data(conn):
                 self._first_byte(conn)
+                served.add(conn)
                 continue
             if not conn.closed:
                 self._displaced += 1
                 self._close(conn)
                 return
-        oldest = next(iter(self._idle), None)
+        oldest = next((conn for conn in pool if not conn.closed and conn in self._idle
+                       and conn not in served), None)
         if oldest is not None:
             self._displaced += 1
             self._close(oldest)
@@ -284,6 +311,7 @@ class Listener:
     def _admit(self, sock: socket.socket, peer) -> None:
         conn = _Connection(sock, peer, self._loop.time())
         self._connections[conn] = None
+        self._per_host[_host(peer)] += 1
         self._idle[conn] = None
         try:
             self._loop.add_reader(sock.fileno(), self._first_byte, conn)
@@ -397,17 +425,20 @@ class Listener:
             conn.transport.abort()  # the protocol's connection_lost will call _ended
             return
         if conn.handler is None:  # still waiting for its first byte
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self._loop.remove_reader(conn.sock.fileno())
-            except (OSError, ValueError):
-                pass
             conn.sock.close()
             self._ended(conn)
         # else: a transport is being set up; _connect aborts it
 
     def _ended(self, conn: _Connection) -> None:
         conn.closed = True
-        self._connections.pop(conn, None)
+        if conn in self._connections:
+            del self._connections[conn]
+            host = _host(conn.peer)
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
         self._idle.pop(conn, None)
         if conn.handler is not None:
             self._by_handler.pop(conn.handler, None)

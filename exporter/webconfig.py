@@ -36,9 +36,11 @@ import secrets
 import ssl
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import yaml
@@ -95,6 +97,10 @@ _CHECKS_QUEUED = 16    # bcrypt checks waiting or running, in all
 _CHECKS_PER_PEER = 2   # ... and from one client address
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+
 class WebConfigError(Exception):
     """The web-config file is unusable; the message is one line naming the reason."""
 
@@ -118,20 +124,20 @@ class WebConfig:
     tls: TLSSettings | None = None
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
-    _live: "LiveWebConfig | None" = field(default=None, repr=False, compare=False)
+    _live: LiveWebConfig | None = field(default=None, repr=False, compare=False)
 
-    def live(self) -> "LiveWebConfig":
+    def live(self) -> LiveWebConfig:
         """The server's view of the file: this version until the file changes."""
         if self._live is None:
             self._live = LiveWebConfig(self)
         return self._live
 
-    def ssl_context(self):
+    def ssl_context(self) -> Callable[[], ssl.SSLContext | None]:
         """For ``start_http``: a function giving each new connection its TLS context (or None
         for plain HTTP), as the file says at that moment."""
         return self.live().tls_context
 
-    def middlewares(self) -> list:
+    def middlewares(self) -> list[Middleware]:
         """For ``make_app``: basic auth and the configured response headers, kept current."""
         return [self.live().middleware]
 
@@ -140,15 +146,16 @@ class WebConfig:
                 + (f"for {len(self.users)} users" if self.users else "off"))
 
 
-class _DuplicateKey(yaml.YAMLError):
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # PyYAML has no stubs here
     pass
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
     """PyYAML's safe loader, refusing a key given twice (PyYAML keeps the last silently)."""
 
 
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+def _mapping_without_duplicates(loader: _StrictLoader,
+                                node: yaml.MappingNode) -> dict[Any, Any]:
     seen = set()
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
@@ -163,14 +170,15 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
             raise _DuplicateKey(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
         seen.add(key)
     loader.flatten_mapping(node)
-    return loader.construct_mapping(node, deep=True)
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=True)
+    return mapping
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                               _mapping_without_duplicates)
 
 
-def load(path: str | os.PathLike) -> WebConfig:
+def load(path: str | os.PathLike[str]) -> WebConfig:
     """Read and check a web-config file; raises WebConfigError with a one-line reason."""
     path = Path(path)
     try:
@@ -194,7 +202,7 @@ def load(path: str | os.PathLike) -> WebConfig:
     return config
 
 
-def _parse(document, path: Path) -> WebConfig:
+def _parse(document: Any, path: Path) -> WebConfig:
     _mapping(document, "the file")
     _known_keys(document, _SECTIONS, "")
     # Relative to the file's directory as named, symlinks kept: a Secret volume's files are
@@ -219,7 +227,7 @@ def _parse(document, path: Path) -> WebConfig:
     return config
 
 
-def _parse_tls(tls: dict, directory: Path) -> TLSSettings | None:
+def _parse_tls(tls: dict[Any, Any], directory: Path) -> TLSSettings | None:
     _known_keys(tls, _TLS_KEYS, "tls_server_config.")
     for key in ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version",
                 "max_version"):
@@ -272,7 +280,7 @@ def _parse_tls(tls: dict, directory: Path) -> TLSSettings | None:
                        prefer_server_cipher_suites=prefer)
 
 
-def _parse_headers(headers) -> dict[str, str]:
+def _parse_headers(headers: Any) -> dict[str, str]:
     _mapping(headers, "http_server_config.headers")
     parsed = {}
     for name, value in headers.items():
@@ -282,7 +290,7 @@ def _parse_headers(headers) -> dict[str, str]:
             raise WebConfigError(f"http_server_config.headers: {name!r} is not allowed; "
                                  f"allowed: {', '.join(_HEADERS)}")
         if not isinstance(value, str) or not value or not value.isascii() \
-                or any(ord(char) < 0x20 and char != "\t" or char == "\x7f" for char in value):
+                or any((ord(char) < 0x20 and char != "\t") or char == "\x7f" for char in value):
             raise WebConfigError(f"http_server_config.headers.{canonical} must be one line of "
                                  "printable ASCII")
         allowed = _HEADERS[canonical]
@@ -293,7 +301,7 @@ def _parse_headers(headers) -> dict[str, str]:
     return parsed
 
 
-def _parse_users(users: dict) -> dict[str, bytes]:
+def _parse_users(users: dict[Any, Any]) -> dict[str, bytes]:
     parsed = {}
     for name, hashed in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -307,13 +315,13 @@ def _parse_users(users: dict) -> dict[str, bytes]:
     return parsed
 
 
-def _mapping(value, where: str) -> dict:
+def _mapping(value: Any, where: str) -> dict[Any, Any]:
     if not isinstance(value, dict):
         raise WebConfigError(f"{where} must be a mapping, got {type(value).__name__}")
     return value
 
 
-def _known_keys(mapping: dict, known: set[str], prefix: str) -> None:
+def _known_keys(mapping: dict[Any, Any], known: set[str], prefix: str) -> None:
     for key in mapping:
         qualified = f"{prefix}{key}"
         if qualified in _UNSUPPORTED:
@@ -352,7 +360,10 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     return context
 
 
-def _stamp(*paths: Path | None) -> tuple:
+Stamp = tuple[tuple[int, int, int, int] | None, ...]
+
+
+def _stamp(*paths: Path | None) -> Stamp:
     """What changes when a file is rewritten or a Secret volume swaps its ``..data`` link."""
     stamp = []
     for path in paths:
@@ -378,7 +389,7 @@ class _TLSFiles:
         self._stamp = self._files()
         self._context = _build_context(tls)
 
-    def _files(self) -> tuple:
+    def _files(self) -> Stamp:
         return _stamp(self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file)
 
     def context(self) -> ssl.SSLContext:
@@ -445,7 +456,7 @@ class LiveWebConfig:
         return self.tls.context() if self.tls is not None else None
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler):
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         self.refresh()
         headers, auth = self.config.headers, self.auth
         response: web.StreamResponse | None = None
@@ -542,7 +553,7 @@ class BasicAuth:
         self._key = os.urandom(32)
         self._granted: OrderedDict[bytes, None] = OrderedDict()
         self._refused: OrderedDict[bytes, None] = OrderedDict()
-        self._pending: dict[bytes, asyncio.Future] = {}
+        self._pending: dict[bytes, asyncio.Future[bool | None]] = {}
 
     async def check(self, authorization: str | None, peer: str = "") -> bool | None:
         """True or False; None when too many checks are queued (answer 429)."""
@@ -552,14 +563,14 @@ class BasicAuth:
         user, password = credentials
         key = hmac.new(self._key, len(user).to_bytes(4, "big") + user + password,
                        hashlib.sha256).digest()
-        for cache, answer in ((self._granted, True), (self._refused, False)):
+        for cache, cached in ((self._granted, True), (self._refused, False)):
             if key in cache:
                 cache.move_to_end(key)
-                return answer
+                return cached
         pending = self._pending.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
             answer = await self._check(user, password, key, peer)

@@ -34,6 +34,7 @@ from asyncio import sslproto
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +83,15 @@ class _Connection:
         "transport",
     )
 
-    def __init__(self, sock: socket.socket, peer, now: float):
+    def __init__(self, sock: socket.socket, peer: Any, now: float):
         self.sock = sock
         self.peer = peer
         self.accepted = now
         self.idle_since = now
         self.busy = 0          # requests in flight
         self.requests = 0      # requests received
-        self.transport: asyncio.BaseTransport | None = None  # None: waiting for a first byte
-        self.handler = None    # the aiohttp protocol serving it
+        self.transport: asyncio.Transport | None = None  # None: waiting for a first byte
+        self.handler: asyncio.Protocol | None = None  # the aiohttp protocol serving it
         self.buffered = 0      # write buffer size at the last sweep
         self.progress_at = now
         self.closed = False
@@ -102,22 +103,22 @@ class _PlainProtocol(asyncio.Protocol):
     def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]):
         self.inner, self.ended = inner, ended
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.inner.connection_made(transport)
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         self.inner.data_received(data)
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         return self.inner.eof_received()
 
-    def pause_writing(self):
+    def pause_writing(self) -> None:
         self.inner.pause_writing()
 
-    def resume_writing(self):
+    def resume_writing(self) -> None:
         self.inner.resume_writing()
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Exception | None) -> None:
         try:
             self.inner.connection_lost(exc)
         finally:
@@ -129,11 +130,11 @@ class _TLSProtocol(sslproto.SSLProtocol):
 
     max_size = 32 * 1024
 
-    def __init__(self, *args, ended: Callable[[], None], **kwargs):
+    def __init__(self, *args: Any, ended: Callable[[], None], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._ended = ended
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: BaseException | None) -> None:
         try:
             super().connection_lost(exc)
         finally:
@@ -203,7 +204,8 @@ class Listener:
         if not self.sockets:
             raise OSError(errno.EADDRNOTAVAIL, f"no address to listen on for {host!r}")
         self._resume()
-        return self.sockets[0].getsockname()[1]
+        bound: int = self.sockets[0].getsockname()[1]
+        return bound
 
     def _resume(self) -> None:
         if self._accepting or self._closing:
@@ -283,7 +285,7 @@ class Listener:
             return
         most = max(self._per_host[_host(conn.peer)] for conn in self._idle)
         pool = [conn for conn in self._idle if self._per_host[_host(conn.peer)] == most]
-        served = set()
+        served: set[_Connection] = set()
         for conn in pool[:_SPARED]:
             if conn.handler is not None:
                 continue  # it spoke: look for one that never did first
@@ -308,7 +310,7 @@ class Listener:
         except OSError:
             return False
 
-    def _admit(self, sock: socket.socket, peer) -> None:
+    def _admit(self, sock: socket.socket, peer: Any) -> None:
         conn = _Connection(sock, peer, self._loop.time())
         self._connections[conn] = None
         self._per_host[_host(peer)] += 1
@@ -368,7 +370,7 @@ class Listener:
 
     # ---- requests (from the server's first middleware) ------------------------------------
 
-    def request_started(self, handler) -> Callable[[], None] | None:
+    def request_started(self, handler: object) -> Callable[[], None] | None:
         """Mark the connection busy; returns what to call when the request is answered."""
         conn = self._by_handler.get(handler)
         if conn is None:

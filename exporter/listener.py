@@ -58,6 +58,9 @@ class Limits:
     accept_retry: float = 1.0
 
 
+DEFAULT_LIMITS = Limits()
+
+
 TLSSource = Callable[[], "ssl.SSLContext | None"]
 
 
@@ -145,7 +148,7 @@ class Listener:
     """Accepts on the listening sockets and hands connections to ``protocol_factory``."""
 
     def __init__(self, protocol_factory: Callable[[], asyncio.Protocol],
-                 tls: TLSSource | None = None, limits: Limits = Limits()):
+                 tls: TLSSource | None = None, limits: Limits = DEFAULT_LIMITS):
         self._factory = protocol_factory
         self._tls = tls
         self.limits = limits

@@ -36,7 +36,7 @@ import secrets
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ from typing import Any
 import bcrypt
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,6 @@ _GRANTED_CACHE = 64    # credentials that passed: Prometheus servers, a few at m
 _REFUSED_CACHE = 256   # credentials that failed, so a repeated wrong one costs no bcrypt
 _CHECKS_QUEUED = 16    # bcrypt checks waiting or running, in all
 _CHECKS_PER_PEER = 2   # ... and from one client address
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 class WebConfigError(Exception):

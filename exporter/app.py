@@ -236,10 +236,15 @@ def _foreign_kubelet(snapshot: KubeletSnapshot, topology: Topology) -> str:
     unknown_numa = {n for n in numa_ids if n >= 0} - topology.numa_nodes.keys()
     parts = []
     if unknown_cpus:
-        parts.append(f"CPUs {format_cpulist(frozenset(unknown_cpus))}")
+        cpulist = format_cpulist(frozenset(unknown_cpus))
+        if len(cpulist) > 60:  # a hostile reply may name thousands: the line stays short
+            cpulist = f"{cpulist[:60].rsplit(',', 1)[0]},... ({len(unknown_cpus)} in all)"
+        parts.append(f"CPUs {cpulist}")
     if unknown_numa:
+        shown = sorted(unknown_numa)[:8]
+        more = f" and {len(unknown_numa) - 8} more" if len(unknown_numa) > 8 else ""
         parts.append(f"NUMA node{'s' if len(unknown_numa) > 1 else ''} "
-                     f"{', '.join(str(n) for n in sorted(unknown_numa))}")
+                     f"{', '.join(str(n) for n in shown)}{more}")
     return " and ".join(parts)
 
 

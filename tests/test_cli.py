@@ -356,9 +356,9 @@ def test_a_bundled_profile_name_wins_over_a_file_of_that_name(tmp_path, monkeypa
     with pytest.raises(UsageError, match=r"--profile: profile \./large is not valid JSON"):
         load_profile("./large")
     (tmp_path / "mine.json").write_text("[]")
-    with pytest.raises(UsageError, match="profile mine.json is not a JSON object"):
+    with pytest.raises(UsageError, match=r"profile mine\.json is not a JSON object"):
         load_profile("mine.json")
-    with pytest.raises(UsageError, match="a file needs a path with a slash or a .json name"):
+    with pytest.raises(UsageError, match=r"a file needs a path with a slash or a \.json name"):
         load_profile("mine")
     assert main(["demo", "--profile", "./large"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
@@ -421,3 +421,26 @@ async def test_the_demo_says_where_it_listens_and_prints_a_working_snapshot_comm
     assert err == ""
     cpu_rows = [line.split()[:3] for line in out.splitlines() if line.startswith(("0 ", "1 "))]
     assert cpu_rows[:2] == [["0", "0-15,32-47", "30"], ["1", "16-31,48-63", "32"]]  # its sysfs
+
+
+def test_what_a_foreign_kubelet_names_is_said_in_a_short_line():
+    from exporter.app import _foreign_kubelet
+    from exporter.model import (
+        ContainerAssignment,
+        DeviceEntry,
+        KubeletSnapshot,
+        NumaNode,
+        PodAssignment,
+        Topology,
+    )
+
+    topology = Topology.from_nodes([NumaNode(0, frozenset(range(4)))])
+    hostile = KubeletSnapshot((PodAssignment("ns", "p", (ContainerAssignment(
+        "c", cpu_ids=tuple(range(10, 5000, 2)),
+        devices=(DeviceEntry("r/x", ("d",), tuple(range(20000))),)),)),), None)
+    assert _foreign_kubelet(hostile, topology) == (
+        "CPUs 10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,... (2495 in all) "
+        "and NUMA nodes 1, 2, 3, 4, 5, 6, 7, 8 and 19991 more")
+    mine = KubeletSnapshot((PodAssignment("ns", "p", (ContainerAssignment(
+        "c", cpu_ids=(1, 2), devices=(DeviceEntry("r/x", ("d",), (0, -1)),)),)),), None)
+    assert _foreign_kubelet(mine, topology) == ""  # a negative id is a data issue, not a machine

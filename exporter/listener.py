@@ -58,9 +58,6 @@ class Limits:
     accept_retry: float = 1.0
 
 
-DEFAULT_LIMITS = Limits()
-
-
 TLSSource = Callable[[], "ssl.SSLContext | None"]
 
 
@@ -86,7 +83,7 @@ class _Connection:
         "transport",
     )
 
-    def __init__(self, sock: socket.socket, peer: Any, now: float):
+    def __init__(self, sock: socket.socket, peer: Any, now: float) -> None:
         self.sock = sock
         self.peer = peer
         self.accepted = now
@@ -94,7 +91,7 @@ class _Connection:
         self.busy = 0          # requests in flight
         self.requests = 0      # requests received
         self.transport: asyncio.Transport | None = None  # None: waiting for a first byte
-        self.handler: asyncio.Protocol | None = None  # the aiohttp protocol serving it
+        self.handler: asyncio.BaseProtocol | None = None  # the aiohttp protocol serving it
         self.buffered = 0      # write buffer size at the last sweep
         self.progress_at = now
         self.closed = False
@@ -103,7 +100,7 @@ class _Connection:
 class _PlainProtocol(asyncio.Protocol):
     """aiohttp's protocol for one plain connection, telling the listener when it ends."""
 
-    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]):
+    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]) -> None:
         self.inner, self.ended = inner, ended
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,7 +130,7 @@ class _TLSProtocol(sslproto.SSLProtocol):
 
     max_size = 32 * 1024
 
-    def __init__(self, *args: Any, ended: Callable[[], None], **kwargs: Any):
+    def __init__(self, *args: Any, ended: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ended = ended
 
@@ -148,7 +145,7 @@ class Listener:
     """Accepts on the listening sockets and hands connections to ``protocol_factory``."""
 
     def __init__(self, protocol_factory: Callable[[], asyncio.Protocol],
-                 tls: TLSSource | None = None, limits: Limits = DEFAULT_LIMITS):
+                 tls: TLSSource | None = None, limits: Limits = Limits()):
         self._factory = protocol_factory
         self._tls = tls
         self.limits = limits
@@ -207,8 +204,7 @@ class Listener:
         if not self.sockets:
             raise OSError(errno.EADDRNOTAVAIL, f"no address to listen on for {host!r}")
         self._resume()
-        bound: int = self.sockets[0].getsockname()[1]
-        return bound
+        return int(self.sockets[0].getsockname()[1])
 
     def _resume(self) -> None:
         if self._accepting or self._closing:
@@ -373,7 +369,7 @@ class Listener:
 
     # ---- requests (from the server's first middleware) ------------------------------------
 
-    def request_started(self, handler: object) -> Callable[[], None] | None:
+    def request_started(self, handler: asyncio.BaseProtocol) -> Callable[[], None] | None:
         """Mark the connection busy; returns what to call when the request is answered."""
         conn = self._by_handler.get(handler)
         if conn is None:

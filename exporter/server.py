@@ -19,10 +19,9 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.typedefs import Handler, Middleware
 
 from . import __version__
-from .listener import DEFAULT_LIMITS, Limits, Listener
+from .listener import Limits, Listener
 from .negotiation import choose_coding, choose_format
 from .refresh import Refresher
 
@@ -48,12 +47,16 @@ _LANDING = """<!DOCTYPE html>
 </body></html>
 """
 
+DEFAULT_LIMITS = Limits()
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
 
 def _method_guard(handler: Handler) -> Handler:
     async def guarded(request: web.Request) -> web.StreamResponse:
         if request.method not in _ALLOWED:
             raise web.HTTPMethodNotAllowed(request.method, _ALLOWED)
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     return guarded
 
 
@@ -116,11 +119,12 @@ def _refuse_unknown_expectations(
         if expect is not None and expect.strip().lower() != "100-continue":
             return web.Response(status=417, text="417 Expectation Failed: only 100-continue "
                                                  "is understood\n")
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     return guarded
 
 
-def make_app(refresher: Refresher, middlewares: Iterable[Middleware] = ()) -> web.Application:
+def make_app(refresher: Refresher, middlewares: Iterable[Any] = ()) -> web.Application:
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[REFRESHER] = refresher
     for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz),
@@ -129,7 +133,7 @@ def make_app(refresher: Refresher, middlewares: Iterable[Middleware] = ()) -> we
     return app
 
 
-class _PeerFaultsAtDebug(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _PeerFaultsAtDebug(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's server logger, with what a peer can cause moved to debug and to one line.
 
     aiohttp logs every malformed request (bad request line, oversized header, TLS bytes on the
@@ -168,7 +172,7 @@ class HTTPServer:
             self.listener.abort_all()
 
 
-def _track_requests(listener: Listener) -> Middleware:
+def _track_requests(listener: Listener) -> Any:
     @web.middleware
     async def tracked(request: web.Request, handler: Handler) -> web.StreamResponse:
         done = listener.request_started(request.protocol)

@@ -36,7 +36,7 @@ import secrets
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,6 @@ from typing import Any
 import bcrypt
 import yaml
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +133,7 @@ class WebConfig:
         for plain HTTP), as the file says at that moment."""
         return self.live().tls_context
 
-    def middlewares(self) -> list[Middleware]:
+    def middlewares(self) -> list[Any]:
         """For ``make_app``: basic auth and the configured response headers, kept current."""
         return [self.live().middleware]
 
@@ -143,7 +142,7 @@ class WebConfig:
                 + (f"for {len(self.users)} users" if self.users else "off"))
 
 
-class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # PyYAML has no stubs here
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # yaml has no stubs here
     pass
 
 
@@ -151,8 +150,7 @@ class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
     """PyYAML's safe loader, refusing a key given twice (PyYAML keeps the last silently)."""
 
 
-def _mapping_without_duplicates(loader: _StrictLoader,
-                                node: yaml.MappingNode) -> dict[Any, Any]:
+def _mapping_without_duplicates(loader: _StrictLoader, node: Any) -> dict[Any, Any]:
     seen = set()
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
@@ -167,8 +165,7 @@ def _mapping_without_duplicates(loader: _StrictLoader,
             raise _DuplicateKey(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
         seen.add(key)
     loader.flatten_mapping(node)
-    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=True)
-    return mapping
+    return dict(loader.construct_mapping(node, deep=True))
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
@@ -224,7 +221,7 @@ def _parse(document: Any, path: Path) -> WebConfig:
     return config
 
 
-def _parse_tls(tls: dict[Any, Any], directory: Path) -> TLSSettings | None:
+def _parse_tls(tls: dict[str, Any], directory: Path) -> TLSSettings | None:
     _known_keys(tls, _TLS_KEYS, "tls_server_config.")
     for key in ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version",
                 "max_version"):
@@ -298,7 +295,7 @@ def _parse_headers(headers: Any) -> dict[str, str]:
     return parsed
 
 
-def _parse_users(users: dict[Any, Any]) -> dict[str, bytes]:
+def _parse_users(users: dict[str, Any]) -> dict[str, bytes]:
     parsed = {}
     for name, hashed in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -312,13 +309,13 @@ def _parse_users(users: dict[Any, Any]) -> dict[str, bytes]:
     return parsed
 
 
-def _mapping(value: Any, where: str) -> dict[Any, Any]:
+def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise WebConfigError(f"{where} must be a mapping, got {type(value).__name__}")
     return value
 
 
-def _known_keys(mapping: dict[Any, Any], known: set[str], prefix: str) -> None:
+def _known_keys(mapping: dict[str, Any], known: set[str], prefix: str) -> None:
     for key in mapping:
         qualified = f"{prefix}{key}"
         if qualified in _UNSUPPORTED:
@@ -357,10 +354,7 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     return context
 
 
-Stamp = tuple[tuple[int, int, int, int] | None, ...]
-
-
-def _stamp(*paths: Path | None) -> Stamp:
+def _stamp(*paths: Path | None) -> tuple[Any, ...]:
     """What changes when a file is rewritten or a Secret volume swaps its ``..data`` link."""
     stamp = []
     for path in paths:
@@ -386,7 +380,7 @@ class _TLSFiles:
         self._stamp = self._files()
         self._context = _build_context(tls)
 
-    def _files(self) -> Stamp:
+    def _files(self) -> tuple[Any, ...]:
         return _stamp(self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file)
 
     def context(self) -> ssl.SSLContext:
@@ -453,7 +447,9 @@ class LiveWebConfig:
         return self.tls.context() if self.tls is not None else None
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                         ) -> web.StreamResponse:
         self.refresh()
         headers, auth = self.config.headers, self.auth
         response: web.StreamResponse | None = None
@@ -560,24 +556,24 @@ class BasicAuth:
         user, password = credentials
         key = hmac.new(self._key, len(user).to_bytes(4, "big") + user + password,
                        hashlib.sha256).digest()
-        for cache, cached in ((self._granted, True), (self._refused, False)):
+        for cache, answer in ((self._granted, True), (self._refused, False)):
             if key in cache:
                 cache.move_to_end(key)
-                return cached
+                return answer
         pending = self._pending.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        future = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
-            answer = await self._check(user, password, key, peer)
-            future.set_result(answer)
+            checked = await self._check(user, password, key, peer)
+            future.set_result(checked)
         except BaseException:
             future.cancel()  # requests sharing this check fail with this one
             raise
         finally:
             del self._pending[key]
-        return answer
+        return checked
 
     async def _check(self, user: bytes, password: bytes, key: bytes, peer: str) -> bool | None:
         try:

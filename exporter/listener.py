@@ -31,7 +31,7 @@ import socket
 import ssl
 import time
 from asyncio import sslproto
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -152,7 +152,7 @@ class Listener:
         self._loop = asyncio.get_running_loop()
         self.sockets: list[socket.socket] = []
         self._connections: dict[_Connection, None] = {}
-        self._per_host: Counter[str] = Counter()  # open connections by client address
+        self._per_host: dict[str, int] = {}  # open connections by client address
         self._idle: OrderedDict[_Connection, None] = OrderedDict()  # oldest idle first
         self._by_handler: dict[object, _Connection] = {}
         self._accepting = False
@@ -282,8 +282,8 @@ class Listener:
         self._note_full()
         if not self._idle:
             return
-        most = max(self._per_host[_host(conn.peer)] for conn in self._idle)
-        pool = [conn for conn in self._idle if self._per_host[_host(conn.peer)] == most]
+        most = max(self._per_host.get(_host(conn.peer), 0) for conn in self._idle)
+        pool = [conn for conn in self._idle if self._per_host.get(_host(conn.peer), 0) == most]
         served: set[_Connection] = set()
         for conn in pool[:_SPARED]:
             if conn.handler is not None:
@@ -312,7 +312,8 @@ class Listener:
     def _admit(self, sock: socket.socket, peer: Any) -> None:
         conn = _Connection(sock, peer, self._loop.time())
         self._connections[conn] = None
-        self._per_host[_host(peer)] += 1
+        host = _host(peer)
+        self._per_host[host] = self._per_host.get(host, 0) + 1
         self._idle[conn] = None
         try:
             self._loop.add_reader(sock.fileno(), self._first_byte, conn)

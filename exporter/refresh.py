@@ -41,13 +41,13 @@ log = logging.getLogger(__name__)
 
 WATCH_POLL_SECONDS = 0.2
 WATCH_DEBOUNCE_SECONDS = 0.1
+# A data issue kind seen again within this time of its last sighting is old news: not logged.
+ISSUE_QUIET_SECONDS = 3600.0
 # Files the kubelet rewrites when it assigns or frees exclusive resources.
 WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state",
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
-# A data issue kind seen again within this time of its last sighting is old news: not logged.
-ISSUE_QUIET_SECONDS = 3600.0
 TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 

@@ -7,11 +7,21 @@ import json
 
 from exporter.accounting import account
 from exporter.health import Capabilities
-from exporter.model import Allocatable, DraDevice, KubeletSnapshot, NumaNode, Topology
-from exporter.model import ContainerAssignment as C
-from exporter.model import DeviceEntry as D
-from exporter.model import MemoryBlock as M
-from exporter.model import PodAssignment as P
+from exporter.model import (
+    Allocatable,
+    KubeletSnapshot,
+    NumaNode,
+    Topology,
+)
+from exporter.model import (
+    ContainerAssignment as C,
+)
+from exporter.model import (
+    DeviceEntry as D,
+)
+from exporter.model import (
+    PodAssignment as P,
+)
 from exporter.report import format_json, format_table
 
 # node 0: CPUs 0-3; node 1: no CPUs (HBM or CXL memory)
@@ -61,6 +71,9 @@ GIB = 1 << 30
 
 
 def held_snapshot() -> KubeletSnapshot:
+    from exporter.model import DraDevice
+    from exporter.model import MemoryBlock as M
+
     return KubeletSnapshot(pods=(
         P("ns", "web", (C("shared"),)),  # shared pool only: not listed
         P("ns", "train", (

@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 
 WATCH_POLL_SECONDS = 0.2
 WATCH_DEBOUNCE_SECONDS = 0.1
-# A data issue kind seen again within this time of its last sighting is old news: not logged.
-ISSUE_QUIET_SECONDS = 3600.0
 # Files the kubelet rewrites when it assigns or frees exclusive resources.
 WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state",
                  "device-plugins/kubelet_internal_checkpoint")
@@ -109,8 +107,8 @@ class Refresher:
         self._get_probed_at = float("-inf")
         self._attempts = 0
         self._state = "starting"
-        self._issue_kinds: set[str] = set()
-        self._issue_seen_at: dict[str, float] = {}  # kind -> when it was last present
+        from .issuelog import IssueLog
+        self._issue_log = IssueLog(log)
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
@@ -330,18 +328,7 @@ class Refresher:
                                                     "or Failed, left out of the figures"}
         self.health.count_issues(issues)
         kinds = {k for k, v in issues.items() if v}
-        now = time.monotonic()
-        for kind in sorted(kinds - self._issue_kinds):
-            if now - self._issue_seen_at.get(kind, float("-inf")) > ISSUE_QUIET_SECONDS:
-                log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
-                            "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
-            else:  # a kind that comes and goes: counted every time, logged once
-                log.debug("kubelet data issue %s is back (%d this refresh)", kind, issues[kind])
-        for kind in sorted(kinds & self._issue_kinds):
-            log.debug("kubelet data issue %s persists (%d this refresh)", kind, issues[kind])
-        for kind in kinds:
-            self._issue_seen_at[kind] = now
-        self._issue_kinds = kinds
+        self._issue_log.note({kind: issues[kind] for kind in kinds}, examples)
 
     def _succeeded(self) -> float:
         if self._state == kubelet.RATE_LIMITED:

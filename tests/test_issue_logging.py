@@ -3,55 +3,57 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
 
-from exporter import refresh
-from exporter.accounting import Accounting
-from exporter.model import KubeletSnapshot, Topology
-from exporter.refresh import Refresher, Settings
+from exporter.issuelog import IssueLog
+
+LOG = logging.getLogger("exporter.refresh")
 
 
-def _result(**issues: int) -> Accounting:
-    return Accounting(api_version="v1", data_issues=Counter(issues),
-                      issue_examples={kind: f"an example of {kind}" for kind in issues})
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def _warnings(caplog) -> list[str]:
+def warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records
             if r.name == "exporter.refresh" and r.levelno >= logging.WARNING]
 
 
-async def test_a_data_issue_kind_that_flaps_is_logged_once(caplog, tmp_path):
+def test_a_data_issue_kind_that_flaps_is_logged_once(caplog):
     caplog.set_level(logging.DEBUG, logger="exporter.refresh")
-    refresher = Refresher(Settings(socket=str(tmp_path / "kubelet.sock")),
-                          topology=Topology.from_nodes([]))
-    snapshot = KubeletSnapshot((), None)
-    try:
-        for _ in range(5):  # present, gone, present, gone, ...
-            refresher._publish(snapshot, _result(unknown_cpu=2), 0)
-            refresher._publish(snapshot, _result(), 0)
-        assert _warnings(caplog) == [
-            "kubelet data issue unknown_cpu (2 this refresh), e.g. an example of unknown_cpu; "
-            "the rest of the snapshot is exported"]
-        # every occurrence is still counted
-        assert refresher.health.data_issues.labels("unknown_cpu")._value.get() == 10
-        # another kind is news
-        refresher._publish(snapshot, _result(unknown_cpu=1, duplicate_entry=1), 0)
-        assert len(_warnings(caplog)) == 2 and "duplicate_entry" in _warnings(caplog)[1]
-    finally:
-        await refresher.client.close()
+    clock = Clock()
+    issues = IssueLog(LOG, clock=clock)
+    example = {"unknown_cpu": "CPU 99 is not in sysfs", "duplicate_entry": "pod ns/p twice"}
+    for _ in range(5):  # present, gone, present, gone, ... one refresh every 10 s
+        issues.note({"unknown_cpu": 2}, example)
+        clock.now += 10
+        issues.note({}, example)
+        clock.now += 10
+    assert warnings(caplog) == [
+        "kubelet data issue unknown_cpu (2 this refresh), e.g. CPU 99 is not in sysfs; the rest "
+        "of the snapshot is exported"]
+    assert sum("unknown_cpu is back" in r.getMessage() for r in caplog.records) == 4
+    issues.note({"unknown_cpu": 1, "duplicate_entry": 3}, example)  # another kind is news
+    assert warnings(caplog)[1:] == [
+        "kubelet data issue duplicate_entry (3 this refresh), e.g. pod ns/p twice; the rest of "
+        "the snapshot is exported"]
 
 
-async def test_a_kind_back_after_a_quiet_period_is_news_again(caplog, tmp_path, monkeypatch):
+def test_a_kind_back_after_an_hour_without_it_is_news_again(caplog):
     caplog.set_level(logging.INFO, logger="exporter.refresh")
-    monkeypatch.setattr(refresh, "ISSUE_QUIET_SECONDS", 0.0)
-    refresher = Refresher(Settings(socket=str(tmp_path / "kubelet.sock")),
-                          topology=Topology.from_nodes([]))
-    snapshot = KubeletSnapshot((), None)
-    try:
-        for _ in range(3):
-            refresher._publish(snapshot, _result(unknown_cpu=1), 0)
-            refresher._publish(snapshot, _result(), 0)
-        assert len(_warnings(caplog)) == 3
-    finally:
-        await refresher.client.close()
+    clock = Clock()
+    issues = IssueLog(LOG, clock=clock)
+    issues.note({"unknown_cpu": 1}, {})
+    clock.now += 3599
+    issues.note({}, {})           # gone, last seen 3599 s ago ...
+    issues.note({"unknown_cpu": 1}, {})
+    assert len(warnings(caplog)) == 1
+    issues.note({}, {})
+    clock.now += 3601             # ... and now gone for more than an hour
+    issues.note({"unknown_cpu": 1}, {})
+    assert len(warnings(caplog)) == 2
+    issues.note({"unknown_cpu": 0}, {})  # a zero count is no issue
+    assert len(warnings(caplog)) == 2

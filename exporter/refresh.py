@@ -8,7 +8,8 @@ delay to a minute, other errors never beyond ``--interval``. The last good snaps
 exported meanwhile, and ``podresources_up`` says it is stale.
 
 Logging is by state change only: kubelet lost and back, back-off started and ended, capability
-changes, a data issue kind appearing. A failing poll never logs by itself.
+changes, a data issue kind appearing (a kind that comes and goes is logged again only after an
+hour without it). A failing poll never logs by itself.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class Refresher:
         self._get_probed_at = float("-inf")
         self._attempts = 0
         self._state = "starting"
-        self._issue_kinds: set[str] = set()
+        from .issuelog import IssueLog
+        self._issue_log = IssueLog(log)
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
@@ -335,12 +337,7 @@ class Refresher:
                                                     "or Failed, left out of the figures"}
         self.health.count_issues(issues)
         kinds = {k for k, v in issues.items() if v}
-        for kind in sorted(kinds - self._issue_kinds):
-            log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
-                        "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
-        for kind in sorted(kinds & self._issue_kinds):
-            log.debug("kubelet data issue %s persists (%d this refresh)", kind, issues[kind])
-        self._issue_kinds = kinds
+        self._issue_log.note({kind: issues[kind] for kind in kinds}, examples)
 
     def _succeeded(self) -> float:
         if self._state == kubelet.RATE_LIMITED:

@@ -243,3 +243,27 @@ async def test_a_client_that_spoke_just_before_a_flood_is_served_not_displaced()
         assert answer.startswith(b"HTTP/1.1 200 OK")
         for sock in [scraper] + flood:
             sock.close()
+
+
+async def test_at_the_limit_the_address_holding_most_connections_gives_one_up():
+    """A scraper's idle keep-alive connection from another address outlives a flood of
+    connections from one address, though it has been idle the longest."""
+    limits = Limits(max_connections=4, request_timeout=60, idle_timeout=60)
+    async with serving(limits) as (server, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                       local_addr=("127.0.0.2", 0))
+        writer.write(REQUEST)
+        assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"ok\n"), 5)
+        flood = []
+        for _ in range(10):  # each speaks, is answered and stays idle: keep-alive
+            flood_reader, flood_writer = await asyncio.open_connection("127.0.0.1", port)
+            flood_writer.write(REQUEST)
+            assert b"200 OK" in await asyncio.wait_for(flood_reader.readuntil(b"ok\n"), 5)
+            flood.append((flood_reader, flood_writer))
+        writer.write(REQUEST)  # the same connection, idle since the start
+        assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"ok\n"), 5)
+        assert server.listener.connections == 4
+        # the flood's oldest gave way to its newest
+        assert [await closed_by_peer(r, within=1) for r, _ in flood[:7]] == [True] * 7
+        for _, flood_writer in [*flood, (reader, writer)]:
+            flood_writer.close()

@@ -478,6 +478,7 @@ class CountingCheckpw:
 
     def __init__(self):
         self.hashes: list[bytes] = []
+        self.passwords: list[bytes] = []
         self.running = self.most = 0
         self.lock = threading.Lock()
         self.real = bcrypt.checkpw
@@ -485,6 +486,7 @@ class CountingCheckpw:
     def __call__(self, password: bytes, hashed: bytes) -> bool:
         with self.lock:
             self.hashes.append(hashed)
+            self.passwords.append(password)
             self.running += 1
             self.most = max(self.most, self.running)
         try:
@@ -563,3 +565,48 @@ async def test_too_many_checks_at_once_get_429(tmp_path, checkpw):
     statuses = sorted(status for status, _, _ in answers)
     assert statuses == [401, 401] + [429] * 8
     assert all(headers["Retry-After"] == "1" for status, headers, _ in answers if status == 429)
+
+
+async def test_a_wrong_password_flood_leaves_legitimate_scrapes_answering(tmp_path, checkpw):
+    """A real server under a flood of new wrong passwords from one address, more than the
+    caches hold: a scraper on another address is checked once, answered 200 throughout; the
+    flood gets 401 or 429, bcrypt runs one check at a time, probes answer."""
+    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}'}}\n")
+    legit: list[int] = []
+    probes: list[int] = []
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        url = f"http://127.0.0.1:{served.port}"
+        flood_started = asyncio.Event()
+
+        async def flood() -> list[int]:
+            # 50 connections at a time: under the connection limit, so this is about bcrypt
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
+                async def wrong(n: int) -> int:
+                    async with session.get(url + "/metrics",
+                                           headers=auth("prometheus", f"wrong {n}")) as response:
+                        await response.read()
+                        return response.status
+                tasks = [asyncio.create_task(wrong(n)) for n in range(300)]
+                flood_started.set()
+                return await asyncio.gather(*tasks)
+
+        async def scraper() -> None:
+            await flood_started.wait()
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+                    local_addr=("127.0.0.2", 0))) as session:
+                for _ in range(10):
+                    async with session.get(url + "/metrics",
+                                           headers=auth("prometheus", PASSWORD)) as response:
+                        body = await response.text()
+                        legit.append(response.status)
+                        assert "podresources_up" in body
+                    async with session.get(url + "/healthz") as response:
+                        probes.append(response.status)
+
+        answers, _ = await asyncio.gather(flood(), scraper())
+    assert legit == [200] * 10
+    assert probes == [200] * 10
+    assert set(answers) <= {401, 429} and answers.count(429) > 0
+    assert checkpw.most == 1
+    # one check for the right password, whatever the flood did to the caches
+    assert checkpw.passwords.count(PASSWORD.encode()) == 1

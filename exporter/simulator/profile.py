@@ -206,17 +206,28 @@ class NodeSpec:
 
 
 def load_profile(name_or_path: str) -> NodeSpec:
-    """Load a bundled profile by name, or a profile file by path."""
+    """Load a bundled profile by name, or a profile file by path.
+
+    A path is told from a name by its form, never by what the working directory holds: it
+    contains a slash or ends in ``.json`` (``./large``, ``large.json``); anything else names a
+    bundled profile, so ``large`` is the bundled one even next to a file called ``large``.
+    """
     path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
+    if "/" in name_or_path or path.suffix == ".json":
         try:
             data = json.loads(path.read_text())
         except OSError as error:
-            raise ProfileError(f"cannot read profile {path}: {error}") from error
+            raise ProfileError(f"cannot read profile {name_or_path}: "
+                               f"{error.strerror or error}") from error
+        except (ValueError, RecursionError) as error:  # JSON syntax, or not UTF-8
+            raise ProfileError(f"profile {name_or_path} is not valid JSON: {error}") from error
+        if not isinstance(data, dict):
+            raise ProfileError(f"profile {name_or_path} is not a JSON object")
     else:
         if name_or_path not in PROFILE_NAMES:
             raise ProfileError(f"unknown profile {name_or_path!r}; bundled profiles: "
-                               f"{', '.join(PROFILE_NAMES)} (or give a path to a .json file)")
+                               f"{', '.join(PROFILE_NAMES)} (a file needs a path with a slash "
+                               "or a .json name, e.g. ./my-node.json)")
         text = resources.files(__package__).joinpath("profiles", f"{name_or_path}.json").read_text()
         data = json.loads(text)
     return parse_profile(data)

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from .issues import IssueKind, Issues
 from .model import (
     Allocatable,
     ContainerAssignment,
@@ -40,18 +41,6 @@ from .model import (
 
 UNKNOWN = "unknown"
 CPU_RESOURCE = "cpu"
-
-# Data issue kinds (the ``kind`` label of podresources_data_issues_total).
-ISSUE_CPU_MULTIPLE_OWNERS = "cpu_multiple_owners"
-ISSUE_CPU_NOT_ALLOCATABLE = "cpu_not_allocatable"
-ISSUE_UNKNOWN_CPU = "unknown_cpu"
-ISSUE_UNKNOWN_NUMA_ID = "unknown_numa_id"
-ISSUE_NEGATIVE_NUMA_ID = "negative_numa_id"
-ISSUE_DUPLICATE_ENTRY = "duplicate_entry"
-ISSUE_INVALID_ENTRY = "invalid_entry"
-ISSUE_DEVICE_MULTIPLE_OWNERS = "device_multiple_owners"
-ISSUE_POD_MEMORY_BELOW_CONTAINERS = "pod_memory_below_containers"
-ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE = "allocated_exceeds_allocatable"
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
 PodKey = tuple[str, str]  # namespace, pod
@@ -75,18 +64,6 @@ def label_ids(label: str) -> tuple[int, ...]:
     return tuple(int(part) for part in label.split(","))
 
 
-class Issues:
-    """Data issues by kind, with one example message per kind."""
-
-    def __init__(self):
-        self.counts: Counter = Counter()
-        self.examples: dict[str, str] = {}
-
-    def add(self, kind: str, example: str, count: int = 1) -> None:
-        self.counts[kind] += count
-        self.examples.setdefault(kind, example)
-
-
 class TopologyView:
     """The sysfs topology as the accounting asks it: CPU -> NUMA label, NUMA ids -> known ids."""
 
@@ -108,9 +85,9 @@ class TopologyView:
             problems: list[str] = []
             for numa_id in numa_ids:
                 if numa_id < 0:
-                    problems.append(ISSUE_NEGATIVE_NUMA_ID)
+                    problems.append(IssueKind.NEGATIVE_NUMA_ID)
                 elif numa_id not in self.known:
-                    problems.append(ISSUE_UNKNOWN_NUMA_ID)
+                    problems.append(IssueKind.UNKNOWN_NUMA_ID)
                 else:
                     kept.add(numa_id)
             cached = self._resolved[numa_ids] = (tuple(sorted(kept)), tuple(problems))
@@ -268,7 +245,7 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
         ctr = container.name
         where = f"container {namespace}/{name}/{ctr}"
         if ctr in container_cpus:
-            issues.add(ISSUE_DUPLICATE_ENTRY, f"{where} listed twice in its pod")
+            issues.add(IssueKind.DUPLICATE_ENTRY, f"{where} listed twice in its pod")
         else:
             names.append(ctr)
             container_cpus[ctr] = set()
@@ -277,15 +254,15 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
         for cpu in _unique(container.cpu_ids, issues, f"{where} cpu_ids"):
             holder = cpu_holder.setdefault(cpu, ctr)
             if holder != ctr:
-                issues.add(ISSUE_CPU_MULTIPLE_OWNERS,
+                issues.add(IssueKind.CPU_MULTIPLE_OWNERS,
                            f"CPU {cpu} assigned to {namespace}/{name}/{holder} and {ctr}")
             container_cpus[ctr].add(cpu)
         blocks = container_memory[ctr]
         for block in container.memory:
             if not block.memory_type:
-                issues.add(ISSUE_INVALID_ENTRY, f"{where} has a memory block without memory_type")
+                issues.add(IssueKind.INVALID_ENTRY, f"{where} has a memory block without memory_type")
             elif block in blocks:
-                issues.add(ISSUE_DUPLICATE_ENTRY, f"{where} repeats memory block {block.memory_type}")
+                issues.add(IssueKind.DUPLICATE_ENTRY, f"{where} repeats memory block {block.memory_type}")
             else:
                 blocks.append(block)
         mine = container_devices[ctr]
@@ -293,21 +270,21 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
         for entry in container.devices:
             for device_id in entry.device_ids:
                 if not entry.resource or not device_id:
-                    issues.add(ISSUE_INVALID_ENTRY,
+                    issues.add(IssueKind.INVALID_ENTRY,
                                f"{where} has a device entry without resource name or device id")
                     continue
                 identity = (entry.resource, device_id, entry.numa_ids)
                 # v1alpha1 keeps the kubelet's per-NUMA entries without their topology: an id
                 # repeated there is one device on several NUMA nodes, not a duplicate
                 if with_topology and identity in seen_entries:
-                    issues.add(ISSUE_DUPLICATE_ENTRY,
+                    issues.add(IssueKind.DUPLICATE_ENTRY,
                                f"{where} lists device {entry.resource}/{device_id} twice")
                     continue
                 seen_entries.add(identity)
                 device = (entry.resource, device_id)
                 holder = device_holder.setdefault(device, ctr)
                 if holder != ctr:
-                    issues.add(ISSUE_DEVICE_MULTIPLE_OWNERS,
+                    issues.add(IssueKind.DEVICE_MULTIPLE_OWNERS,
                                f"device {entry.resource}/{device_id} assigned to "
                                f"{namespace}/{name}/{holder} and {ctr}")
                 raw = mine.setdefault(device, set())
@@ -315,7 +292,7 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
                     raw.update(entry.numa_ids)
         for item in container.dra_devices:
             if not item.driver or not item.device:
-                issues.add(ISSUE_INVALID_ENTRY, f"{where} has a DRA device without driver or "
+                issues.add(IssueKind.INVALID_ENTRY, f"{where} has a DRA device without driver or "
                                                 "device name")
                 continue
             dra.add((item.driver, item.pool, item.device))
@@ -367,7 +344,7 @@ def _unique(values: tuple, issues: Issues, what: str) -> tuple:
     """Drop repeated values, counting the repetition as a duplicated entry."""
     if len(set(values)) == len(values):
         return values
-    issues.add(ISSUE_DUPLICATE_ENTRY, f"{what} repeats values", count=len(values) - len(set(values)))
+    issues.add(IssueKind.DUPLICATE_ENTRY, f"{what} repeats values", count=len(values) - len(set(values)))
     return tuple(dict.fromkeys(values))
 
 
@@ -398,10 +375,10 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
     seen: list[MemoryBlock] = []
     for block in pod.memory:
         if not block.memory_type:
-            issues.add(ISSUE_INVALID_ENTRY, f"pod {namespace}/{name} memory without type")
+            issues.add(IssueKind.INVALID_ENTRY, f"pod {namespace}/{name} memory without type")
             continue
         if block in seen:
-            issues.add(ISSUE_DUPLICATE_ENTRY,
+            issues.add(IssueKind.DUPLICATE_ENTRY,
                        f"pod {namespace}/{name} repeats pod-level block {block.memory_type}")
             continue
         seen.append(block)
@@ -420,7 +397,7 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
     for (memory_type, ids), own in pod_level.items():
         included = covered.get((memory_type, ids), 0)
         if 0 < own < included:
-            issues.add(ISSUE_POD_MEMORY_BELOW_CONTAINERS,
+            issues.add(IssueKind.POD_MEMORY_BELOW_CONTAINERS,
                        f"pod {namespace}/{name} pod-level {memory_type} on NUMA "
                        f"{group_label(ids)} is {own} bytes, its containers hold {included}")
         key = (group_label(ids), memory_type)
@@ -488,7 +465,7 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
         figures.cpus_by_numa = dict(Counter(_cpu_labels(cpus, view)))
         unknown = figures.cpus_by_numa.get(UNKNOWN, 0)
         if unknown:
-            issues.add(ISSUE_UNKNOWN_CPU, "allocatable CPUs are not listed under any NUMA node "
+            issues.add(IssueKind.UNKNOWN_CPU, "allocatable CPUs are not listed under any NUMA node "
                                           "in sysfs", count=unknown)
     else:
         figures.cpus = frozenset()
@@ -496,10 +473,10 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
     blocks_seen: set[tuple[str, NumaIds]] = set()
     for block in allocatable.memory:
         if not block.memory_type:
-            issues.add(ISSUE_INVALID_ENTRY, "allocatable memory block without memory_type")
+            issues.add(IssueKind.INVALID_ENTRY, "allocatable memory block without memory_type")
             continue
         if (block.memory_type, block.numa_ids) in blocks_seen:  # one per (NUMA node, type)
-            issues.add(ISSUE_DUPLICATE_ENTRY, f"allocatable {block.memory_type} listed twice "
+            issues.add(IssueKind.DUPLICATE_ENTRY, f"allocatable {block.memory_type} listed twice "
                                               f"for NUMA {list(block.numa_ids or ())}")
             continue
         blocks_seen.add((block.memory_type, block.numa_ids))
@@ -511,11 +488,11 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
     for entry in allocatable.devices:
         for device_id in entry.device_ids:
             if not entry.resource or not device_id:
-                issues.add(ISSUE_INVALID_ENTRY, "allocatable device without name or id")
+                issues.add(IssueKind.INVALID_ENTRY, "allocatable device without name or id")
                 continue
             identity = (entry.resource, device_id, entry.numa_ids)
             if identity in seen:
-                issues.add(ISSUE_DUPLICATE_ENTRY,
+                issues.add(IssueKind.DUPLICATE_ENTRY,
                            f"allocatable device {entry.resource}/{device_id} listed twice")
                 continue
             seen.add(identity)
@@ -649,7 +626,8 @@ class Ledger:
         self._dra_holders: Counter = Counter()
         self._dra: Counter = Counter()  # (driver, pool)
         self._issues: Counter = Counter()
-        self._examples: dict[str, str] = {}
+        # kind -> the example of each held pod with that kind, oldest first
+        self._examples: dict[str, dict[PodKey, str]] = {}
         self._misaligned = 0
         self._pod_level = 0
         self._containers = 0
@@ -744,9 +722,14 @@ class Ledger:
 
     def _add(self, figures: PodFigures, sign: int = 1) -> None:
         self._issues.update({k: sign * v for k, v in figures.issues.items()})
-        if sign > 0:
-            for kind, example in figures.examples.items():
-                self._examples.setdefault(kind, example)
+        for kind, example in figures.examples.items():
+            if sign > 0:
+                self._examples.setdefault(kind, {})[figures.key] = example
+            else:  # the example leaves with its pod: another holder's takes over
+                held = self._examples[kind]
+                del held[figures.key]
+                if not held:
+                    del self._examples[kind]
         self._misaligned += sign * figures.misaligned
         self._pod_level += sign * figures.pod_level
         self._containers += sign * figures.containers
@@ -818,17 +801,18 @@ class Ledger:
         result = Accounting(api_version=self._api_version)
         issues = Issues()
         issues.counts.update(+self._issues)
-        issues.examples.update(self._examples)
+        issues.examples.update({kind: next(iter(held.values()))
+                                for kind, held in self._examples.items()})
         issues.counts.update(alloc.issues)
         for kind, example in alloc.examples.items():
             issues.examples.setdefault(kind, example)
         if repeated_pods:
-            issues.add(ISSUE_DUPLICATE_ENTRY, "a pod is listed twice", count=repeated_pods)
+            issues.add(IssueKind.DUPLICATE_ENTRY, "a pod is listed twice", count=repeated_pods)
         if self._cpu_extra_holders:
-            issues.add(ISSUE_CPU_MULTIPLE_OWNERS, "a CPU is assigned to containers of two pods",
+            issues.add(IssueKind.CPU_MULTIPLE_OWNERS, "a CPU is assigned to containers of two pods",
                        count=self._cpu_extra_holders)
         if self._device_extra_holders:
-            issues.add(ISSUE_DEVICE_MULTIPLE_OWNERS, "a device is assigned to two pods",
+            issues.add(IssueKind.DEVICE_MULTIPLE_OWNERS, "a device is assigned to two pods",
                        count=self._device_extra_holders)
 
         if with_topology:
@@ -839,12 +823,12 @@ class Ledger:
             result.cpus_allocated = allocated
             unknown = self._cpus_by_numa.get(UNKNOWN, 0)
             if unknown:
-                issues.add(ISSUE_UNKNOWN_CPU, "assigned CPUs are not listed under any NUMA node "
+                issues.add(IssueKind.UNKNOWN_CPU, "assigned CPUs are not listed under any NUMA node "
                                               "in sysfs", count=unknown)
             if self._allocatable is not None:
                 outside = self._cpu_holders.keys() - alloc.cpus
                 if outside:
-                    issues.add(ISSUE_CPU_NOT_ALLOCATABLE,
+                    issues.add(IssueKind.CPU_NOT_ALLOCATABLE,
                                f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",
                                count=len(outside))
             for label, capacity in (result.cpus_allocatable or {}).items():
@@ -938,7 +922,7 @@ def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: b
 
 def _excess(issues: Issues, numa: str, resource: str, allocated: int,
             allocatable: int = 0) -> None:
-    issues.add(ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
+    issues.add(IssueKind.ALLOCATED_EXCEEDS_ALLOCATABLE,
                f"{resource} on NUMA node {numa}: {allocated} allocated, "
                f"{allocatable} allocatable")
 

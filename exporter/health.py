@@ -23,7 +23,7 @@ from prometheus_client import generate_latest as generate_text
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from . import __version__, accounting, kubelet
+from . import __version__, kubelet
 from .catalog import (
     API_REQUEST_DURATION,
     API_REQUESTS,
@@ -38,6 +38,7 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from .issues import IssueKind
 
 UNKNOWN = "unknown"
 # The source revision an image was built from: the Dockerfile writes it here (build argument
@@ -45,21 +46,7 @@ UNKNOWN = "unknown"
 REVISION_FILE = Path(__file__).with_name("REVISION")
 
 # Every data issue kind, pre-initialised so increase() works from the first occurrence.
-ISSUE_KINDS = (
-    accounting.ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
-    accounting.ISSUE_CPU_MULTIPLE_OWNERS,
-    accounting.ISSUE_CPU_NOT_ALLOCATABLE,
-    accounting.ISSUE_DEVICE_MULTIPLE_OWNERS,
-    accounting.ISSUE_DUPLICATE_ENTRY,
-    accounting.ISSUE_INVALID_ENTRY,
-    accounting.ISSUE_NEGATIVE_NUMA_ID,
-    accounting.ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-    accounting.ISSUE_UNKNOWN_CPU,
-    accounting.ISSUE_UNKNOWN_NUMA_ID,
-    "invalid_reply",
-    "message_too_large",
-    "terminated_pod",
-)
+ISSUE_KINDS = tuple(IssueKind)
 # What the Kubernetes-API view (--kube-api) lists and watches, as the resource label says it.
 KUBE_API_RESOURCES = ("node", "pods", "resourceslices")
 METHODS = (kubelet.METHOD_LIST, kubelet.METHOD_GET_ALLOCATABLE, kubelet.METHOD_GET)

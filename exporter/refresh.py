@@ -28,6 +28,7 @@ from .accounting import Accounting, Ledger
 from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
 from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
+from .issues import IssueKind
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 from .rendering import Renderer, RenderOptions
@@ -45,7 +46,6 @@ WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
-TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 
 @dataclass
@@ -321,9 +321,10 @@ class Refresher:
             self._set_capability("pod_level", "true")
         issues, examples = result.data_issues, result.issue_examples
         if terminated:
-            issues = {**issues, TERMINATED_POD: terminated}
-            examples = {**examples, TERMINATED_POD: "a pod the Kubernetes API reports Succeeded "
-                                                    "or Failed, left out of the figures"}
+            issues = {**issues, IssueKind.TERMINATED_POD: terminated}
+            examples = {**examples, IssueKind.TERMINATED_POD:
+                        "a pod the Kubernetes API reports Succeeded or Failed, left out of the "
+                        "figures"}
         self.health.count_issues(issues)
         kinds = {k for k, v in issues.items() if v}
         for kind in sorted(kinds - self._issue_kinds):
@@ -361,9 +362,9 @@ class Refresher:
         if kind == kubelet.UNAVAILABLE:
             self._kubelet_changed()
         if kind == kubelet.TOO_LARGE:
-            self.health.count_issues({"message_too_large": 1})
+            self.health.count_issues({IssueKind.MESSAGE_TOO_LARGE: 1})
         if kind == kubelet.INVALID_REPLY:
-            self.health.count_issues({"invalid_reply": 1})
+            self.health.count_issues({IssueKind.INVALID_REPLY: 1})
         if kind != self._state and not logged:
             self._log_failure(error, delay)
         self._state = kind

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import kubelet
-from .accounting import Accounting, Ledger
+from .accounting import Accounting
 from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
-from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
 from .issues import IssueKind
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
-from .rendering import Renderer, RenderOptions
+from .pipeline import Pipeline, Replies, Result
+from .rendering import RenderOptions
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
@@ -89,12 +89,9 @@ class Refresher:
         self.generation = 0  # bumped after every refresh attempt
         self._bodies: dict[tuple[int, int, bool, bool], bytes] = {}
         self._data = b""
-        self._ledger = Ledger()
-        self._renderer = Renderer(settings.render)
-        self._list_v1 = ListDecoder.v1()
-        self._list_v1alpha1 = ListDecoder.v1alpha1()
-        self._allocatable_decoder = AllocatableDecoder()
+        self._pipeline = Pipeline(settings.render)
         self._allocatable: Allocatable | None = None
+        self._allocatable_reply: bytes | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
         self._missing_wait = settings.interval  # re-read delay while a resource stays missing
@@ -147,13 +144,9 @@ class Refresher:
         self._last_started = time.monotonic()
         try:
             self._maybe_reread_topology()
-            snapshot = await self._read_kubelet()
-            pods = snapshot.pods
-            if self.kube_view is not None:
-                pods = self.kube_view.without_terminated(pods)
-            result = self._ledger.update(pods, snapshot.allocatable, self.topology,
-                                         snapshot.api_version)
-            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
+            replies = await self._read_kubelet()
+            keep = self.kube_view.without_terminated if self.kube_view is not None else None
+            self._publish(self._pipeline.run(replies, self.topology, keep))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -207,7 +200,7 @@ class Refresher:
 
     # ---- reading the kubelet -------------------------------------------------------------
 
-    async def _read_kubelet(self) -> KubeletSnapshot:
+    async def _read_kubelet(self) -> Replies:
         caps = self.health.capabilities
         self._notice_restart()
         if caps.api_version == "v1alpha1" and \
@@ -215,7 +208,8 @@ class Refresher:
             self._redetect = True  # a lowered capability is probed again: is v1 served now?
         if self._redetect or caps.api_version == "v1":
             try:
-                pods = self._list_v1.decode((await self.client.list_pods()).raw)
+                raw = (await self.client.list_pods()).raw
+                pods = self._pipeline.pods(raw, "v1")
                 if caps.api_version != "v1":  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
@@ -224,19 +218,21 @@ class Refresher:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
-                pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+                raw = (await self.client.list_pods_v1alpha1()).raw
+                pods = self._pipeline.pods(raw, "v1alpha1")
                 self._set_capability("api_version", "v1alpha1")
                 self._set_capability("get_allocatable", "false")
                 self._set_capability("get", "false")
                 self._set_capability("pod_level", "unknown")  # v1alpha1 cannot carry it
         else:
-            pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+            raw = (await self.client.list_pods_v1alpha1()).raw
+            pods = self._pipeline.pods(raw, "v1alpha1")
         self._redetect = False
         if caps.api_version != "v1":
-            return KubeletSnapshot(pods, None, "v1alpha1")
+            return Replies(raw, "v1alpha1")
         await self._probe_get(pods)
         await self._refresh_allocatable(pods)
-        return KubeletSnapshot(pods, self._allocatable, "v1")
+        return Replies(raw, "v1", self._allocatable_reply)
 
     async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
@@ -283,12 +279,13 @@ class Refresher:
             return
         try:
             raw = (await self.client.get_allocatable()).raw
-            self._allocatable = self._allocatable_decoder.decode(raw)
+            self._allocatable = self._pipeline.allocatable(raw)
+            self._allocatable_reply = raw
             self._set_capability("get_allocatable", "true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
                 raise
-            self._allocatable = None
+            self._allocatable = self._allocatable_reply = None
             self._set_capability("get_allocatable", "false")
         self._allocatable_at = now
         self._allocatable_missing = missing
@@ -311,21 +308,14 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
-        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
-        self.snapshot = snapshot
-        if result is not self.accounting:  # the ledger returns the same object when unchanged
-            self._data = self._renderer.render(result, self.topology)
-        self.accounting = result
-        if result.pod_level_seen:
+    def _publish(self, result: Result) -> None:
+        self.snapshot = result.snapshot
+        self._data = result.section
+        self.accounting = result.accounting
+        if result.accounting.pod_level_seen:
             self._set_capability("pod_level", "true")
-        issues, examples = result.data_issues, result.issue_examples
-        if terminated:
-            issues = {**issues, IssueKind.TERMINATED_POD: terminated}
-            examples = {**examples, IssueKind.TERMINATED_POD:
-                        "a pod the Kubernetes API reports Succeeded or Failed, left out of the "
-                        "figures"}
-        self.health.count_issues(issues)
+        issues, examples = result.issues, result.examples
+        self.health.count_issues(dict(issues))
         kinds = {k for k, v in issues.items() if v}
         for kind in sorted(kinds - self._issue_kinds):
             log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "

@@ -12,12 +12,22 @@ container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
 
 from ._proto.v1 import api_pb2 as v1
 from ._proto.v1alpha1 import api_pb2 as v1alpha1
+from .issues import (
+    MAX_ALLOCATABLE_DEVICE_ENTRIES,
+    MAX_ALLOCATABLE_MEMORY_BLOCKS,
+    MAX_CPU_IDS,
+    MAX_ENTRIES_PER_POD,
+    MAX_MEMORY_BLOCKS,
+    MAX_MEMORY_TYPES,
+    MAX_NUMA_IDS,
+    IssueKind,
+)
 from .kubelet import INVALID_REPLY, KubeletError
 from .model import (
     Allocatable,
@@ -25,6 +35,7 @@ from .model import (
     DeviceEntry,
     DraDevice,
     MemoryBlock,
+    NumaIds,
     PodAssignment,
 )
 
@@ -107,6 +118,157 @@ def allocatable_from_v1(reply) -> Allocatable:
     )
 
 
+# ---- absurd sizes ---------------------------------------------------------------------------
+#
+# A reply is checked against the limits of exporter.issues before it is converted (counting
+# costs one pass over the entries, no Python object per CPU id). Only a pod or allocatable
+# reply past a limit takes the slower, careful conversion below, which leaves the oversized
+# part out and records it; everything else takes the plain conversion above.
+
+def _numa_count(message: Any) -> int:
+    return len(message.topology.nodes) if message.HasField("topology") else 0
+
+
+def _pod_entries(pod: Any, with_topology: bool = True) -> int:
+    """Containers, device entries and ids, memory blocks and DRA devices of one listing
+    (memory lists left out for their own size do not count)."""
+    entries = len(pod.containers) + (_memory_entries(pod.memory) if with_topology else 0)
+    for container in pod.containers:
+        entries += len(container.devices)
+        for entry in container.devices:
+            entries += len(entry.device_ids)
+        if with_topology:
+            entries += _memory_entries(container.memory)
+            for claim in container.dynamic_resources:
+                entries += len(claim.claim_resources)
+    return entries
+
+
+def _memory_dropped(blocks: Any, limit: int) -> bool:
+    return len(blocks) > limit or len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES
+
+
+def _memory_entries(blocks: Any) -> int:
+    return 0 if _memory_dropped(blocks, MAX_MEMORY_BLOCKS) else len(blocks)
+
+
+def _memory_too_large(blocks: Any, limit: int) -> bool:
+    return len(blocks) > limit or any(_numa_count(b) > MAX_NUMA_IDS for b in blocks) or len(
+        {b.memory_type for b in blocks}) > MAX_MEMORY_TYPES
+
+
+def exceeds_limits_v1(pod: Any) -> bool:
+    """Whether a v1 pod listing has any part past the limits."""
+    if len(pod.cpu_ids) > MAX_CPU_IDS or _memory_too_large(pod.memory, MAX_MEMORY_BLOCKS):
+        return True
+    for container in pod.containers:
+        if len(container.cpu_ids) > MAX_CPU_IDS or _memory_too_large(container.memory,
+                                                                      MAX_MEMORY_BLOCKS):
+            return True
+        if any(_numa_count(entry) > MAX_NUMA_IDS for entry in container.devices):
+            return True
+    return _pod_entries(pod) > MAX_ENTRIES_PER_POD
+
+
+def exceeds_limits_v1alpha1(pod: Any) -> bool:
+    return _pod_entries(pod, with_topology=False) > MAX_ENTRIES_PER_POD
+
+
+class _Capped:
+    """Converts the parts of one message within the limits, recording those left out."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.oversized: list[tuple[str, str]] = []
+
+    def left_out(self, kind: IssueKind, what: str, size: int, limit: int) -> None:
+        self.oversized.append((kind, f"{self.where}: {what} has {size} (at most {limit} are "
+                                     "read); left out"))
+
+    def cpu_ids(self, values: Any, what: str) -> tuple[int, ...]:
+        if len(values) > MAX_CPU_IDS:
+            self.left_out(IssueKind.TOO_MANY_CPU_IDS, f"{what} cpu_ids", len(values),
+                          MAX_CPU_IDS)
+            return ()
+        return tuple(values)
+
+    def numa_ids(self, message: Any, what: str) -> NumaIds:
+        if _numa_count(message) > MAX_NUMA_IDS:
+            self.left_out(IssueKind.TOO_MANY_NUMA_IDS, f"the topology of {what}",
+                          _numa_count(message), MAX_NUMA_IDS)
+            return None  # its locality is unknown
+        return _numa_ids(message)
+
+    def memory(self, blocks: Any, what: str, limit: int) -> tuple[MemoryBlock, ...]:
+        types = len({b.memory_type for b in blocks})
+        if types > MAX_MEMORY_TYPES:
+            self.left_out(IssueKind.TOO_MANY_MEMORY_TYPES, f"the memory of {what}", types,
+                          MAX_MEMORY_TYPES)
+            return ()
+        if len(blocks) > limit:
+            self.left_out(IssueKind.TOO_MANY_ENTRIES, f"the memory of {what}", len(blocks), limit)
+            return ()
+        return tuple(MemoryBlock(b.memory_type, b.size, self.numa_ids(b, f"memory of {what}"))
+                     for b in blocks)
+
+    def devices(self, entries: Any, what: str) -> tuple[DeviceEntry, ...]:
+        return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids),
+                                 self.numa_ids(e, f"a device entry of {what}"))
+                     for e in entries)
+
+
+def capped_pod_from_v1(pod: Any) -> PodAssignment:
+    """:func:`pod_from_v1` for a listing past a limit: the oversized parts are left out."""
+    capped = _Capped(f"pod {pod.namespace}/{pod.name}")
+    entries = _pod_entries(pod)
+    if entries > MAX_ENTRIES_PER_POD:  # the whole pod is left out
+        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the listing", entries, MAX_ENTRIES_PER_POD)
+        return PodAssignment(pod.namespace, pod.name, oversized=tuple(capped.oversized))
+    containers = tuple(ContainerAssignment(
+        name=c.name,
+        cpu_ids=capped.cpu_ids(c.cpu_ids, f"container {c.name}"),
+        memory=capped.memory(c.memory, f"container {c.name}", MAX_MEMORY_BLOCKS),
+        devices=capped.devices(c.devices, f"container {c.name}"),
+        dra_devices=_dra(c.dynamic_resources),
+    ) for c in pod.containers)
+    return PodAssignment(pod.namespace, pod.name, containers,
+                         capped.cpu_ids(pod.cpu_ids, "the pod-level"),
+                         capped.memory(pod.memory, "the pod", MAX_MEMORY_BLOCKS),
+                         tuple(capped.oversized))
+
+
+def capped_pod_from_v1alpha1(pod: Any) -> PodAssignment:
+    entries = _pod_entries(pod, with_topology=False)
+    example = (f"pod {pod.namespace}/{pod.name}: the listing has {entries} (at most "
+               f"{MAX_ENTRIES_PER_POD} are read); left out")
+    return PodAssignment(pod.namespace, pod.name,
+                         oversized=((IssueKind.TOO_MANY_ENTRIES, example),))
+
+
+def capped_allocatable_from_v1(reply: Any) -> Allocatable:
+    """:func:`allocatable_from_v1` for a reply past a limit: the oversized lists are left out."""
+    capped = _Capped("GetAllocatableResources")
+    entries = len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
+    if entries > MAX_ALLOCATABLE_DEVICE_ENTRIES:
+        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the device list", entries,
+                        MAX_ALLOCATABLE_DEVICE_ENTRIES)
+        devices: tuple[DeviceEntry, ...] = ()
+    else:
+        devices = capped.devices(reply.devices, "allocatable")
+    return Allocatable(capped.cpu_ids(reply.cpu_ids, "allocatable"),
+                       capped.memory(reply.memory, "allocatable",
+                                     MAX_ALLOCATABLE_MEMORY_BLOCKS),
+                       devices, tuple(capped.oversized))
+
+
+def allocatable_exceeds_limits(reply: Any) -> bool:
+    return (len(reply.cpu_ids) > MAX_CPU_IDS
+            or _memory_too_large(reply.memory, MAX_ALLOCATABLE_MEMORY_BLOCKS)
+            or len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
+            > MAX_ALLOCATABLE_DEVICE_ENTRIES
+            or any(_numa_count(entry) > MAX_NUMA_IDS for entry in reply.devices))
+
+
 # ---- order-free keys ----------------------------------------------------------------------
 
 _device_bytes = v1.ContainerDevices.SerializeToString
@@ -187,13 +349,17 @@ def _varint(raw: bytes, position: int) -> tuple[int, int]:
 class ListDecoder:
     """Decodes ``List`` replies; an unchanged pod comes back as the same object."""
 
-    def __init__(self, reply_type, pod_type, convert: Callable, order_free_key: Callable,
-                 method: str = "List"):
+    def __init__(self, reply_type: Any, pod_type: Any, convert: Callable[[Any], PodAssignment],
+                 order_free_key: Callable[[Any], tuple[Any, ...]],
+                 exceeds_limits: Callable[[Any], bool],
+                 capped: Callable[[Any], PodAssignment], method: str = "List") -> None:
         self._reply_type = reply_type
         self._pod_type = pod_type
         self._serialize = pod_type.SerializeToString
         self._convert = convert
         self._order_free_key = order_free_key
+        self._exceeds_limits = exceeds_limits
+        self._capped = capped
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
         self._by_key: dict[tuple, PodAssignment] = {}
@@ -201,12 +367,13 @@ class ListDecoder:
 
     @classmethod
     def v1(cls) -> "ListDecoder":
-        return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1)
+        return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1,
+                   exceeds_limits_v1, capped_pod_from_v1)
 
     @classmethod
     def v1alpha1(cls) -> "ListDecoder":
         return cls(v1alpha1.ListPodResourcesResponse, v1alpha1.PodResources, pod_from_v1alpha1,
-                   order_free_key_v1alpha1)
+                   order_free_key_v1alpha1, exceeds_limits_v1alpha1, capped_pod_from_v1alpha1)
 
     def decode(self, raw: bytes) -> tuple[PodAssignment, ...]:
         try:
@@ -233,6 +400,9 @@ class ListDecoder:
             message = self._pod_type.FromString(chunk)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply(self._method, error) from None
+        if self._exceeds_limits(message):  # no order-free key: it would build what is capped
+            pod = self._by_bytes[chunk] = self._capped(message)
+            return pod
         key = self._order_free_key(message)
         pod = self._by_key.get(key)
         if pod is None:
@@ -264,6 +434,9 @@ class AllocatableDecoder:
             reply = v1.AllocatableResourcesResponse.FromString(raw)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply("GetAllocatableResources", error) from None
+        if allocatable_exceeds_limits(reply):
+            self._key, self._value = (raw,), capped_allocatable_from_v1(reply)
+            return self._value
         key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
                tuple(sorted(map(_device_bytes, reply.devices))))
         if key != self._key or self._value is None:

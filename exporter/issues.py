@@ -28,6 +28,25 @@ class IssueKind(StrEnum):
     INVALID_REPLY = "invalid_reply"
     MESSAGE_TOO_LARGE = "message_too_large"
     TERMINATED_POD = "terminated_pod"
+    # absurd sizes (see the limits below): the item, list or pod is left out, not processed
+    TOO_MANY_NUMA_IDS = "too_many_numa_ids"
+    TOO_MANY_CPU_IDS = "too_many_cpu_ids"
+    TOO_MANY_MEMORY_TYPES = "too_many_memory_types"
+    TOO_MANY_ENTRIES = "too_many_entries"
+
+
+# Limits on what one reply may contain, far beyond any real node (Linux supports at most 1,024
+# NUMA nodes and 8,192 CPUs; a node runs a handful of memory types). Past a limit, the part is
+# counted as a data issue and left out, so a broken or hostile kubelet cannot make a refresh
+# slow or large. docs/metrics.md lists them.
+MAX_NUMA_IDS = 1024  # NUMA ids one item (device, memory block) names
+MAX_CPU_IDS = 16384  # CPU ids in one list (a container's, a pod's, the allocatable one)
+MAX_MEMORY_TYPES = 64  # distinct memory types in one list of memory blocks
+MAX_MEMORY_BLOCKS = 256  # memory blocks in one container's or pod's list
+MAX_ENTRIES_PER_POD = 16384  # containers, device entries and ids, memory blocks, DRA devices
+# GetAllocatableResources lists one memory block per NUMA node and type, and every device
+MAX_ALLOCATABLE_MEMORY_BLOCKS = MAX_NUMA_IDS * MAX_MEMORY_TYPES
+MAX_ALLOCATABLE_DEVICE_ENTRIES = 65536  # device entries and ids
 
 
 class Issues:

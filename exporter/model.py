@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NumaIds = tuple[int, ...] | None
+# Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
+Oversized = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class PodAssignment:
     containers: tuple[ContainerAssignment, ...] = ()
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class Allocatable:
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
     devices: tuple[DeviceEntry, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)

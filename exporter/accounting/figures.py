@@ -55,12 +55,15 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
     namespace, name = pod.namespace, pod.name
     figures = PodFigures((namespace, name), with_topology)
     issues = Issues()
+    for kind, example in pod.oversized:  # parts left out at decoding for their absurd size
+        issues.add(IssueKind(kind), example)
     where_pod = f"pod {namespace}/{name}"
 
     # CPUs: the pod-level list includes the containers' own by design
     pod_level_cpus = set(_unique(pod.cpu_ids, issues, f"{where_pod} cpu_ids"))
     container_cpus: dict[str, set[int]] = {}
     container_memory: dict[str, list[MemoryBlock]] = {}
+    memory_seen: dict[str, set[MemoryBlock]] = {}
     container_devices: dict[str, dict[Device, set[int]]] = {}
     device_holder: dict[Device, str] = {}
     dra: set[DraKey] = set()
@@ -84,13 +87,17 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
                            f"CPU {cpu} assigned to {namespace}/{name}/{holder} and {ctr}")
             container_cpus[ctr].add(cpu)
         blocks = container_memory[ctr]
+        known_blocks = memory_seen.setdefault(ctr, set())
         for block in container.memory:
             if not block.memory_type:
-                issues.add(IssueKind.INVALID_ENTRY, f"{where} has a memory block without memory_type")
-            elif block in blocks:
-                issues.add(IssueKind.DUPLICATE_ENTRY, f"{where} repeats memory block {block.memory_type}")
+                issues.add(IssueKind.INVALID_ENTRY,
+                           f"{where} has a memory block without memory_type")
+            elif block in known_blocks:
+                issues.add(IssueKind.DUPLICATE_ENTRY,
+                           f"{where} repeats memory block {block.memory_type}")
             else:
                 blocks.append(block)
+                known_blocks.add(block)
         mine = container_devices[ctr]
         seen_entries: set = set()
         for entry in container.devices:
@@ -198,7 +205,7 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
             figures.container_memory[key] = figures.container_memory.get(key, 0) + block.size
             containers.append((block.memory_type, ids, block.size))
     pod_level: Counter = Counter()  # (type, known ids) -> size
-    seen: list[MemoryBlock] = []
+    seen: set[MemoryBlock] = set()
     for block in pod.memory:
         if not block.memory_type:
             issues.add(IssueKind.INVALID_ENTRY, f"pod {namespace}/{name} memory without type")
@@ -207,14 +214,24 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
             issues.add(IssueKind.DUPLICATE_ENTRY,
                        f"pod {namespace}/{name} repeats pod-level block {block.memory_type}")
             continue
-        seen.append(block)
+        seen.add(block)
         ids = view.ids(block.numa_ids, issues, f"pod memory of {namespace}/{name}")
         pod_level[(block.memory_type, ids)] += block.size
     for (memory_type, ids), size in pod_level.items():
         figures.pod_memory[(namespace, name, group_label(ids), memory_type)] = size
     covered: Counter = Counter()  # pod-level (type, ids) -> container bytes it includes
+    by_type: dict[str, list[tuple[tuple[int, ...], frozenset[int]]]] = {}
+    for memory_type, ids in pod_level:
+        by_type.setdefault(memory_type, []).append((ids, frozenset(ids)))
+    for groups in by_type.values():
+        groups.sort(key=lambda group: (len(group[0]), group[0]))  # narrowest first
+    covers: dict[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]] | None] = {}
     for memory_type, ids, size in containers:
-        cover = _narrowest_cover(memory_type, ids, pod_level)
+        if (memory_type, ids) in covers:
+            cover = covers[(memory_type, ids)]
+        else:
+            cover = covers[(memory_type, ids)] = _narrowest_cover(
+                memory_type, ids, by_type.get(memory_type, []))
         if cover is None:
             key = (group_label(ids), memory_type)
             figures.memory[key] = figures.memory.get(key, 0) + size
@@ -231,16 +248,15 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
 
 
 def _narrowest_cover(memory_type: str, ids: tuple[int, ...],
-                     pod_level: Counter) -> tuple[str, tuple[int, ...]] | None:
-    """The pod-level block of this type whose NUMA nodes contain ``ids`` with fewest extra."""
-    best = None
-    for kind, group in pod_level:
-        if kind != memory_type:
-            continue
-        if group == ids or (ids and group and set(ids) <= set(group)):
-            if best is None or (len(group), group) < (len(best[1]), best[1]):
-                best = (kind, group)
-    return best
+                     groups: list[tuple[tuple[int, ...], frozenset[int]]],
+                     ) -> tuple[str, tuple[int, ...]] | None:
+    """The pod-level block of this type whose NUMA nodes contain ``ids`` with fewest extra;
+    ``groups`` are the pod-level blocks' NUMA ids of this type, narrowest first."""
+    wanted = frozenset(ids)
+    for group, members in groups:
+        if group == ids or (ids and group and wanted <= members):
+            return (memory_type, group)
+    return None
 
 
 def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
@@ -285,6 +301,8 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
     if allocatable is None or not with_topology:
         return figures
     issues = Issues()
+    for kind, example in allocatable.oversized:
+        issues.add(IssueKind(kind), example)
     if allocatable.cpu_ids:
         cpus = _unique(allocatable.cpu_ids, issues, "allocatable cpu_ids")
         figures.cpus = frozenset(cpus)

@@ -11,6 +11,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..issues import IssueKind, Issues
 from ..model import Allocatable, ContainerAssignment, KubeletSnapshot, PodAssignment, Topology
@@ -30,6 +31,8 @@ from .numa import (
     group_label,
     label_ids,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -132,7 +135,8 @@ class Ledger:
         self._cpu_holders: Counter = Counter()  # cpu -> pods holding it
         self._cpu_extra_holders = 0  # holders beyond the first, summed over CPUs
         self._cpus_by_numa: Counter = Counter()
-        self._device_holders: dict[Device, list[PodFigures]] = {}
+        self._device_holders: dict[Device, int] = {}  # device -> pods holding it
+        self._device_numa: dict[Device, Counter[int]] = {}  # -> holders naming each NUMA id
         self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
         self._devices: Counter = Counter()  # (group, resource)
         # (single node, resource): assigned devices local to it that allocatable lists
@@ -273,28 +277,32 @@ class Ledger:
                 self._dra[key[:2]] += sign
             if after == 0:
                 del self._dra_holders[key]
-        for device in figures.devices:
+        for device, reported in figures.devices.items():
             resource = device[0]
-            holders = self._device_holders.setdefault(device, [])
-            before = len(holders)
-            if sign > 0:
-                holders.append(figures)
-            else:
-                holders.remove(figures)
-            self._device_extra_holders += max(0, len(holders) - 1) - max(0, before - 1)
+            before = self._device_holders.get(device, 0)
+            after = before + sign
+            # the union of the holders' reported ids, kept as counts so a holder leaving costs
+            # its own ids only (many pods naming one device must not make a refresh quadratic)
+            numa = self._device_numa.setdefault(device, Counter())
+            for node in reported:
+                numa[node] += sign
+                if not numa[node]:
+                    del numa[node]
+            self._device_extra_holders += max(0, after - 1) - max(0, before - 1)
             old = self._device_group.pop(device, None)
             if old is not None:
                 self._devices[(old[0], resource)] -= 1
                 self._count_use(device, old, -1)
-            if holders:
-                raw = frozenset().union(*(h.devices[device] for h in holders))
-                ids = self._view.resolve(tuple(sorted(raw)))[0]
+            if after:
+                self._device_holders[device] = after
+                ids = self._view.resolve(tuple(sorted(numa)))[0]
                 group = (group_label(ids), ids)
                 self._device_group[device] = group
                 self._devices[(group[0], resource)] += 1
                 self._count_use(device, group, +1)
             else:
                 del self._device_holders[device]
+                del self._device_numa[device]
 
     def _count_use(self, device: Device, group: tuple[str, tuple[int, ...]], sign: int) -> None:
         """An assigned device counts toward utilization while allocatable lists it (an
@@ -385,51 +393,69 @@ class Ledger:
 
 
 def _merge_pods(parts: list[PodAssignment]) -> PodAssignment:
-    """One pod from several listings of it: what a later listing repeats is not added again."""
-    containers: dict[str, ContainerAssignment] = {}
+    """One pod from several listings of it: what a later listing repeats is not added again.
+
+    Linear in the listings' size: a pod listed many times must not make a refresh quadratic.
+    """
+    by_name: dict[str, list[ContainerAssignment]] = {}
     for part in parts:
         for container in part.containers:
-            held = containers.get(container.name)
-            containers[container.name] = container if held is None else ContainerAssignment(
-                container.name,
-                _extend(held.cpu_ids, container.cpu_ids),
-                _extend(held.memory, container.memory),
-                _extend(held.devices, container.devices),
-                _extend(held.dra_devices, container.dra_devices))
+            by_name.setdefault(container.name, []).append(container)
+    containers = tuple(
+        listed[0] if len(listed) == 1 else ContainerAssignment(
+            name,
+            _extend([c.cpu_ids for c in listed]),
+            _extend([c.memory for c in listed]),
+            _extend([c.devices for c in listed]),
+            _extend([c.dra_devices for c in listed]))
+        for name, listed in by_name.items())
     first = parts[0]
-    cpu_ids, memory = first.cpu_ids, first.memory
-    for part in parts[1:]:
-        cpu_ids, memory = _extend(cpu_ids, part.cpu_ids), _extend(memory, part.memory)
-    return PodAssignment(first.namespace, first.name, tuple(containers.values()), cpu_ids, memory)
+    return PodAssignment(first.namespace, first.name, containers,
+                         _extend([part.cpu_ids for part in parts]),
+                         _extend([part.memory for part in parts]),
+                         _extend([part.oversized for part in parts]))
 
 
-def _extend(held: tuple, more: tuple) -> tuple:
-    return held + tuple(item for item in more if item not in held)
+def _extend(listings: list[tuple[T, ...]]) -> tuple[T, ...]:
+    """The first listing, then what each later one adds that no earlier one had (repeats
+    within one listing are kept: the figures count them as duplicated entries)."""
+    items = list(listings[0])
+    known = set(items)
+    for listing in listings[1:]:
+        added = [item for item in listing if item not in known]
+        items.extend(added)
+        known.update(added)
+    return tuple(items)
 
 
 def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:
     """Utilization per single node and memory type, with group memory apportioned; memory
     assigned on a node with none allocatable (when allocatable is known) is an excess."""
-    types = {memory_type for _, memory_type in result.memory_allocatable}
+    capacities: dict[str, dict[int, int]] = {}  # per memory type
+    singles: dict[str, dict[int, int]] = {}
+    groupings: dict[str, dict[tuple[int, ...], int]] = {}
+    for (label, kind), size in result.memory_allocatable.items():
+        capacity = capacities.setdefault(kind, {})
+        if label != UNKNOWN and "," not in label:
+            capacity[int(label)] = capacity.get(int(label), 0) + size
+    for (label, kind), size in result.memory_allocated.items():
+        if label == UNKNOWN:
+            continue
+        ids = label_ids(label)
+        if len(ids) == 1:
+            single = singles.setdefault(kind, {})
+            single[ids[0]] = single.get(ids[0], 0) + size
+        elif size:
+            groups = groupings.setdefault(kind, {})
+            groups[ids] = groups.get(ids, 0) + size
+    types = set(capacities)
     if allocatable_known:
         types |= {memory_type for (label, memory_type), size in result.memory_allocated.items()
                   if size and label != UNKNOWN}
     for memory_type in sorted(types):
-        capacity: dict[int, int] = {}
-        single: dict[int, int] = {}
-        groups: dict[tuple[int, ...], int] = {}
-        for (label, kind), size in result.memory_allocatable.items():
-            if kind == memory_type and label != UNKNOWN and "," not in label:
-                capacity[int(label)] = capacity.get(int(label), 0) + size
-        for (label, kind), size in result.memory_allocated.items():
-            if kind != memory_type or label == UNKNOWN:
-                continue
-            ids = label_ids(label)
-            if len(ids) == 1:
-                single[ids[0]] = single.get(ids[0], 0) + size
-            elif size:
-                groups[ids] = groups.get(ids, 0) + size
-        totals = apportion_group_memory(capacity, single, groups)
+        capacity = capacities.get(memory_type, {})
+        totals = apportion_group_memory(capacity, singles.get(memory_type, {}),
+                                        groupings.get(memory_type, {}))
         for node, size in capacity.items():
             if size > 0:
                 _set_ratio(result, issues, str(node), memory_type, totals.get(node, 0), size)

@@ -7,9 +7,13 @@ Group labels and ``"unknown"`` are plain strings, used as ``numa_node`` label va
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
-from ..issues import IssueKind, Issues
+from ..issues import MAX_NUMA_IDS, IssueKind, Issues
 from ..model import NumaIds, Topology
+
+# known NUMA ids, sorted; and the data issues (kind, count) met resolving them
+Resolved = tuple[tuple[int, ...], tuple[tuple[IssueKind, int], ...]]
 
 UNKNOWN = "unknown"
 CPU_RESOURCE = "cpu"
@@ -36,34 +40,51 @@ class TopologyView:
         self.topology = topology
         self.known = frozenset(topology.numa_nodes)
         self.cpu_label = {cpu: str(numa) for cpu, numa in topology.cpu_to_numa.items()}
-        self._resolved: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        self._resolved: dict[tuple[int, ...], Resolved] = {}
 
-    def resolve(self, numa_ids: NumaIds) -> tuple[tuple[int, ...], tuple[str, ...]]:
-        """(sorted known ids, issue kinds) for reported ids; unknown and negative ids dropped."""
+    def resolve(self, numa_ids: NumaIds) -> Resolved:
+        """(sorted known ids, issue counts by kind) for reported ids; unknown and negative ids
+        are dropped, and an item naming more than ``MAX_NUMA_IDS`` ids keeps none (its
+        locality is unknown). Linear in the number of ids."""
         if not numa_ids:
             return (), ()
         cached = self._resolved.get(numa_ids)
-        if cached is None:
+        if cached is not None:
+            return cached
+        if len(numa_ids) > MAX_NUMA_IDS:
+            return (), ((IssueKind.TOO_MANY_NUMA_IDS, 1),)
+        kept = self.known.intersection(numa_ids)
+        problems: list[tuple[IssueKind, int]] = []
+        if len(kept) < len(numa_ids):
+            negative = sum(1 for numa_id in numa_ids if numa_id < 0)
+            unknown = sum(1 for numa_id in numa_ids if numa_id >= 0 and numa_id not in kept)
+            if negative:
+                problems.append((IssueKind.NEGATIVE_NUMA_ID, negative))
+            if unknown:
+                problems.append((IssueKind.UNKNOWN_NUMA_ID, unknown))
+        result = (tuple(sorted(kept)), tuple(problems))
+        if len(numa_ids) <= _CACHED_IDS:
             if len(self._resolved) > 4096:  # hostile data: many distinct id lists
                 self._resolved = {}
-            kept: set[int] = set()
-            problems: list[str] = []
-            for numa_id in numa_ids:
-                if numa_id < 0:
-                    problems.append(IssueKind.NEGATIVE_NUMA_ID)
-                elif numa_id not in self.known:
-                    problems.append(IssueKind.UNKNOWN_NUMA_ID)
-                else:
-                    kept.add(numa_id)
-            cached = self._resolved[numa_ids] = (tuple(sorted(kept)), tuple(problems))
-        return cached
+            self._resolved[numa_ids] = result
+        return result
 
     def ids(self, numa_ids: NumaIds, issues: Issues, what: str) -> tuple[int, ...]:
         kept, problems = self.resolve(numa_ids)
-        for kind in problems:
-            issues.add(kind, f"{what} names NUMA ids {list(numa_ids)}; sysfs knows "
-                             f"{sorted(self.known)}")
+        for kind, count in problems:
+            issues.add(kind, f"{what} names NUMA ids {_some(numa_ids or ())}; sysfs knows "
+                             f"{_some(sorted(self.known))}", count)
         return kept
+
+
+_CACHED_IDS = 64  # longer id lists are resolved each time, not kept
+
+
+def _some(ids: Sequence[int], shown: int = 16) -> str:
+    """A list of ids for a message, shortened: a hostile item may name thousands."""
+    if len(ids) <= shown:
+        return str(list(ids))
+    return f"[{', '.join(map(str, ids[:shown]))}, ... ({len(ids)} ids)]"
 
 
 def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozenset[int]]) -> int:
@@ -81,6 +102,8 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
     if not residual:
         return len(chosen)
     ordered = sorted(residual, key=len)
+    if len(ordered) > _EXACT_SETS:  # only a sysfs with very many NUMA nodes allows this many
+        return len(chosen) + _greedy_cover(ordered)
     minimal: list[frozenset[int]] = []  # hitting a set hits its supersets too
     for candidate in ordered:
         if not any(kept <= candidate for kept in minimal):
@@ -94,7 +117,7 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
             return
         if depth + _disjoint_count(sets) >= best[0] or budget[0] <= 0:
             return
-        budget[0] -= 1
+        budget[0] -= len(sets)  # the work of one step
         smallest = min(sets, key=len)
         for node in sorted(smallest):
             search([s for s in sets if node not in s], depth + 1)
@@ -103,7 +126,8 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
     return len(chosen) + best[0]
 
 
-_SEARCH_BUDGET = 20_000
+_SEARCH_BUDGET = 320_000  # set operations; a step costs one per set left
+_EXACT_SETS = 1024  # distinct device NUMA sets beyond which the greedy cover is the answer
 
 
 def _greedy_cover(sets: list[frozenset[int]]) -> int:

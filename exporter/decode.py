@@ -12,7 +12,7 @@ container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from google.protobuf.message import DecodeError
 
@@ -22,6 +22,7 @@ from .issues import (
     MAX_ALLOCATABLE_DEVICE_ENTRIES,
     MAX_ALLOCATABLE_MEMORY_BLOCKS,
     MAX_CPU_IDS,
+    MAX_CPU_IDS_PER_REPLY,
     MAX_ENTRIES_PER_POD,
     MAX_MEMORY_BLOCKS,
     MAX_MEMORY_TYPES,
@@ -168,6 +169,20 @@ def exceeds_limits_v1(pod: Any) -> bool:
         if any(_numa_count(entry) > MAX_NUMA_IDS for entry in container.devices):
             return True
     return _pod_entries(pod) > MAX_ENTRIES_PER_POD
+
+
+def _message_cpus(pod: Any) -> int:
+    """The CPU ids a pod listing's conversion will keep (lists past the limit are left out)."""
+    if not hasattr(pod, "cpu_ids"):
+        return 0  # v1alpha1: no CPUs
+    if _pod_entries(pod) > MAX_ENTRIES_PER_POD:
+        return 0
+    counts = [len(pod.cpu_ids), *(len(c.cpu_ids) for c in pod.containers)]
+    return sum(n for n in counts if n <= MAX_CPU_IDS)
+
+
+def _pod_cpus(pod: PodAssignment) -> int:
+    return len(pod.cpu_ids) + sum(len(container.cpu_ids) for container in pod.containers)
 
 
 def exceeds_limits_v1alpha1(pod: Any) -> bool:
@@ -363,6 +378,7 @@ class ListDecoder:
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
         self._by_key: dict[tuple, PodAssignment] = {}
+        self._cpus: dict[int, int] = {}  # id of a kept pod -> its CPU ids, for the reply limit
         self._pruned_at = time.monotonic()
 
     @classmethod
@@ -380,12 +396,52 @@ class ListDecoder:
             chunks = split_repeated_field(raw)
         except ValueError:
             chunks = self._reserialized(raw)  # framing we do not follow: let protobuf decode
-        pods = list(map(self._by_bytes.get, chunks))  # known pods, at C speed
-        for index, pod in enumerate(pods):
-            if pod is None:
-                pods[index] = self._learn(chunks[index])
+        known = list(map(self._by_bytes.get, chunks))  # known pods, at C speed
+        if all(known):
+            pods = cast(list[PodAssignment], known)
+            if sum(map(self._cpus.__getitem__, map(id, pods))) > MAX_CPU_IDS_PER_REPLY:
+                pods = self._within_budget(chunks, known, {})
+        else:
+            messages = {index: self._parse(chunks[index])
+                        for index, pod in enumerate(known) if pod is None}
+            total = sum(self._cpus[id(pod)] for pod in known if pod is not None) + sum(
+                map(_message_cpus, messages.values()))
+            if total > MAX_CPU_IDS_PER_REPLY:
+                pods = self._within_budget(chunks, known, messages)
+            else:
+                pods = [pod if pod is not None else self._learn(chunks[index], messages[index])
+                        for index, pod in enumerate(known)]
         self._prune(pods)
         return tuple(pods)
+
+    def _within_budget(self, chunks: list[bytes], known: list[PodAssignment | None],
+                       messages: dict[int, Any]) -> list[PodAssignment]:
+        """A reply listing more CPU ids in all than a node can have: pods are read in
+        (namespace, name) order while their CPU ids fit ``MAX_CPU_IDS_PER_REPLY``; the rest
+        are left out (and not kept, as the next reply may differ)."""
+        def sort_key(index: int) -> tuple[str, str, bytes]:
+            pod = known[index]
+            named = pod if pod is not None else messages[index]
+            return (named.namespace, named.name, chunks[index])
+
+        total = sum(self._cpus[id(pod)] if pod is not None else _message_cpus(messages[index])
+                    for index, pod in enumerate(known))
+        pods: list[PodAssignment | None] = [None] * len(chunks)
+        used = 0
+        for index in sorted(range(len(chunks)), key=sort_key):
+            pod = known[index]
+            cpus = self._cpus[id(pod)] if pod is not None else _message_cpus(messages[index])
+            if used + cpus <= MAX_CPU_IDS_PER_REPLY:
+                used += cpus
+                pods[index] = pod if pod is not None else self._learn(chunks[index],
+                                                                      messages[index])
+            else:
+                namespace, name = sort_key(index)[:2]
+                pods[index] = PodAssignment(namespace, name, oversized=((
+                    IssueKind.TOO_MANY_CPU_IDS,
+                    f"pod {namespace}/{name}: the reply lists {total} CPU ids in all (at most "
+                    f"{MAX_CPU_IDS_PER_REPLY} are read); this pod is left out"),))
+        return cast(list[PodAssignment], pods)
 
     def _reserialized(self, raw: bytes) -> list[bytes]:
         try:
@@ -394,20 +450,23 @@ class ListDecoder:
             raise invalid_reply(self._method, error) from None
         return [self._serialize(message) for message in reply.pod_resources]
 
-    def _learn(self, chunk: bytes) -> PodAssignment:
-        """A pod not seen in these exact bytes: decode it, and find it if seen in another order."""
+    def _parse(self, chunk: bytes) -> Any:
         try:
-            message = self._pod_type.FromString(chunk)
+            return self._pod_type.FromString(chunk)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply(self._method, error) from None
+
+    def _learn(self, chunk: bytes, message: Any) -> PodAssignment:
+        """A pod not seen in these exact bytes: convert it, unless seen in another order."""
         if self._exceeds_limits(message):  # no order-free key: it would build what is capped
-            pod = self._by_bytes[chunk] = self._capped(message)
-            return pod
-        key = self._order_free_key(message)
-        pod = self._by_key.get(key)
-        if pod is None:
-            pod = self._by_key[key] = self._convert(message)
+            pod = self._capped(message)
+        else:
+            key = self._order_free_key(message)
+            pod = self._by_key.get(key)
+            if pod is None:
+                pod = self._by_key[key] = self._convert(message)
         self._by_bytes[chunk] = pod
+        self._cpus[id(pod)] = _pod_cpus(pod)
         return pod
 
     def _prune(self, pods: list[PodAssignment]) -> None:
@@ -420,6 +479,9 @@ class ListDecoder:
         self._by_bytes = {k: v for k, v in self._by_bytes.items() if id(v) in live}
         if len(self._by_bytes) > limit:
             self._by_bytes = {}  # too many orderings to keep: learn them again
+        kept = {id(pod) for pod in self._by_key.values()} | {
+            id(pod) for pod in self._by_bytes.values()}
+        self._cpus = {identity: n for identity, n in self._cpus.items() if identity in kept}
 
 
 class AllocatableDecoder:

@@ -41,6 +41,8 @@ class IssueKind(StrEnum):
 # slow or large. docs/metrics.md lists them.
 MAX_NUMA_IDS = 1024  # NUMA ids one item (device, memory block) names
 MAX_CPU_IDS = 16384  # CPU ids in one list (a container's, a pod's, the allocatable one)
+# CPU ids in one List reply in all: each CPU is listed at most twice (container and pod level)
+MAX_CPU_IDS_PER_REPLY = 65536
 MAX_MEMORY_TYPES = 64  # distinct memory types in one list of memory blocks
 MAX_MEMORY_BLOCKS = 256  # memory blocks in one container's or pod's list
 MAX_ENTRIES_PER_POD = 16384  # containers, device entries and ids, memory blocks, DRA devices

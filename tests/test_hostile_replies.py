@@ -13,6 +13,7 @@ import pytest
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.issues import (
     MAX_CPU_IDS,
+    MAX_CPU_IDS_PER_REPLY,
     MAX_ENTRIES_PER_POD,
     MAX_MEMORY_TYPES,
     MAX_NUMA_IDS,
@@ -210,4 +211,20 @@ async def test_an_absurd_allocatable_reply_leaves_out_its_oversized_lists():
                         memory_type="memory") == 16 << 30
     assert total(scrape, "podresources_numa_utilization_ratio", numa_node="0",
                         resource="memory") == 1 / 16
+    assert_ordinary_pod_exported(scrape)
+
+
+async def test_a_reply_past_the_cpu_ids_limit_in_all_leaves_the_last_pods_out():
+    # 5 pods of 16,000 CPU ids each: within the limit per list, past the limit in
+    # all; pods are read in name order while their CPU ids fit (2 + 4 x 16,000 <= 65,536)
+    pods = [v1.PodResources(namespace="ns", name=f"hostile-{k}", containers=[
+        v1.ContainerResources(name="c", cpu_ids=range(16_000 * k + 8, 16_000 * (k + 1) + 8))])
+        for k in range(5)]
+    scrape = await scrape_of(reply(*pods))
+    assert 2 + 4 * 16_000 <= MAX_CPU_IDS_PER_REPLY < 2 + 5 * 16_000
+    assert issues(scrape)[IssueKind.TOO_MANY_CPU_IDS] == 1
+    assert total(scrape, "podresources_container_cpus", pod="hostile-4") is None
+    assert total(scrape, "podresources_container_cpus", pod="hostile-3",
+                 numa_node="unknown") == 16_000
+    assert issues(scrape)[IssueKind.UNKNOWN_CPU] == 4 * 16_000
     assert_ordinary_pod_exported(scrape)

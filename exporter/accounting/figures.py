@@ -51,55 +51,95 @@ class PodFigures:
 
 
 def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True) -> PodFigures:
-    """One pod's contribution; ``with_topology`` is False for v1alpha1 (devices only)."""
-    namespace, name = pod.namespace, pod.name
-    figures = PodFigures((namespace, name), with_topology)
+    """One pod's contribution; ``with_topology`` is False for v1alpha1 (devices only).
+
+    Each resource is read on its own: CPUs, memory blocks, devices and DRA devices per
+    container, then the pod's rows and node-level contributions from them.
+    """
+    figures = PodFigures((pod.namespace, pod.name), with_topology)
     issues = Issues()
     for kind, example in pod.oversized:  # parts left out at decoding for their absurd size
         issues.add(IssueKind(kind), example)
-    where_pod = f"pod {namespace}/{name}"
+    names = _container_names(pod, issues)
+    cpus = _read_cpus(pod, names, issues)
+    memory = _read_memory(pod, names, issues)
+    devices = _read_devices(pod, names, issues, with_topology)
+    _dra_figures(figures, pod, issues)
+    _device_figures(figures, names, devices, view, issues)
+    if with_topology:
+        _cpu_figures(figures, pod, cpus, view, issues)
+        figures.pod_level = bool(pod.cpu_ids or pod.memory)
+        _pod_memory(figures, pod, names, memory, view, issues)
+        for ctr in names:
+            nodes = _container_numa_nodes(cpus[ctr], memory[ctr], devices[ctr], view)
+            if nodes is not None:
+                figures.container_numa_nodes[(pod.namespace, pod.name, ctr)] = nodes
+                figures.misaligned += nodes > 1
+    figures.containers = len(names)
+    figures.issues = issues.counts
+    figures.examples = issues.examples
+    return figures
 
-    # CPUs: the pod-level list includes the containers' own by design
-    pod_level_cpus = set(_unique(pod.cpu_ids, issues, f"{where_pod} cpu_ids"))
-    container_cpus: dict[str, set[int]] = {}
-    container_memory: dict[str, list[MemoryBlock]] = {}
-    memory_seen: dict[str, set[MemoryBlock]] = {}
-    container_devices: dict[str, dict[Device, set[int]]] = {}
-    device_holder: dict[Device, str] = {}
-    dra: set[DraKey] = set()
-    dra_device_info: set[tuple] = set()
-    cpu_holder: dict[int, str] = {}
-    names: list[str] = []
+
+def _where(pod: PodAssignment, ctr: str) -> str:
+    return f"container {pod.namespace}/{pod.name}/{ctr}"
+
+
+def _container_names(pod: PodAssignment, issues: Issues) -> list[str]:
+    """The pod's container names, each once; a container listed twice is read as one."""
+    names: dict[str, None] = {}
+    for container in pod.containers:
+        if container.name in names:
+            issues.add(IssueKind.DUPLICATE_ENTRY,
+                       f"{_where(pod, container.name)} listed twice in its pod")
+        names[container.name] = None
+    return list(names)
+
+
+def _read_cpus(pod: PodAssignment, names: list[str], issues: Issues) -> dict[str, set[int]]:
+    """Each container's exclusive CPUs; a CPU held by two containers of the pod is an issue."""
+    cpus: dict[str, set[int]] = {ctr: set() for ctr in names}
+    holder_of: dict[int, str] = {}
     for container in pod.containers:
         ctr = container.name
-        where = f"container {namespace}/{name}/{ctr}"
-        if ctr in container_cpus:
-            issues.add(IssueKind.DUPLICATE_ENTRY, f"{where} listed twice in its pod")
-        else:
-            names.append(ctr)
-            container_cpus[ctr] = set()
-            container_memory[ctr] = []
-            container_devices[ctr] = {}
-        for cpu in _unique(container.cpu_ids, issues, f"{where} cpu_ids"):
-            holder = cpu_holder.setdefault(cpu, ctr)
+        for cpu in _unique(container.cpu_ids, issues, f"{_where(pod, ctr)} cpu_ids"):
+            holder = holder_of.setdefault(cpu, ctr)
             if holder != ctr:
                 issues.add(IssueKind.CPU_MULTIPLE_OWNERS,
-                           f"CPU {cpu} assigned to {namespace}/{name}/{holder} and {ctr}")
-            container_cpus[ctr].add(cpu)
-        blocks = container_memory[ctr]
-        known_blocks = memory_seen.setdefault(ctr, set())
+                           f"CPU {cpu} assigned to {pod.namespace}/{pod.name}/{holder} and {ctr}")
+            cpus[ctr].add(cpu)
+    return cpus
+
+
+def _read_memory(pod: PodAssignment, names: list[str],
+                 issues: Issues) -> dict[str, list[MemoryBlock]]:
+    """Each container's memory blocks, in order, each once."""
+    memory: dict[str, list[MemoryBlock]] = {ctr: [] for ctr in names}
+    seen: dict[str, set[MemoryBlock]] = {ctr: set() for ctr in names}
+    for container in pod.containers:
+        ctr = container.name
         for block in container.memory:
             if not block.memory_type:
                 issues.add(IssueKind.INVALID_ENTRY,
-                           f"{where} has a memory block without memory_type")
-            elif block in known_blocks:
+                           f"{_where(pod, ctr)} has a memory block without memory_type")
+            elif block in seen[ctr]:
                 issues.add(IssueKind.DUPLICATE_ENTRY,
-                           f"{where} repeats memory block {block.memory_type}")
+                           f"{_where(pod, ctr)} repeats memory block {block.memory_type}")
             else:
-                blocks.append(block)
-                known_blocks.add(block)
-        mine = container_devices[ctr]
-        seen_entries: set = set()
+                memory[ctr].append(block)
+                seen[ctr].add(block)
+    return memory
+
+
+def _read_devices(pod: PodAssignment, names: list[str], issues: Issues,
+                  with_topology: bool) -> dict[str, dict[Device, set[int]]]:
+    """Each container's devices with the union of the NUMA ids their entries report."""
+    devices: dict[str, dict[Device, set[int]]] = {ctr: {} for ctr in names}
+    holder_of: dict[Device, str] = {}
+    for container in pod.containers:
+        ctr = container.name
+        where = _where(pod, ctr)
+        seen: set[tuple[str, str, NumaIds]] = set()
         for entry in container.devices:
             for device_id in entry.device_ids:
                 if not entry.resource or not device_id:
@@ -109,68 +149,74 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
                 identity = (entry.resource, device_id, entry.numa_ids)
                 # v1alpha1 keeps the kubelet's per-NUMA entries without their topology: an id
                 # repeated there is one device on several NUMA nodes, not a duplicate
-                if with_topology and identity in seen_entries:
+                if with_topology and identity in seen:
                     issues.add(IssueKind.DUPLICATE_ENTRY,
                                f"{where} lists device {entry.resource}/{device_id} twice")
                     continue
-                seen_entries.add(identity)
+                seen.add(identity)
                 device = (entry.resource, device_id)
-                holder = device_holder.setdefault(device, ctr)
+                holder = holder_of.setdefault(device, ctr)
                 if holder != ctr:
                     issues.add(IssueKind.DEVICE_MULTIPLE_OWNERS,
                                f"device {entry.resource}/{device_id} assigned to "
-                               f"{namespace}/{name}/{holder} and {ctr}")
-                raw = mine.setdefault(device, set())
+                               f"{pod.namespace}/{pod.name}/{holder} and {ctr}")
+                reported = devices[ctr].setdefault(device, set())
                 if entry.numa_ids:
-                    raw.update(entry.numa_ids)
+                    reported.update(entry.numa_ids)
+    return devices
+
+
+def _dra_figures(figures: PodFigures, pod: PodAssignment, issues: Issues) -> None:
+    """The DRA devices prepared for the pod's containers, each once."""
+    dra: set[DraKey] = set()
+    info: set[tuple[str, str, str, str, str, str, str, str | None]] = set()
+    for container in pod.containers:
         for item in container.dra_devices:
             if not item.driver or not item.device:
-                issues.add(IssueKind.INVALID_ENTRY, f"{where} has a DRA device without driver or "
-                                                "device name")
+                issues.add(IssueKind.INVALID_ENTRY, f"{_where(pod, container.name)} has a DRA "
+                                                    "device without driver or device name")
                 continue
             dra.add((item.driver, item.pool, item.device))
-            dra_device_info.add((item.driver, item.pool, item.device, item.claim_name, namespace, name,
-                          ctr, item.share_id))
-    figures.containers = len(names)
+            info.add((item.driver, item.pool, item.device, item.claim_name, pod.namespace,
+                      pod.name, container.name, item.share_id))
     figures.dra = frozenset(dra)
-    figures.dra_device_info = sorted(dra_device_info, key=lambda row: tuple(x or "" for x in row))
+    figures.dra_device_info = sorted(info, key=lambda row: tuple(x or "" for x in row))
 
-    # devices: the pod's union of reported NUMA ids per device; container rows
+
+def _device_figures(figures: PodFigures, names: list[str],
+                    devices: dict[str, dict[Device, set[int]]], view: TopologyView,
+                    issues: Issues) -> None:
+    """Container device rows, and the pod's union of reported NUMA ids per device."""
+    namespace, name = figures.key
     pod_devices: dict[Device, set[int]] = {}
     for ctr in names:
-        per_group: Counter = Counter()
-        for device, raw in container_devices[ctr].items():
-            pod_devices.setdefault(device, set()).update(raw)
-            label = group_label(view.resolve(tuple(sorted(raw)))[0])
+        per_group: Counter[tuple[str, str]] = Counter()
+        for device, reported in devices[ctr].items():
+            pod_devices.setdefault(device, set()).update(reported)
+            label = group_label(view.resolve(tuple(sorted(reported)))[0])
             per_group[(device[0], label)] += 1
             figures.device_info.append((device[0], device[1], label, namespace, name, ctr))
         for (resource, label), count in per_group.items():
             figures.container_devices[(namespace, name, ctr, resource, label)] = count
     figures.device_info.sort()
-    for device, raw in pod_devices.items():
-        view.ids(tuple(sorted(raw)), issues, f"device {device[0]}/{device[1]}")
-    figures.devices = {device: frozenset(raw) for device, raw in pod_devices.items()}
+    for device, reported in pod_devices.items():
+        view.ids(tuple(sorted(reported)), issues, f"device {device[0]}/{device[1]}")
+    figures.devices = {device: frozenset(reported) for device, reported in pod_devices.items()}
 
-    if with_topology:
-        all_cpus = set(pod_level_cpus)
-        for ctr in names:
-            all_cpus |= container_cpus[ctr]
-            for label, count in Counter(_cpu_labels(container_cpus[ctr], view)).items():
-                figures.container_cpus[(namespace, name, ctr, label)] = count
-        for label, count in Counter(_cpu_labels(pod_level_cpus, view)).items():
-            figures.pod_cpus[(namespace, name, label)] = count
-        figures.cpus = frozenset(all_cpus)
-        figures.pod_level = bool(pod.cpu_ids or pod.memory)
-        _pod_memory(figures, pod, names, container_memory, view, issues)
-        for ctr in names:
-            nodes = _container_numa_nodes(container_cpus[ctr], container_memory[ctr],
-                                          container_devices[ctr], view)
-            if nodes is not None:
-                figures.container_numa_nodes[(namespace, name, ctr)] = nodes
-                figures.misaligned += nodes > 1
-    figures.issues = issues.counts
-    figures.examples = issues.examples
-    return figures
+
+def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[int]],
+                 view: TopologyView, issues: Issues) -> None:
+    """Container and pod-level CPU rows; the pod-level list includes the containers' own."""
+    namespace, name = figures.key
+    pod_level = set(_unique(pod.cpu_ids, issues, f"pod {namespace}/{name} cpu_ids"))
+    every_cpu = set(pod_level)
+    for ctr, held in cpus.items():
+        every_cpu |= held
+        for label, count in Counter(_cpu_labels(held, view)).items():
+            figures.container_cpus[(namespace, name, ctr, label)] = count
+    for label, count in Counter(_cpu_labels(pod_level, view)).items():
+        figures.pod_cpus[(namespace, name, label)] = count
+    figures.cpus = frozenset(every_cpu)
 
 
 def _unique(values: tuple, issues: Issues, what: str) -> tuple:

@@ -11,12 +11,14 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from functools import cached_property
+from typing import Any, TypeVar
 
 from ..issues import IssueKind, Issues
 from ..model import Allocatable, ContainerAssignment, KubeletSnapshot, PodAssignment, Topology
 from .figures import (
     AllocatableFigures,
+    ContainerKey,
     Device,
     PodFigures,
     PodKey,
@@ -42,7 +44,8 @@ class Accounting:
     A ``None`` node-level figure means the kubelet did not report that resource at all (so no
     series is exported); an empty dict means it did, with nothing to show. Workload figures
     live in ``pod_figures`` (one :class:`PodFigures` per pod, in label order); the merged dicts
-    below are built on first use, for reports and tests.
+    below are built on first use and kept (an ``Accounting`` is not changed once returned), for
+    reports and tests.
     """
 
     api_version: str
@@ -67,42 +70,42 @@ class Accounting:
     def pods(self) -> int:
         return len(self.pod_figures)
 
-    def _merged(self, name: str) -> dict:
-        merged: dict = {}
+    def _merged(self, name: str) -> dict[Any, int]:
+        merged: dict[Any, int] = {}
         for pod in self.pod_figures:
             merged.update(getattr(pod, name))
         return merged
 
-    @property
-    def container_cpus(self) -> dict:
+    @cached_property
+    def container_cpus(self) -> dict[tuple[str, str, str, str], int]:
         return self._merged("container_cpus")
 
-    @property
-    def container_memory(self) -> dict:
+    @cached_property
+    def container_memory(self) -> dict[tuple[str, str, str, str, str], int]:
         return self._merged("container_memory")
 
-    @property
-    def container_devices(self) -> dict:
+    @cached_property
+    def container_devices(self) -> dict[tuple[str, str, str, str, str], int]:
         return self._merged("container_devices")
 
-    @property
-    def container_numa_nodes(self) -> dict:
+    @cached_property
+    def container_numa_nodes(self) -> dict[ContainerKey, int]:
         return self._merged("container_numa_nodes")
 
-    @property
-    def pod_cpus(self) -> dict:
+    @cached_property
+    def pod_cpus(self) -> dict[tuple[str, str, str], int]:
         return self._merged("pod_cpus")
 
-    @property
-    def pod_memory(self) -> dict:
+    @cached_property
+    def pod_memory(self) -> dict[tuple[str, str, str, str], int]:
         return self._merged("pod_memory")
 
-    @property
-    def device_info(self) -> list:
+    @cached_property
+    def device_info(self) -> list[tuple[str, str, str, str, str, str]]:
         return sorted(row for pod in self.pod_figures for row in pod.device_info)
 
-    @property
-    def dra_device_info(self) -> list:
+    @cached_property
+    def dra_device_info(self) -> list[tuple[str, str, str, str, str, str, str, str | None]]:
         return sorted((row for pod in self.pod_figures for row in pod.dra_device_info),
                       key=lambda row: tuple(x or "" for x in row))
 

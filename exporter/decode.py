@@ -12,7 +12,8 @@ container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -53,21 +54,21 @@ def invalid_reply(method: str, error: Exception) -> KubeletError:
 
 # ---- protobuf -> plain data ---------------------------------------------------------------
 
-def _numa_ids(message) -> tuple[int, ...] | None:
+def _numa_ids(message: Any) -> tuple[int, ...] | None:
     if not message.HasField("topology"):
         return None
     return tuple(node.ID for node in message.topology.nodes)
 
 
-def _memory(blocks) -> tuple[MemoryBlock, ...]:
+def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
     return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
 
 
-def _devices(entries) -> tuple[DeviceEntry, ...]:
+def _devices(entries: Any) -> tuple[DeviceEntry, ...]:
     return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
 
 
-def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
+def _dra(dynamic_resources: Any) -> tuple[DraDevice, ...]:
     devices = []
     for claim in dynamic_resources:
         for resource in claim.claim_resources:
@@ -83,7 +84,7 @@ def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
     return tuple(devices)
 
 
-def pod_from_v1(pod) -> PodAssignment:
+def pod_from_v1(pod: Any) -> PodAssignment:
     return PodAssignment(
         namespace=pod.namespace,
         name=pod.name,
@@ -99,7 +100,7 @@ def pod_from_v1(pod) -> PodAssignment:
     )
 
 
-def pod_from_v1alpha1(pod) -> PodAssignment:
+def pod_from_v1alpha1(pod: Any) -> PodAssignment:
     return PodAssignment(
         namespace=pod.namespace,
         name=pod.name,
@@ -111,7 +112,7 @@ def pod_from_v1alpha1(pod) -> PodAssignment:
     )
 
 
-def allocatable_from_v1(reply) -> Allocatable:
+def allocatable_from_v1(reply: Any) -> Allocatable:
     return Allocatable(
         cpu_ids=tuple(reply.cpu_ids),
         memory=_memory(reply.memory),
@@ -292,12 +293,12 @@ _claim_bytes = v1.ClaimResource.SerializeToString
 _alpha_device_bytes = v1alpha1.ContainerDevices.SerializeToString
 
 
-def _claim_key(claim) -> tuple:
+def _claim_key(claim: Any) -> tuple[Any, ...]:
     return (claim.claim_name, claim.claim_namespace,
             tuple(sorted(map(_claim_bytes, claim.claim_resources))))
 
 
-def order_free_key_v1(pod) -> tuple:
+def order_free_key_v1(pod: Any) -> tuple[Any, ...]:
     """Equal for two listings of the same pod that differ only in the order of entries."""
     return (pod.namespace, pod.name, tuple(pod.cpu_ids), tuple(sorted(map(_memory_bytes,
                                                                            pod.memory))),
@@ -307,7 +308,7 @@ def order_free_key_v1(pod) -> tuple:
                   for c in pod.containers))
 
 
-def order_free_key_v1alpha1(pod) -> tuple:
+def order_free_key_v1alpha1(pod: Any) -> tuple[Any, ...]:
     return (pod.namespace, pod.name,
             tuple((c.name, tuple(sorted(map(_alpha_device_bytes, c.devices))))
                   for c in pod.containers))
@@ -377,17 +378,17 @@ class ListDecoder:
         self._capped = capped
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
-        self._by_key: dict[tuple, PodAssignment] = {}
+        self._by_key: dict[tuple[Any, ...], PodAssignment] = {}
         self._cpus: dict[int, int] = {}  # id of a kept pod -> its CPU ids, for the reply limit
         self._pruned_at = time.monotonic()
 
     @classmethod
-    def v1(cls) -> "ListDecoder":
+    def v1(cls) -> ListDecoder:
         return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1,
                    exceeds_limits_v1, capped_pod_from_v1)
 
     @classmethod
-    def v1alpha1(cls) -> "ListDecoder":
+    def v1alpha1(cls) -> ListDecoder:
         return cls(v1alpha1.ListPodResourcesResponse, v1alpha1.PodResources, pod_from_v1alpha1,
                    order_free_key_v1alpha1, exceeds_limits_v1alpha1, capped_pod_from_v1alpha1)
 
@@ -462,9 +463,10 @@ class ListDecoder:
             pod = self._capped(message)
         else:
             key = self._order_free_key(message)
-            pod = self._by_key.get(key)
-            if pod is None:
-                pod = self._by_key[key] = self._convert(message)
+            found = self._by_key.get(key)
+            if found is None:
+                found = self._by_key[key] = self._convert(message)
+            pod = found
         self._by_bytes[chunk] = pod
         self._cpus[id(pod)] = _pod_cpus(pod)
         return pod
@@ -487,8 +489,8 @@ class ListDecoder:
 class AllocatableDecoder:
     """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
 
-    def __init__(self):
-        self._key: tuple | None = None
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:

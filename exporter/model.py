@@ -115,7 +115,7 @@ class Topology:
     cpu_to_numa: dict[int, int]
 
     @classmethod
-    def from_nodes(cls, nodes: list[NumaNode]) -> "Topology":
+    def from_nodes(cls, nodes: list[NumaNode]) -> Topology:
         cpu_to_numa: dict[int, int] = {}
         for node in sorted(nodes, key=lambda n: n.numa_id):
             for cpu in node.cpus:

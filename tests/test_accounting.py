@@ -16,14 +16,22 @@ from exporter.accounting import (
 from exporter.issues import IssueKind
 from exporter.model import (
     Allocatable,
-    ContainerAssignment as C,
-    DeviceEntry as D,
     DraDevice,
     KubeletSnapshot,
-    MemoryBlock as M,
     NumaNode,
-    PodAssignment as P,
     Topology,
+)
+from exporter.model import (
+    ContainerAssignment as C,
+)
+from exporter.model import (
+    DeviceEntry as D,
+)
+from exporter.model import (
+    MemoryBlock as M,
+)
+from exporter.model import (
+    PodAssignment as P,
 )
 
 GiB = 1 << 30
@@ -93,7 +101,7 @@ def test_a_cpu_assigned_to_two_containers_is_counted_once_and_reported():
 
 def test_cpu_missing_from_sysfs_is_attributed_to_unknown():
     result = account(snap(P("ns", "p", (C("a", cpu_ids=(3, 12)),)),
-                          allocatable=Allocatable(cpu_ids=tuple(range(8)) + (12,))), TWO_NODES)
+                          allocatable=Allocatable(cpu_ids=(*range(8), 12))), TWO_NODES)
     assert result.cpus_allocatable == {"0": 4, "1": 4, "unknown": 1}
     assert result.cpus_allocated == {"0": 1, "1": 0, "unknown": 1}
     assert ("unknown", "cpu") not in result.utilization
@@ -145,7 +153,8 @@ def test_group_devices_count_toward_each_member_node_on_both_sides_of_utilizatio
 
 
 def test_device_without_topology_is_unknown_and_has_no_utilization():
-    result = account(snap(P("ns", "p", (C("a", devices=(D("example.com/dongle", ("d0",), None),)),)),
+    dongle = D("example.com/dongle", ("d0",), None)
+    result = account(snap(P("ns", "p", (C("a", devices=(dongle,)),)),
                           allocatable=Allocatable(devices=(
                               D("example.com/dongle", ("d0",), None),
                               D("example.com/dongle", ("d1",), None))),

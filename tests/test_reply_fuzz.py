@@ -32,7 +32,8 @@ def topology_info(node_ids: list[int]) -> v1.TopologyInfo:
 
 
 devices = st.builds(lambda name, device_ids, nodes, has: v1.ContainerDevices(
-    resource_name=name, device_ids=device_ids, **({"topology": topology_info(nodes)} if has else {})),
+    resource_name=name, device_ids=device_ids,
+    **({"topology": topology_info(nodes)} if has else {})),
     text, st.lists(text, max_size=3), ids, st.booleans())
 memory = st.builds(lambda kind, size, nodes: v1.ContainerMemory(
     memory_type=kind, size=size, topology=topology_info(nodes)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..issues import IssueKind, Issues
 from ..model import Allocatable, MemoryBlock, NumaIds, PodAssignment
@@ -20,6 +21,7 @@ ContainerKey = tuple[str, str, str]  # namespace, pod, container
 PodKey = tuple[str, str]  # namespace, pod
 Device = tuple[str, str]  # resource, device id
 DraKey = tuple[str, str, str]  # driver, pool, device
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -33,7 +35,7 @@ class PodFigures:
     devices: dict[Device, frozenset[int]] = field(default_factory=dict)  # -> reported NUMA ids
     memory: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, type) -> bytes
     dra: frozenset[DraKey] = frozenset()
-    issues: Counter = field(default_factory=Counter)
+    issues: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     pod_level: bool = False
     containers: int = 0
@@ -219,11 +221,12 @@ def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[in
     figures.cpus = frozenset(every_cpu)
 
 
-def _unique(values: tuple, issues: Issues, what: str) -> tuple:
+def _unique(values: tuple[T, ...], issues: Issues, what: str) -> tuple[T, ...]:
     """Drop repeated values, counting the repetition as a duplicated entry."""
     if len(set(values)) == len(values):
         return values
-    issues.add(IssueKind.DUPLICATE_ENTRY, f"{what} repeats values", count=len(values) - len(set(values)))
+    issues.add(IssueKind.DUPLICATE_ENTRY, f"{what} repeats values",
+               count=len(values) - len(set(values)))
     return tuple(dict.fromkeys(values))
 
 
@@ -250,7 +253,7 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
             key = (namespace, name, ctr, group_label(ids), block.memory_type)
             figures.container_memory[key] = figures.container_memory.get(key, 0) + block.size
             containers.append((block.memory_type, ids, block.size))
-    pod_level: Counter = Counter()  # (type, known ids) -> size
+    pod_level: Counter[tuple[str, tuple[int, ...]]] = Counter()  # (type, known ids) -> size
     seen: set[MemoryBlock] = set()
     for block in pod.memory:
         if not block.memory_type:
@@ -265,7 +268,7 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
         pod_level[(block.memory_type, ids)] += block.size
     for (memory_type, ids), size in pod_level.items():
         figures.pod_memory[(namespace, name, group_label(ids), memory_type)] = size
-    covered: Counter = Counter()  # pod-level (type, ids) -> container bytes it includes
+    covered: Counter[tuple[str, tuple[int, ...]]] = Counter()  # -> container bytes included
     by_type: dict[str, list[tuple[tuple[int, ...], frozenset[int]]]] = {}
     for memory_type, ids in pod_level:
         by_type.setdefault(memory_type, []).append((ids, frozenset(ids)))
@@ -279,8 +282,8 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
             cover = covers[(memory_type, ids)] = _narrowest_cover(
                 memory_type, ids, by_type.get(memory_type, []))
         if cover is None:
-            key = (group_label(ids), memory_type)
-            figures.memory[key] = figures.memory.get(key, 0) + size
+            node_key = (group_label(ids), memory_type)
+            figures.memory[node_key] = figures.memory.get(node_key, 0) + size
         else:
             covered[cover] += size
     for (memory_type, ids), own in pod_level.items():
@@ -289,8 +292,8 @@ def _pod_memory(figures: PodFigures, pod: PodAssignment, names: list[str],
             issues.add(IssueKind.POD_MEMORY_BELOW_CONTAINERS,
                        f"pod {namespace}/{name} pod-level {memory_type} on NUMA "
                        f"{group_label(ids)} is {own} bytes, its containers hold {included}")
-        key = (group_label(ids), memory_type)
-        figures.memory[key] = figures.memory.get(key, 0) + max(own, included)
+        node_key = (group_label(ids), memory_type)
+        figures.memory[node_key] = figures.memory.get(node_key, 0) + max(own, included)
 
 
 def _narrowest_cover(memory_type: str, ids: tuple[int, ...],
@@ -335,9 +338,9 @@ class AllocatableFigures:
     cpus_by_numa: dict[str, int] | None = None
     memory: dict[tuple[str, str], int] = field(default_factory=dict)
     devices: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, resource)
-    device_capacity: Counter = field(default_factory=Counter)  # (single node, resource)
+    device_capacity: Counter[tuple[int, str]] = field(default_factory=Counter)  # (node, resource)
     listed: frozenset[Device] = frozenset()  # every (resource, id) listed as allocatable
-    issues: Counter = field(default_factory=Counter)
+    issues: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
 
@@ -359,7 +362,7 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
                                           "in sysfs", count=unknown)
     else:
         figures.cpus = frozenset()
-    memory: Counter = Counter()
+    memory: Counter[tuple[str, str]] = Counter()
     blocks_seen: set[tuple[str, NumaIds]] = set()
     for block in allocatable.memory:
         if not block.memory_type:
@@ -374,7 +377,7 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
         memory[(label, block.memory_type)] += block.size
     figures.memory = dict(memory)
     numa: dict[Device, set[int]] = {}
-    seen: set = set()
+    seen: set[tuple[str, str, NumaIds]] = set()
     for entry in allocatable.devices:
         for device_id in entry.device_ids:
             if not entry.resource or not device_id:
@@ -386,10 +389,10 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
                            f"allocatable device {entry.resource}/{device_id} listed twice")
                 continue
             seen.add(identity)
-            ids = numa.setdefault((entry.resource, device_id), set())
+            reported = numa.setdefault((entry.resource, device_id), set())
             if entry.numa_ids:
-                ids.update(entry.numa_ids)
-    devices: Counter = Counter()
+                reported.update(entry.numa_ids)
+    devices: Counter[tuple[str, str]] = Counter()
     for (resource, device_id), raw in numa.items():
         ids = view.ids(tuple(sorted(raw)), issues, f"allocatable device {resource}/{device_id}")
         devices[(group_label(ids), resource)] += 1

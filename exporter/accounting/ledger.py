@@ -20,6 +20,7 @@ from .figures import (
     AllocatableFigures,
     ContainerKey,
     Device,
+    DraKey,
     PodFigures,
     PodKey,
     allocatable_figures,
@@ -53,15 +54,17 @@ class Accounting:
     cpus_allocated: dict[str, int] | None = None
     memory_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, type)
     memory_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
-    devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, resource)
+    # (numa, resource)
+    devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)
     devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
     # of those, the ones GetAllocatableResources does not list; None without that call
     devices_allocated_unavailable: dict[tuple[str, str], int] | None = None
     utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
-    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)  # (driver, pool)
+    # (driver, pool)
+    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
     misaligned_containers: int | None = None
     pod_figures: list[PodFigures] = field(default_factory=list)
-    data_issues: Counter = field(default_factory=Counter)
+    data_issues: Counter[str] = field(default_factory=Counter)
     issue_examples: dict[str, str] = field(default_factory=dict)
     pod_level_seen: bool = False
     containers: int = 0
@@ -119,15 +122,14 @@ class Ledger:
     :class:`Accounting` object itself, so callers can skip re-rendering.
     """
 
-    def __init__(self):
-        self._reset(None, None, "v1")
+    def __init__(self) -> None:
+        self._reset(None, TopologyView(Topology({}, {})), "v1")
         self._result: Accounting | None = None
         self._pod_ids: frozenset[int] = frozenset()
         self._allocatable: Allocatable | None = None
         self._allocatable_figures = AllocatableFigures()
 
-    def _reset(self, topology: Topology | None, view: TopologyView | None,
-               api_version: str) -> None:
+    def _reset(self, topology: Topology | None, view: TopologyView, api_version: str) -> None:
         self._topology = topology
         self._view = view
         self._api_version = api_version
@@ -135,22 +137,22 @@ class Ledger:
         self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
         self._order: list[PodKey] = []  # keys of held pods, sorted
         self._merged: dict[tuple[int, ...], tuple[tuple[PodAssignment, ...], PodAssignment]] = {}
-        self._cpu_holders: Counter = Counter()  # cpu -> pods holding it
+        self._cpu_holders: Counter[int] = Counter()  # cpu -> pods holding it
         self._cpu_extra_holders = 0  # holders beyond the first, summed over CPUs
-        self._cpus_by_numa: Counter = Counter()
+        self._cpus_by_numa: Counter[str] = Counter()
         self._device_holders: dict[Device, int] = {}  # device -> pods holding it
         self._device_numa: dict[Device, Counter[int]] = {}  # -> holders naming each NUMA id
         self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
-        self._devices: Counter = Counter()  # (group, resource)
+        self._devices: Counter[tuple[str, str]] = Counter()  # (group, resource)
         # (single node, resource): assigned devices local to it that allocatable lists
-        self._device_use: Counter = Counter()
-        self._unavailable: Counter = Counter()  # (group, resource): assigned, not listed
+        self._device_use: Counter[tuple[int, str]] = Counter()
+        self._unavailable: Counter[tuple[str, str]] = Counter()  # assigned, not listed
         self._device_extra_holders = 0
-        self._memory: Counter = Counter()  # (group, type)
-        self._memory_holders: Counter = Counter()  # (group, type) -> pods with such a block
-        self._dra_holders: Counter = Counter()
-        self._dra: Counter = Counter()  # (driver, pool)
-        self._issues: Counter = Counter()
+        self._memory: Counter[tuple[str, str]] = Counter()  # (group, type)
+        self._memory_holders: Counter[tuple[str, str]] = Counter()  # -> pods with a block
+        self._dra_holders: Counter[DraKey] = Counter()
+        self._dra: Counter[tuple[str, str]] = Counter()  # (driver, pool)
+        self._issues: Counter[str] = Counter()
         # kind -> the example of each held pod with that kind, oldest first
         self._examples: dict[str, dict[PodKey, str]] = {}
         self._misaligned = 0
@@ -272,14 +274,14 @@ class Ledger:
         for key, size in figures.memory.items():
             self._memory[key] += sign * size
             self._memory_holders[key] += sign
-        for key in figures.dra:
-            before = self._dra_holders[key]
+        for dra_key in figures.dra:
+            before = self._dra_holders[dra_key]
             after = before + sign
-            self._dra_holders[key] = after
+            self._dra_holders[dra_key] = after
             if before == 0 or after == 0:
-                self._dra[key[:2]] += sign
+                self._dra[(dra_key[0], dra_key[1])] += sign
             if after == 0:
-                del self._dra_holders[key]
+                del self._dra_holders[dra_key]
         for device, reported in figures.devices.items():
             resource = device[0]
             before = self._device_holders.get(device, 0)
@@ -352,10 +354,11 @@ class Ledger:
             result.cpus_allocated = allocated
             unknown = self._cpus_by_numa.get(UNKNOWN, 0)
             if unknown:
-                issues.add(IssueKind.UNKNOWN_CPU, "assigned CPUs are not listed under any NUMA node "
-                                              "in sysfs", count=unknown)
+                issues.add(IssueKind.UNKNOWN_CPU,
+                           "assigned CPUs are not listed under any NUMA node in sysfs",
+                           count=unknown)
             if self._allocatable is not None:
-                outside = self._cpu_holders.keys() - alloc.cpus
+                outside = self._cpu_holders.keys() - (alloc.cpus or frozenset())
                 if outside:
                     issues.add(IssueKind.CPU_NOT_ALLOCATABLE,
                                f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from .accounting import UNKNOWN, Accounting, label_ids
 from .health import Capabilities
@@ -22,7 +24,7 @@ def _ratio(accounting: Accounting, numa: str, resource: str) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def _numa_order(label: str) -> tuple:
+def _numa_order(label: str) -> tuple[bool, tuple[int, ...]]:
     return (label == UNKNOWN, label_ids(label) if label != UNKNOWN else ())
 
 
@@ -120,7 +122,7 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
 
 def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
                 node_name: str = "") -> str:
-    def keyed(values: dict, names: tuple[str, ...]) -> list[dict]:
+    def keyed(values: Mapping[Any, Any], names: tuple[str, ...]) -> list[dict[str, Any]]:
         rows = []
         for key, value in sorted(values.items()):
             key = key if isinstance(key, tuple) else (key,)

@@ -9,6 +9,7 @@ render time, so an old label set never lingers.
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client import generate_latest as generate_text
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from . import __version__, kubelet
@@ -122,9 +123,9 @@ class Health:
     def render(self, openmetrics: bool) -> bytes:
         """The health section; OpenMetrics output ends without ``# EOF`` (the caller adds it)."""
         if openmetrics:
-            text = generate_openmetrics(self.registry)
+            text = bytes(generate_openmetrics(self.registry))
             return text[: -len(b"# EOF\n")] if text.endswith(b"# EOF\n") else text
-        return generate_text(self.registry)
+        return bytes(generate_text(self.registry))
 
 
 def build_revision() -> str:
@@ -139,10 +140,10 @@ class _StateCollector:
     def __init__(self, health: Health):
         self.health = health
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self):
+    def collect(self) -> Sequence[Metric]:
         health = self.health
         up = GaugeMetricFamily(UP.name, UP.help)
         up.add_metric([], health.up)

@@ -24,6 +24,7 @@ because asyncio's own server does not defend itself:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -32,8 +33,9 @@ import ssl
 import time
 from asyncio import sslproto
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -63,18 +65,29 @@ TLSSource = Callable[[], "ssl.SSLContext | None"]
 class _Connection:
     """One accepted connection, from accept() to close."""
 
-    __slots__ = ("sock", "peer", "accepted", "idle_since", "busy", "requests", "transport",
-                 "handler", "buffered", "progress_at", "closed")
+    __slots__ = (
+        "accepted",
+        "buffered",
+        "busy",
+        "closed",
+        "handler",
+        "idle_since",
+        "peer",
+        "progress_at",
+        "requests",
+        "sock",
+        "transport",
+    )
 
-    def __init__(self, sock: socket.socket, peer, now: float):
+    def __init__(self, sock: socket.socket, peer: Any, now: float) -> None:
         self.sock = sock
         self.peer = peer
         self.accepted = now
         self.idle_since = now
         self.busy = 0          # requests in flight
         self.requests = 0      # requests received
-        self.transport: asyncio.BaseTransport | None = None  # None: waiting for a first byte
-        self.handler = None    # the aiohttp protocol serving it
+        self.transport: asyncio.Transport | None = None  # None: waiting for a first byte
+        self.handler: asyncio.BaseProtocol | None = None  # the aiohttp protocol serving it
         self.buffered = 0      # write buffer size at the last sweep
         self.progress_at = now
         self.closed = False
@@ -83,25 +96,25 @@ class _Connection:
 class _PlainProtocol(asyncio.Protocol):
     """aiohttp's protocol for one plain connection, telling the listener when it ends."""
 
-    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]):
+    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]) -> None:
         self.inner, self.ended = inner, ended
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.inner.connection_made(transport)
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         self.inner.data_received(data)
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         return self.inner.eof_received()
 
-    def pause_writing(self):
+    def pause_writing(self) -> None:
         self.inner.pause_writing()
 
-    def resume_writing(self):
+    def resume_writing(self) -> None:
         self.inner.resume_writing()
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Exception | None) -> None:
         try:
             self.inner.connection_lost(exc)
         finally:
@@ -113,11 +126,11 @@ class _TLSProtocol(sslproto.SSLProtocol):
 
     max_size = 32 * 1024
 
-    def __init__(self, *args, ended: Callable[[], None], **kwargs):
+    def __init__(self, *args: Any, ended: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ended = ended
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: BaseException | None) -> None:
         try:
             super().connection_lost(exc)
         finally:
@@ -186,7 +199,7 @@ class Listener:
         if not self.sockets:
             raise OSError(errno.EADDRNOTAVAIL, f"no address to listen on for {host!r}")
         self._resume()
-        return self.sockets[0].getsockname()[1]
+        return int(self.sockets[0].getsockname()[1])
 
     def _resume(self) -> None:
         if self._accepting or self._closing:
@@ -281,7 +294,7 @@ class Listener:
         except OSError:
             return False
 
-    def _admit(self, sock: socket.socket, peer) -> None:
+    def _admit(self, sock: socket.socket, peer: Any) -> None:
         conn = _Connection(sock, peer, self._loop.time())
         self._connections[conn] = None
         self._idle[conn] = None
@@ -340,7 +353,7 @@ class Listener:
 
     # ---- requests (from the server's first middleware) ------------------------------------
 
-    def request_started(self, handler) -> Callable[[], None] | None:
+    def request_started(self, handler: asyncio.BaseProtocol) -> Callable[[], None] | None:
         """Mark the connection busy; returns what to call when the request is answered."""
         conn = self._by_handler.get(handler)
         if conn is None:
@@ -397,10 +410,8 @@ class Listener:
             conn.transport.abort()  # the protocol's connection_lost will call _ended
             return
         if conn.handler is None:  # still waiting for its first byte
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self._loop.remove_reader(conn.sock.fileno())
-            except (OSError, ValueError):
-                pass
             conn.sock.close()
             self._ended(conn)
         # else: a transport is being set up; _connect aborts it

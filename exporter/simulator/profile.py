@@ -16,9 +16,9 @@ import random
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..topology import parse_cpulist
 

@@ -62,7 +62,7 @@ def write_tls_files(directory: Path) -> Path:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "benchmark")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
@@ -137,7 +137,7 @@ class Bench:
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
         self.log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -154,7 +154,7 @@ class Bench:
                                    timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 body = await response.read()
                 return response.status == 200 and len(body) > 0, time.monotonic() - started
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False, time.monotonic() - started
 
     # ---- attackers ----------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Bench:
                 try:
                     data = await asyncio.wait_for(reader.read(4096), 5 if kind == "slowloris"
                                                   else deadline - time.monotonic())
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if kind == "slowloris":
                         writer.write(b"X")
                         await writer.drain()
@@ -213,7 +213,7 @@ class Bench:
                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
                 await response.read()
                 answers[response.status] = answers.get(response.status, 0) + 1
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             answers["error"] = answers.get("error", 0) + 1
 
     # ---- one scenario -------------------------------------------------------------------
@@ -239,7 +239,7 @@ class Bench:
                     try:
                         await asyncio.wait_for(stop.wait(), max(
                             0.0, self.args.legit_interval - (time.monotonic() - tick)))
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
 
         await asyncio.sleep(1)

@@ -122,7 +122,7 @@ class Soak:
                 if response.status != 200:
                     self.failed_scrapes += 1
                     return
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             self.failed_scrapes += 1
             return
         values = {}
@@ -196,7 +196,7 @@ class Soak:
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -182,7 +182,7 @@ class Refresher:
                 pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
                 try:
                     await asyncio.wait_for(self._stop.wait(), timeout=pause)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._changed.clear()  # changes during the pause are covered by this refresh
                 return

@@ -821,7 +821,7 @@ class AuthRecordingServer:
             return web.Response(status=401)
         return web.Response(text="podresources_up 1\n")
 
-    async def __aenter__(self) -> "AuthRecordingServer":
+    async def __aenter__(self) -> AuthRecordingServer:
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         self.runner = web.AppRunner(app)

@@ -9,8 +9,7 @@ import pytest
 
 from exporter.simulator import Faults
 
-from .helpers import GiB, Exporter, Node, small_profile
-
+from .helpers import Exporter, GiB, Node, small_profile
 
 
 async def test_dual_socket_gpu_profile_per_numa_figures():

@@ -62,7 +62,7 @@ async def closed_by_peer(reader: asyncio.StreamReader, within: float = 15.0) -> 
                 return True
     except (ConnectionError, asyncio.IncompleteReadError):
         return True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     return False
 

@@ -110,7 +110,7 @@ class DcgmTarget:
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self.body(), content_type="text/plain")
 
-    async def __aenter__(self) -> "DcgmTarget":
+    async def __aenter__(self) -> DcgmTarget:
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         self.runner = web.AppRunner(app)
@@ -156,7 +156,7 @@ class Prometheus:
             }],
         }
 
-    async def __aenter__(self) -> "Prometheus":
+    async def __aenter__(self) -> Prometheus:
         config = self.dir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config()))
         self.log = open(self.dir / "prometheus.log", "w+")

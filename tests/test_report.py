@@ -8,12 +8,18 @@ from exporter.accounting import account
 from exporter.health import Capabilities
 from exporter.model import (
     Allocatable,
-    ContainerAssignment as C,
-    DeviceEntry as D,
     KubeletSnapshot,
     NumaNode,
-    PodAssignment as P,
     Topology,
+)
+from exporter.model import (
+    ContainerAssignment as C,
+)
+from exporter.model import (
+    DeviceEntry as D,
+)
+from exporter.model import (
+    PodAssignment as P,
 )
 from exporter.report import format_json, format_table
 

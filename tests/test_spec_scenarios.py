@@ -33,7 +33,7 @@ from exporter.model import (
 from exporter.simulator import Faults
 from exporter.simulator.profile import parse_pod
 
-from .helpers import GiB, Exporter, Node, small_profile
+from .helpers import Exporter, GiB, Node, small_profile
 
 MiB = 1 << 20
 C = ContainerAssignment

@@ -55,7 +55,7 @@ class CA:
     def __init__(self, directory: Path, name: str):
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
                      .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
                      .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -68,7 +68,7 @@ class CA:
 
     def issue(self, stem: str, client: bool = False) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         builder = (x509.CertificateBuilder().subject_name(_name(stem))
                    .issuer_name(self.cert.subject).public_key(key.public_key())
@@ -110,7 +110,7 @@ class Served:
         self.node, self.config = node, webconfig.load(config_path)
         self.stop = asyncio.Event()
 
-    async def __aenter__(self) -> "Served":
+    async def __aenter__(self) -> Served:
         started = asyncio.get_running_loop().create_future()
         self.task = asyncio.create_task(serve(
             self.node.settings(), ("127.0.0.1", 0), stop=self.stop,

@@ -43,6 +43,8 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import contextlib
+
 from common import free_port, rss_kib  # noqa: E402
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
@@ -236,11 +238,9 @@ class Bench:
                 while not stop.is_set():
                     tick = time.monotonic()
                     scrapes.append(await self.scrape(session))
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), max(
                             0.0, self.args.legit_interval - (time.monotonic() - tick)))
-                    except TimeoutError:
-                        pass
 
         await asyncio.sleep(1)
         before = rss_kib(pid)

@@ -233,7 +233,7 @@ def wrk_latency(port: int, seconds: float, connections: int = 16) -> dict:
                "--timeout", "5s"]
     for name, value in PROMETHEUS_HEADERS.items():
         command += ["-H", f"{name}: {value}"]
-    output = subprocess.run(command + [f"http://127.0.0.1:{port}/metrics"],
+    output = subprocess.run([*command, f"http://127.0.0.1:{port}/metrics"],
                             capture_output=True, text=True, check=True).stdout
     percentiles = {}
     for label in ("50", "99"):

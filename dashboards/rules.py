@@ -266,7 +266,7 @@ def _quote(value: str) -> str:
 
 
 def plain_rule_file() -> str:
-    lines = PLAIN_HEADER.splitlines() + ["groups:"]
+    lines = [*PLAIN_HEADER.splitlines(), "groups:"]
     for index, (group, rules) in enumerate(((RECORDING_GROUP, RECORDS),
                                              (ALERTING_GROUP, ALERTS))):
         if index:

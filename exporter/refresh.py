@@ -14,6 +14,7 @@ changes, a data issue kind appearing. A failing poll never logs by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import logging
 import os
@@ -170,7 +171,7 @@ class Refresher:
             waiters = [asyncio.ensure_future(self._stop.wait())]
             if self.health.backoff_seconds == 0:  # events never cut a back-off short
                 waiters.append(asyncio.ensure_future(self._changed.wait()))
-            done, pending = await asyncio.wait(waiters, timeout=remaining,
+            _done, pending = await asyncio.wait(waiters, timeout=remaining,
                                                return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
@@ -180,10 +181,8 @@ class Refresher:
                 self._changed.clear()
                 earliest = self._last_started + 1.0 / self.settings.max_refresh_rate
                 pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), timeout=pause)
-                except TimeoutError:
-                    pass
                 self._changed.clear()  # changes during the pause are covered by this refresh
                 return
 

@@ -173,7 +173,7 @@ def exporters():
         simulator.terminate()
         simulator.wait(10)
         shutil.rmtree(directory, ignore_errors=True)
-    for name, log in logs.items():  # nothing anyone sent made the exporter complain
+    for _name, log in logs.items():  # nothing anyone sent made the exporter complain
         assert "Traceback" not in log, log
         assert " ERROR " not in log, log
 

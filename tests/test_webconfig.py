@@ -138,7 +138,7 @@ def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) ->
 
 
 async def test_https_with_basic_auth(pki, tmp_path):
-    ca, cert, key = pki
+    ca, _cert, _key = pki
     path = write_config(tmp_path, f"""
 tls_server_config: {{cert_file: server.crt, key_file: server.key}}
 http_server_config:
@@ -325,7 +325,7 @@ async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
     ("a: " + "[" * 5000 + "\n", "not valid YAML: nested too deeply"),
 ])
 def test_bad_web_config_exits_2_with_one_line(pki, tmp_path, capsys, text, reason):
-    ca, _, _ = pki
+    _ca, _, _ = pki
     CA(tmp_path, "other")  # other.key does not match server.crt
     path = write_config(tmp_path, text)
     assert main(["--web-config-file", str(path), "--listen-address", "127.0.0.1:0"]) == 2

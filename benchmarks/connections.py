@@ -43,7 +43,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import contextlib
+import contextlib  # noqa: E402
 
 from common import free_port, rss_kib  # noqa: E402
 
@@ -120,7 +120,7 @@ class Bench:
             config += "tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
             self.client_tls = ssl.create_default_context(cafile=ca)
         (self.workdir / "web-config.yml").write_text(config)
-        self.log = open(self.workdir / "exporter.log", "wb")
+        self.log = open(self.workdir / "exporter.log", "wb")  # noqa: SIM115  # the child's log, open while it runs
         self.exporter = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "exporter", "--socket", str(self.socket),
             "--sysfs-root", str(self.sysfs), "--listen-address", f"127.0.0.1:{self.port}",

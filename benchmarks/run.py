@@ -113,7 +113,8 @@ class Simulator:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_exporter(sim: Simulator, *extra: str, naive: bool = False) -> tuple[subprocess.Popen, int]:
+def start_exporter(sim: Simulator, *extra: str,
+                   naive: bool = False) -> tuple[subprocess.Popen, int]:
     port = free_port()
     if naive:
         args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]

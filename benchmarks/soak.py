@@ -70,7 +70,7 @@ class Soak:
         raise RuntimeError("simulator did not start")
 
     async def start_exporter(self) -> None:
-        self.log = open(self.workdir / "exporter.log", "ab")
+        self.log = open(self.workdir / "exporter.log", "ab")  # noqa: SIM115  # the child's log, open while it runs
         self.exporter = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "exporter", "--socket", str(self.socket),
             "--sysfs-root", str(self.sysfs), "--listen-address", f"127.0.0.1:{self.metrics_port}",
@@ -128,7 +128,8 @@ class Soak:
         values = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in ("podresources_up", "podresources_last_refresh_timestamp_seconds"):
+                if sample.name in ("podresources_up",
+                                   "podresources_last_refresh_timestamp_seconds"):
                     values[sample.name] = sample.value
         last = values.get("podresources_last_refresh_timestamp_seconds", 0.0)
         if last > 0:

@@ -342,7 +342,8 @@ def chart_template() -> str:
         name = alert.alert
         out.append(f"    {{{{- if not (has {_go_string(name)} $disabled) }}}}")
         out.append(f"    {{{{- $settings := get $alerts {_go_string(name)} | default dict }}}}")
-        out.append(f"    {{{{- $for := get $settings \"for\" | default {_go_string(alert.for_)} }}}}")
+        default_for = _go_string(alert.for_)
+        out.append(f"    {{{{- $for := get $settings \"for\" | default {default_for} }}}}")
         if alert.threshold is not None:
             out.append("    {{- $threshold := " + number(alert.threshold) + " }}")
             out.append('    {{- if hasKey $settings "threshold" }}'

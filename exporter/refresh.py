@@ -188,7 +188,8 @@ class Refresher:
 
     async def _watch(self, directory: Path) -> None:
         """Poll the kubelet's state files' mtimes; cheap, and needs no inotify."""
-        targets = [directory] if directory.is_file() else [directory / name for name in WATCHED_FILES]
+        targets = ([directory] if directory.is_file()
+                   else [directory / name for name in WATCHED_FILES])
         last = [_stat(path) for path in targets]
         while True:
             await asyncio.sleep(WATCH_POLL_SECONDS)

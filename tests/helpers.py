@@ -81,7 +81,8 @@ class Scrape:
         return found
 
     def by(self, name: str, *keys: str, **match) -> dict:
-        """``{label values: value}`` for one metric, e.g. ``by("...cpus_allocated", "numa_node")``."""
+        """``{label values: value}`` for one metric, e.g.
+        ``by("...cpus_allocated", "numa_node")``."""
         result = {}
         for labels, value in self.series(name, **match).items():
             d = dict(labels)

@@ -141,7 +141,8 @@ async def test_pod_level_cpus_and_memory_overlap_is_counted_once():
 
 async def test_without_memory_manager_no_memory_series_exist():
     profile = small_profile(memory_manager_policy="None", pods=[
-        {"namespace": "ns", "name": "p", "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}])
+        {"namespace": "ns", "name": "p",
+         "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
         assert not s.series("podresources_memory_allocatable_bytes")

@@ -159,7 +159,7 @@ class Prometheus:
     async def __aenter__(self) -> Prometheus:
         config = self.dir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config()))
-        self.log = open(self.dir / "prometheus.log", "w+")
+        self.log = open(self.dir / "prometheus.log", "w+")  # noqa: SIM115  # the child's log, open while it runs
         self.process = subprocess.Popen(
             [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],

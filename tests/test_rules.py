@@ -51,7 +51,8 @@ def test_plain_rule_file_is_the_rules_with_their_defaults():
     assert by_name["PodresourcesNumaCpuExhausted"]["expr"].endswith(">= 0.95")
     assert by_name["PodresourcesNumaDevicesExhausted"]["expr"].endswith(">= 1")
     assert by_name["PodresourcesContainersMisaligned"]["expr"].endswith("> 0")
-    assert by_name["PodresourcesExporterDown"]["expr"] == 'up{job=~".*podresources-exporter.*"} == 0'
+    assert by_name["PodresourcesExporterDown"]["expr"] == \
+        'up{job=~".*podresources-exporter.*"} == 0'
 
 
 AGGREGATION = re.compile(r"\b(by|on|without)\s*\(([^)]*)\)")

@@ -124,10 +124,9 @@ class Served:
         assert await asyncio.wait_for(self.task, 10) == 0
 
     async def get(self, path: str, scheme: str = "https", ssl_context=None, **kwargs):
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context,
-                                   **kwargs) as response:
-                return response.status, response.headers, await response.text()
+        async with aiohttp.ClientSession() as session, session.get(
+                f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context, **kwargs) as response:
+            return response.status, response.headers, await response.text()
 
 
 def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:

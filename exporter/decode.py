@@ -155,8 +155,8 @@ def _memory_entries(blocks: Any) -> int:
 
 
 def _memory_too_large(blocks: Any, limit: int) -> bool:
-    return len(blocks) > limit or any(_numa_count(b) > MAX_NUMA_IDS for b in blocks) or len(
-        {b.memory_type for b in blocks}) > MAX_MEMORY_TYPES
+    return len(blocks) > limit or any(_numa_count(b) > MAX_NUMA_IDS for b in blocks) or (
+        len(blocks) > MAX_MEMORY_TYPES and len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES)
 
 
 def exceeds_limits_v1(pod: Any) -> bool:
@@ -172,11 +172,18 @@ def exceeds_limits_v1(pod: Any) -> bool:
     return _pod_entries(pod) > MAX_ENTRIES_PER_POD
 
 
-def _message_cpus(pod: Any) -> int:
-    """The CPU ids a pod listing's conversion will keep (lists past the limit are left out)."""
+# The smallest encoding that can pass a limit is 65 memory blocks of distinct one-letter types
+# (5 bytes each); every other limit takes more bytes (a NUMA id, an entry, a CPU id: a byte at
+# least each). A smaller pod listing is within every limit and is not checked.
+_SMALLEST_OVERSIZED = 5 * MAX_MEMORY_TYPES
+
+
+def _message_cpus(pod: Any, size: int) -> int:
+    """The CPU ids a pod listing of ``size`` bytes keeps once converted (lists past the limit
+    are left out, and all of a pod past the entries limit)."""
     if not hasattr(pod, "cpu_ids"):
         return 0  # v1alpha1: no CPUs
-    if _pod_entries(pod) > MAX_ENTRIES_PER_POD:
+    if size > MAX_ENTRIES_PER_POD and _pod_entries(pod) > MAX_ENTRIES_PER_POD:
         return 0
     counts = [len(pod.cpu_ids), *(len(c.cpu_ids) for c in pod.containers)]
     return sum(n for n in counts if n <= MAX_CPU_IDS)
@@ -405,8 +412,8 @@ class ListDecoder:
         else:
             messages = {index: self._parse(chunks[index])
                         for index, pod in enumerate(known) if pod is None}
-            total = sum(self._cpus[id(pod)] for pod in known if pod is not None) + sum(
-                map(_message_cpus, messages.values()))
+            total = sum(map(self._cpus.__getitem__, map(id, filter(None, known)))) + sum(
+                _message_cpus(message, len(chunks[index])) for index, message in messages.items())
             if total > MAX_CPU_IDS_PER_REPLY:
                 pods = self._within_budget(chunks, known, messages)
             else:
@@ -425,13 +432,18 @@ class ListDecoder:
             named = pod if pod is not None else messages[index]
             return (named.namespace, named.name, chunks[index])
 
-        total = sum(self._cpus[id(pod)] if pod is not None else _message_cpus(messages[index])
-                    for index, pod in enumerate(known))
+        def cpus_of(index: int) -> int:
+            pod = known[index]
+            if pod is not None:
+                return self._cpus[id(pod)]
+            return _message_cpus(messages[index], len(chunks[index]))
+
+        total = sum(map(cpus_of, range(len(chunks))))
         pods: list[PodAssignment | None] = [None] * len(chunks)
         used = 0
         for index in sorted(range(len(chunks)), key=sort_key):
             pod = known[index]
-            cpus = self._cpus[id(pod)] if pod is not None else _message_cpus(messages[index])
+            cpus = cpus_of(index)
             if used + cpus <= MAX_CPU_IDS_PER_REPLY:
                 used += cpus
                 pods[index] = pod if pod is not None else self._learn(chunks[index],
@@ -459,7 +471,8 @@ class ListDecoder:
 
     def _learn(self, chunk: bytes, message: Any) -> PodAssignment:
         """A pod not seen in these exact bytes: convert it, unless seen in another order."""
-        if self._exceeds_limits(message):  # no order-free key: it would build what is capped
+        if len(chunk) > _SMALLEST_OVERSIZED and self._exceeds_limits(message):
+            # no order-free key: it would build what is capped
             pod = self._capped(message)
         else:
             key = self._order_free_key(message)

@@ -47,11 +47,9 @@ import aiohttp  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
-from exporter.accounting import Ledger  # noqa: E402
-from exporter.decode import AllocatableDecoder, ListDecoder  # noqa: E402
 from exporter.health import Health  # noqa: E402
 from exporter.kubelet import KubeletClient  # noqa: E402
-from exporter.rendering import Renderer  # noqa: E402
+from exporter.pipeline import Pipeline, Replies  # noqa: E402
 from exporter.topology import read_topology  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -115,7 +113,8 @@ class Simulator:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_exporter(sim: Simulator, *extra: str, naive: bool = False) -> tuple[subprocess.Popen, int]:
+def start_exporter(sim: Simulator, *extra: str,
+                   naive: bool = False) -> tuple[subprocess.Popen, int]:
     port = free_port()
     if naive:
         args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]
@@ -189,17 +188,14 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     finally:
         await client.close()
     topology = read_topology(sim.sysfs)
-    decoder, allocatable_decoder = ListDecoder.v1(), AllocatableDecoder()
-    ledger, renderer, health = Ledger(), Renderer(), Health("bench")
-    allocatable = allocatable_decoder.decode(allocatable_raw)
-    state = {"accounting": None, "data": b""}
+    pipeline, health = Pipeline(), Health("bench")
+    pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
 
     def refresh(raw: bytes) -> bytes:
-        """What one refresh costs the exporter when at least one scrape follows it."""
-        accounting = ledger.update(decoder.decode(raw), allocatable, topology)
-        if accounting is not state["accounting"]:
-            state["accounting"], state["data"] = accounting, renderer.render(accounting, topology)
-        return state["data"] + health.render(openmetrics=True) + b"# EOF\n"
+        """What one refresh costs the exporter when at least one scrape follows it: the
+        refresh loop's own pipeline, plus the health section."""
+        section = pipeline.run(Replies(raw, "v1", allocatable_raw), topology).section
+        return section + health.render(openmetrics=True) + b"# EOF\n"
 
     cold, body = cpu_of(refresh, steady[0])
     for raw in steady:  # learn the orderings the kubelet uses (a long-running exporter has)
@@ -238,7 +234,7 @@ def wrk_latency(port: int, seconds: float, connections: int = 16) -> dict:
                "--timeout", "5s"]
     for name, value in PROMETHEUS_HEADERS.items():
         command += ["-H", f"{name}: {value}"]
-    output = subprocess.run(command + [f"http://127.0.0.1:{port}/metrics"],
+    output = subprocess.run([*command, f"http://127.0.0.1:{port}/metrics"],
                             capture_output=True, text=True, check=True).stdout
     percentiles = {}
     for label in ("50", "99"):

@@ -107,8 +107,8 @@ def utilization_bars() -> list:
         bar_gauge("Hugepages utilization", about + " One bar per NUMA node and page size.",
                   [query(utilization(f'resource=~"{HUGEPAGES}"'),
                          "NUMA {{numa_node}} {{resource}}", instant=True)]),
-        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a device "
-                  "local to several NUMA nodes counts on each.",
+        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a "
+                  "device local to several NUMA nodes counts on each.",
                   [query(utilization(f'resource!~"{NOT_DEVICE}"'),
                          "NUMA {{numa_node}} {{resource}}", instant=True)]),
     ]

@@ -280,7 +280,7 @@ def _quote(value: str) -> str:
 
 
 def plain_rule_file() -> str:
-    lines = PLAIN_HEADER.splitlines() + ["groups:"]
+    lines = [*PLAIN_HEADER.splitlines(), "groups:"]
     for index, (group, rules) in enumerate(((RECORDING_GROUP, RECORDS),
                                              (ALERTING_GROUP, ALERTS))):
         if index:
@@ -356,7 +356,8 @@ def chart_template() -> str:
         name = alert.alert
         out.append(f"    {{{{- if not (has {_go_string(name)} $disabled) }}}}")
         out.append(f"    {{{{- $settings := get $alerts {_go_string(name)} | default dict }}}}")
-        out.append(f"    {{{{- $for := get $settings \"for\" | default {_go_string(alert.for_)} }}}}")
+        default_for = _go_string(alert.for_)
+        out.append(f"    {{{{- $for := get $settings \"for\" | default {default_for} }}}}")
         if alert.threshold is not None:
             out.append("    {{- $threshold := " + number(alert.threshold) + " }}")
             out.append('    {{- if hasKey $settings "threshold" }}'

@@ -9,6 +9,7 @@ render time, so an old label set never lingers.
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +21,10 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client import generate_latest as generate_text
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from . import __version__, accounting, kubelet
+from . import __version__, kubelet
 from .catalog import (
     API_REQUEST_DURATION,
     API_REQUESTS,
@@ -38,6 +39,7 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from .issues import IssueKind
 
 UNKNOWN = "unknown"
 # The source revision an image was built from: the Dockerfile writes it here (build argument
@@ -45,21 +47,7 @@ UNKNOWN = "unknown"
 REVISION_FILE = Path(__file__).with_name("REVISION")
 
 # Every data issue kind, pre-initialised so increase() works from the first occurrence.
-ISSUE_KINDS = (
-    accounting.ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
-    accounting.ISSUE_CPU_MULTIPLE_OWNERS,
-    accounting.ISSUE_CPU_NOT_ALLOCATABLE,
-    accounting.ISSUE_DEVICE_MULTIPLE_OWNERS,
-    accounting.ISSUE_DUPLICATE_ENTRY,
-    accounting.ISSUE_INVALID_ENTRY,
-    accounting.ISSUE_NEGATIVE_NUMA_ID,
-    accounting.ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-    accounting.ISSUE_UNKNOWN_CPU,
-    accounting.ISSUE_UNKNOWN_NUMA_ID,
-    "invalid_reply",
-    "message_too_large",
-    "terminated_pod",
-)
+ISSUE_KINDS = tuple(IssueKind)
 # What the Kubernetes-API view (--kube-api) lists and watches, as the resource label says it.
 KUBE_API_RESOURCES = ("node", "pods", "resourceslices")
 METHODS = (kubelet.METHOD_LIST, kubelet.METHOD_GET_ALLOCATABLE, kubelet.METHOD_GET)
@@ -135,9 +123,9 @@ class Health:
     def render(self, openmetrics: bool) -> bytes:
         """The health section; OpenMetrics output ends without ``# EOF`` (the caller adds it)."""
         if openmetrics:
-            text = generate_openmetrics(self.registry)
+            text = bytes(generate_openmetrics(self.registry))
             return text[: -len(b"# EOF\n")] if text.endswith(b"# EOF\n") else text
-        return generate_text(self.registry)
+        return bytes(generate_text(self.registry))
 
 
 def build_revision() -> str:
@@ -152,10 +140,10 @@ class _StateCollector:
     def __init__(self, health: Health):
         self.health = health
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self):
+    def collect(self) -> Sequence[Metric]:
         health = self.health
         up = GaugeMetricFamily(UP.name, UP.help)
         up.add_metric([], health.up)

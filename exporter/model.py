@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NumaIds = tuple[int, ...] | None
+# Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
+Oversized = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class PodAssignment:
     containers: tuple[ContainerAssignment, ...] = ()
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class Allocatable:
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
     devices: tuple[DeviceEntry, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,7 @@ class Topology:
 
     @classmethod
     def from_nodes(cls, nodes: list[NumaNode],
-                   cpu_siblings: dict[int, frozenset[int]] | None = None) -> "Topology":
+                   cpu_siblings: dict[int, frozenset[int]] | None = None) -> Topology:
         cpu_to_numa: dict[int, int] = {}
         for node in sorted(nodes, key=lambda n: n.numa_id):
             for cpu in node.cpus:

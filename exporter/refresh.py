@@ -15,6 +15,7 @@ hour without it). A failing poll never logs by itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import logging
 import os
@@ -25,13 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import kubelet
-from .accounting import Accounting, Ledger
+from .accounting import Accounting
 from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
-from .decode import AllocatableDecoder, ListDecoder
 from .health import Health
+from .issues import IssueKind
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
-from .rendering import Renderer, RenderOptions
+from .pipeline import Pipeline, Replies, Result
+from .rendering import RenderOptions
 from .topology import TopologyError, read_topology
 
 if TYPE_CHECKING:
@@ -47,7 +49,6 @@ WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
-TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 
 @dataclass
@@ -95,12 +96,9 @@ class Refresher:
         self.generation = 0  # bumped after every refresh attempt
         self._bodies: dict[tuple[int, int, bool, bool], bytes] = {}
         self._data = b""
-        self._ledger = Ledger()
-        self._renderer = Renderer(settings.render)
-        self._list_v1 = ListDecoder.v1()
-        self._list_v1alpha1 = ListDecoder.v1alpha1()
-        self._allocatable_decoder = AllocatableDecoder()
+        self._pipeline = Pipeline(settings.render)
         self._allocatable: Allocatable | None = None
+        self._allocatable_reply: bytes | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
         self._missing_wait = settings.interval  # re-read delay while a resource stays missing
@@ -156,13 +154,9 @@ class Refresher:
         self._last_started = time.monotonic()
         try:
             self._maybe_reread_topology()
-            snapshot = await self._read_kubelet()
-            pods = snapshot.pods
-            if self.kube_view is not None:
-                pods = self.kube_view.without_terminated(pods)
-            result = self._ledger.update(pods, snapshot.allocatable, self.topology,
-                                         snapshot.api_version)
-            self._publish(snapshot, result, len(snapshot.pods) - len(pods))
+            replies = await self._read_kubelet()
+            keep = self.kube_view.without_terminated if self.kube_view is not None else None
+            self._publish(self._pipeline.run(replies, self.topology, keep))
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -186,7 +180,7 @@ class Refresher:
             waiters = [asyncio.ensure_future(self._stop.wait())]
             if self.health.backoff_seconds == 0:  # events never cut a back-off short
                 waiters.append(asyncio.ensure_future(self._changed.wait()))
-            done, pending = await asyncio.wait(waiters, timeout=remaining,
+            _done, pending = await asyncio.wait(waiters, timeout=remaining,
                                                return_when=asyncio.FIRST_COMPLETED)
             for waiter in pending:
                 waiter.cancel()
@@ -196,16 +190,15 @@ class Refresher:
                 self._changed.clear()
                 earliest = self._last_started + 1.0 / self.settings.max_refresh_rate
                 pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), timeout=pause)
-                except asyncio.TimeoutError:
-                    pass
                 self._changed.clear()  # changes during the pause are covered by this refresh
                 return
 
     async def _watch(self, directory: Path) -> None:
         """Poll the kubelet's state files' mtimes; cheap, and needs no inotify."""
-        targets = [directory] if directory.is_file() else [directory / name for name in WATCHED_FILES]
+        targets = ([directory] if directory.is_file()
+                   else [directory / name for name in WATCHED_FILES])
         last = [_stat(path) for path in targets]
         while True:
             await asyncio.sleep(WATCH_POLL_SECONDS)
@@ -216,7 +209,7 @@ class Refresher:
 
     # ---- reading the kubelet -------------------------------------------------------------
 
-    async def _read_kubelet(self) -> KubeletSnapshot:
+    async def _read_kubelet(self) -> Replies:
         caps = self.health.capabilities
         self._notice_restart()
         if caps.api_version == "v1alpha1" and \
@@ -224,7 +217,8 @@ class Refresher:
             self._redetect = True  # a lowered capability is probed again: is v1 served now?
         if self._redetect or caps.api_version == "v1":
             try:
-                pods = self._list_v1.decode((await self.client.list_pods()).raw)
+                raw = (await self.client.list_pods()).raw
+                pods = self._pipeline.pods(raw, "v1")
                 if caps.api_version != "v1":  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
@@ -233,19 +227,21 @@ class Refresher:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
-                pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+                raw = (await self.client.list_pods_v1alpha1()).raw
+                pods = self._pipeline.pods(raw, "v1alpha1")
                 self._set_capability("api_version", "v1alpha1")
                 self._set_capability("get_allocatable", "false")
                 self._set_capability("get", "false")
                 self._set_capability("pod_level", "unknown")  # v1alpha1 cannot carry it
         else:
-            pods = self._list_v1alpha1.decode((await self.client.list_pods_v1alpha1()).raw)
+            raw = (await self.client.list_pods_v1alpha1()).raw
+            pods = self._pipeline.pods(raw, "v1alpha1")
         self._redetect = False
         if caps.api_version != "v1":
-            return KubeletSnapshot(pods, None, "v1alpha1")
+            return Replies(raw, "v1alpha1")
         await self._probe_get(pods)
         await self._refresh_allocatable(pods)
-        return KubeletSnapshot(pods, self._allocatable, "v1")
+        return Replies(raw, "v1", self._allocatable_reply)
 
     async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
@@ -292,12 +288,13 @@ class Refresher:
             return
         try:
             raw = (await self.client.get_allocatable()).raw
-            self._allocatable = self._allocatable_decoder.decode(raw)
+            self._allocatable = self._pipeline.allocatable(raw)
+            self._allocatable_reply = raw
             self._set_capability("get_allocatable", "true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
                 raise
-            self._allocatable = None
+            self._allocatable = self._allocatable_reply = None
             self._set_capability("get_allocatable", "false")
         self._allocatable_at = now
         self._allocatable_missing = missing
@@ -320,22 +317,16 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, snapshot: KubeletSnapshot, result: Accounting, terminated: int) -> None:
-        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
-        self.snapshot = snapshot
-        if result is not self.accounting:  # the ledger returns the same object when unchanged
-            self._data = self._renderer.render(result, self.topology)
-        self.accounting = result
+    def _publish(self, result: Result) -> None:
+        self.snapshot = result.snapshot
+        self._data = result.section
+        self.accounting = result.accounting
         if self.fit is not None:
-            self._fit_data = self.fit.update(snapshot, self.topology, result)
-        if result.pod_level_seen:
+            self._fit_data = self.fit.update(result.snapshot, self.topology, result.accounting)
+        if result.accounting.pod_level_seen:
             self._set_capability("pod_level", "true")
-        issues, examples = result.data_issues, result.issue_examples
-        if terminated:
-            issues = {**issues, TERMINATED_POD: terminated}
-            examples = {**examples, TERMINATED_POD: "a pod the Kubernetes API reports Succeeded "
-                                                    "or Failed, left out of the figures"}
-        self.health.count_issues(issues)
+        issues, examples = result.issues, result.examples
+        self.health.count_issues(dict(issues))
         kinds = {k for k, v in issues.items() if v}
         self._issue_log.note({kind: issues[kind] for kind in kinds}, examples)
 
@@ -367,9 +358,9 @@ class Refresher:
         if kind == kubelet.UNAVAILABLE:
             self._kubelet_changed()
         if kind == kubelet.TOO_LARGE:
-            self.health.count_issues({"message_too_large": 1})
+            self.health.count_issues({IssueKind.MESSAGE_TOO_LARGE: 1})
         if kind == kubelet.INVALID_REPLY:
-            self.health.count_issues({"invalid_reply": 1})
+            self.health.count_issues({IssueKind.INVALID_REPLY: 1})
         if kind != self._state and not logged:
             self._log_failure(error, delay)
         self._state = kind

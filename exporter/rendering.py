@@ -10,14 +10,16 @@ that reason), so one rendering serves both formats. Names, help texts and labels
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from . import catalog
-from .accounting import Accounting
+from .accounting import Accounting, PodFigures
 from .catalog import CATALOG, HELP, MetricDef
 from .model import Topology
 
@@ -28,7 +30,7 @@ class RenderOptions:
     device_info: bool = True
 
 
-def gauge_family(metric: MetricDef, values: dict) -> GaugeMetricFamily:
+def gauge_family(metric: MetricDef, values: Mapping[Any, float]) -> GaugeMetricFamily:
     """The gauge family of ``metric`` with one sample per ``{label values: value}`` item (a
     single label's value may stand alone), in label order."""
     family = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
@@ -37,14 +39,15 @@ def gauge_family(metric: MetricDef, values: dict) -> GaugeMetricFamily:
     return family
 
 
-def node_series(accounting: Accounting, topology: Topology) -> list[tuple[MetricDef, dict]]:
+def node_series(accounting: Accounting,
+                topology: Topology) -> list[tuple[MetricDef, dict[Any, float]]]:
     """Node and NUMA series as (metric, {label values: value}), those that exist."""
-    series: list[tuple[MetricDef, dict]] = [
+    series: list[tuple[MetricDef, dict[Any, float]]] = [
         (catalog.NUMA_NODE_CPUS,
          {(str(n.numa_id),): len(n.cpus) for n in topology.numa_nodes.values()}),
     ]
 
-    def add(metric: MetricDef, values: dict | None) -> None:
+    def add(metric: MetricDef, values: Mapping[Any, float] | None) -> None:
         if values:
             series.append((metric, {k if isinstance(k, tuple) else (k,): v
                                     for k, v in values.items()}))
@@ -69,9 +72,10 @@ def node_families(accounting: Accounting, topology: Topology) -> list[Metric]:
     return [gauge_family(metric, values) for metric, values in node_series(accounting, topology)]
 
 
-def workload_families(source, options: RenderOptions = RenderOptions()) -> list[Metric]:
+def workload_families(source: Accounting | PodFigures,
+                      options: RenderOptions = RenderOptions()) -> list[Metric]:
     """Workload families from an :class:`Accounting` or one pod's :class:`PodFigures`."""
-    families = [
+    families: list[Metric] = [
         gauge_family(catalog.CONTAINER_CPUS, source.container_cpus),
         gauge_family(catalog.CONTAINER_MEMORY, source.container_memory),
         gauge_family(catalog.CONTAINER_DEVICES, source.container_devices),
@@ -105,10 +109,10 @@ def data_families(accounting: Accounting, topology: Topology,
 class _Families:
     """The minimal registry interface ``generate_latest`` needs."""
 
-    def __init__(self, families):
+    def __init__(self, families: list[Metric]) -> None:
         self._families = families
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         return iter(self._families)
 
 
@@ -137,8 +141,8 @@ class Renderer:
         self._rows: dict[int, tuple[bytes, ...]] = {}  # id of a PodFigures -> its blocks
         self._held: dict[int, object] = {}  # keeps those PodFigures alive
         self._headers: dict[str, str] = {}
-        self._prefixes: dict[tuple, str] = {}
-        self._node_cache: dict[str, tuple[dict, str]] = {}  # family -> (values, text)
+        self._prefixes: dict[tuple[Any, ...], str] = {}
+        self._node_cache: dict[str, tuple[dict[Any, float], str]] = {}  # -> (values, text)
 
     def render(self, accounting: Accounting, topology: Topology) -> bytes:
         parts = [self._node_section(accounting, topology).encode()]
@@ -189,7 +193,7 @@ class Renderer:
             prefix = self._prefixes[key] = line[:line.rindex(" ") + 1]
         return prefix
 
-    def _render_pod(self, pod) -> tuple[bytes, ...]:
+    def _render_pod(self, pod: PodFigures) -> tuple[bytes, ...]:
         families = [f for f in workload_families(pod, self.options) if f.samples]
         blocks: dict[str, bytes] = {}
         if families:

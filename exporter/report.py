@@ -12,7 +12,7 @@ string (``"0"``, ``"0,1"``, ``"unknown"``), CPU sets are cpulists, sizes are byt
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .accounting import UNKNOWN, Accounting, label_ids
@@ -253,7 +253,7 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
 def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
                  node_name: str = "", pods: Sequence[PodAssignment] = ()) -> str:
     """The report as one JSON document; its shape is documented in ``docs/snapshot.md``."""
-    def keyed(values: dict[Any, Any] | None,
+    def keyed(values: Mapping[Any, Any] | None,
               names: tuple[str, ...]) -> list[dict[str, Any]] | None:
         if values is None:
             return None

@@ -116,7 +116,7 @@ class DcgmTarget:
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self.body(), content_type="text/plain")
 
-    async def __aenter__(self) -> "DcgmTarget":
+    async def __aenter__(self) -> DcgmTarget:
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         self.runner = web.AppRunner(app)
@@ -162,10 +162,10 @@ class Prometheus:
             }],
         }
 
-    async def __aenter__(self) -> "Prometheus":
+    async def __aenter__(self) -> Prometheus:
         config = self.dir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config()))
-        self.log = open(self.dir / "prometheus.log", "w+")
+        self.log = open(self.dir / "prometheus.log", "w+")  # noqa: SIM115  # the child's log, open while it runs
         self.process = subprocess.Popen(
             [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
@@ -535,7 +535,7 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
     proven: set[str] = set()
     with tempfile.TemporaryDirectory() as directory:
         async with clusters(fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
-            for name, expr in exprs.items():  # every expression evaluates on healthy data
+            for _name, expr in exprs.items():  # every expression evaluates on healthy data
                 await prometheus.instant(expr)
 
             async def demo_alerts():

@@ -55,7 +55,7 @@ class CA:
     def __init__(self, directory: Path, name: str):
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
                      .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
                      .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -68,7 +68,7 @@ class CA:
 
     def issue(self, stem: str, client: bool = False) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         builder = (x509.CertificateBuilder().subject_name(_name(stem))
                    .issuer_name(self.cert.subject).public_key(key.public_key())
@@ -110,7 +110,7 @@ class Served:
         self.node, self.config = node, webconfig.load(config_path)
         self.stop = asyncio.Event()
 
-    async def __aenter__(self) -> "Served":
+    async def __aenter__(self) -> Served:
         started = asyncio.get_running_loop().create_future()
         self.task = asyncio.create_task(serve(
             self.node.settings(), ("127.0.0.1", 0), stop=self.stop,
@@ -124,10 +124,9 @@ class Served:
         assert await asyncio.wait_for(self.task, 10) == 0
 
     async def get(self, path: str, scheme: str = "https", ssl_context=None, **kwargs):
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context,
-                                   **kwargs) as response:
-                return response.status, response.headers, await response.text()
+        async with aiohttp.ClientSession() as session, session.get(
+                f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context, **kwargs) as response:
+            return response.status, response.headers, await response.text()
 
 
 def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
@@ -138,7 +137,7 @@ def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) ->
 
 
 async def test_https_with_basic_auth(pki, tmp_path):
-    ca, cert, key = pki
+    ca, _cert, _key = pki
     path = write_config(tmp_path, f"""
 tls_server_config: {{cert_file: server.crt, key_file: server.key}}
 http_server_config:
@@ -325,7 +324,7 @@ async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
     ("a: " + "[" * 5000 + "\n", "not valid YAML: nested too deeply"),
 ])
 def test_bad_web_config_exits_2_with_one_line(pki, tmp_path, capsys, text, reason):
-    ca, _, _ = pki
+    _ca, _, _ = pki
     CA(tmp_path, "other")  # other.key does not match server.crt
     path = write_config(tmp_path, text)
     assert main(["--web-config-file", str(path), "--listen-address", "127.0.0.1:0"]) == 2

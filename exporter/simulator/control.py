@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -31,7 +33,7 @@ class _BadRequest(Exception):
 
 def control_app(simulator: Simulator) -> web.Application:
     app = web.Application(middlewares=[_errors])
-    background: set[asyncio.Task] = set()
+    background: set[asyncio.Task[None]] = set()
 
     async def state(request: web.Request) -> web.Response:
         return web.json_response(simulator.describe())
@@ -110,14 +112,16 @@ def control_app(simulator: Simulator) -> web.Application:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler):
+async def _errors(request: web.Request,
+                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                  ) -> web.StreamResponse:
     try:
         return await handler(request)
     except _BadRequest as error:
         return web.json_response({"error": str(error)}, status=400)
 
 
-async def _json(request: web.Request) -> dict:
+async def _json(request: web.Request) -> dict[str, Any]:
     """The request's JSON object; an empty body is ``{}``, anything else but an object a 400."""
     if not request.can_read_body:
         return {}
@@ -133,7 +137,7 @@ async def _json(request: web.Request) -> dict:
     return body
 
 
-def _number(body: dict, key: str, default: float) -> float:
+def _number(body: dict[str, Any], key: str, default: float) -> float:
     value = body.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or value < 0:

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..topology import parse_cpulist
 
@@ -143,7 +144,7 @@ class GenerateSpec:
     """Pods made from weighted templates, for the large profiles."""
 
     count: int
-    templates: list[tuple[float, dict]]
+    templates: list[tuple[float, dict[str, Any]]]
     namespaces: list[str]
 
 
@@ -233,7 +234,7 @@ def load_profile(name_or_path: str) -> NodeSpec:
     return parse_profile(data)
 
 
-def parse_profile(data: dict) -> NodeSpec:
+def parse_profile(data: dict[str, Any]) -> NodeSpec:
     """Build a :class:`NodeSpec` from profile JSON, checking it as it goes."""
     try:
         return _parse_profile(data)
@@ -243,7 +244,7 @@ def parse_profile(data: dict) -> NodeSpec:
         raise ProfileError(f"bad profile: {error!r}") from error
 
 
-def _parse_profile(data: dict) -> NodeSpec:
+def _parse_profile(data: dict[str, Any]) -> NodeSpec:
     seed = int(data.get("seed", 1))
     rng = random.Random(seed)
     major, minor = (int(p) for p in str(data.get("kubernetes_version", "1.37")).split(".")[:2])
@@ -302,7 +303,7 @@ def _parse_profile(data: dict) -> NodeSpec:
     )
 
 
-def _threads_per_core(data: dict, numa_nodes: list[NumaSpec]) -> int:
+def _threads_per_core(data: dict[str, Any], numa_nodes: list[NumaSpec]) -> int:
     threads = int(data.get("threads_per_core", 1))
     total = sum(len(n.cpus) for n in numa_nodes)
     if threads < 1 or total % threads:
@@ -310,7 +311,8 @@ def _threads_per_core(data: dict, numa_nodes: list[NumaSpec]) -> int:
     return threads
 
 
-def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> list[SimDevice]:
+def _parse_devices(group: dict[str, Any], known_numa: set[int],
+                   rng: random.Random) -> list[SimDevice]:
     resource = group["resource"]
     style = group.get("id_style", "index")
     prefix = group.get("id_prefix", resource.rsplit("/", 1)[-1] + "-")
@@ -336,7 +338,7 @@ def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> lis
     return devices
 
 
-def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids,
+def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids: Any,
                rng: random.Random) -> str:
     """A plausible device id: GPU UUIDs, PCI addresses of VFs (per NUMA node), or prefix+n."""
     if style == "uuid":
@@ -348,7 +350,7 @@ def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids,
     return f"{prefix}{index}"
 
 
-def parse_container(data: dict) -> ContainerSpec:
+def parse_container(data: dict[str, Any]) -> ContainerSpec:
     cpus, exclusive = parse_cpus(data.get("cpus"))
     memory = {}
     for key, value in data.items():
@@ -364,7 +366,7 @@ def parse_container(data: dict) -> ContainerSpec:
     )
 
 
-def parse_pod(data: dict) -> PodSpec:
+def parse_pod(data: dict[str, Any]) -> PodSpec:
     pod_level = data.get("pod_level", {})
     return PodSpec(
         namespace=data.get("namespace", "default"),
@@ -385,7 +387,7 @@ def parse_pod(data: dict) -> PodSpec:
     )
 
 
-def _phase(value) -> str:
+def _phase(value: Any) -> str:
     if value not in PHASES:
         raise ProfileError(f"bad pod phase {value!r}; one of {', '.join(PHASES)}")
-    return value
+    return str(value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import string
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..model import (
@@ -110,7 +111,7 @@ class NodeState:
         """``GetAllocatableResources`` (SPEC section 2, fact 5): healthy devices of registered
         plugins only, each with the topology it was registered with (an empty one yields no
         entry on the wire)."""
-        memory = ()
+        memory: tuple[MemoryBlock, ...] = ()
         if self.spec.memory_manager_policy == "Static":
             memory = tuple(MemoryBlock(t, size, (n,))
                            for (n, t), size in sorted(self.allocatable_memory.items()))
@@ -348,7 +349,7 @@ class NodeState:
             self.free_cpus[n] -= taken
         return taken
 
-    def _give_back_cpus(self, cpus) -> None:
+    def _give_back_cpus(self, cpus: Iterable[int]) -> None:
         for cpu in cpus:
             self.free_cpus[self.cpu_numa[cpu]].add(cpu)
 
@@ -449,8 +450,8 @@ class NodeState:
         for device in sim.devices:
             if device.healthy:
                 self.free_devices.add(device.device_id)
-        for driver, pool, device in sim.dra:
-            self.dra_free.setdefault(driver, []).append((driver, pool, device))
+        for driver, pool, dra_device in sim.dra:
+            self.dra_free.setdefault(driver, []).append((driver, pool, dra_device))
             self.dra_free[driver].sort()
 
 

@@ -43,6 +43,8 @@ import aiohttp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import contextlib  # noqa: E402
+
 from common import free_port, rss_kib  # noqa: E402
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
@@ -62,7 +64,7 @@ def write_tls_files(directory: Path) -> Path:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "benchmark")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
@@ -118,7 +120,7 @@ class Bench:
             config += "tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
             self.client_tls = ssl.create_default_context(cafile=ca)
         (self.workdir / "web-config.yml").write_text(config)
-        self.log = open(self.workdir / "exporter.log", "wb")
+        self.log = open(self.workdir / "exporter.log", "wb")  # noqa: SIM115  # the child's log, open while it runs
         self.exporter = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "exporter", "--socket", str(self.socket),
             "--sysfs-root", str(self.sysfs), "--listen-address", f"127.0.0.1:{self.port}",
@@ -137,7 +139,7 @@ class Bench:
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
         self.log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -154,7 +156,7 @@ class Bench:
                                    timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 body = await response.read()
                 return response.status == 200 and len(body) > 0, time.monotonic() - started
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False, time.monotonic() - started
 
     # ---- attackers ----------------------------------------------------------------------
@@ -179,7 +181,7 @@ class Bench:
                 try:
                     data = await asyncio.wait_for(reader.read(4096), 5 if kind == "slowloris"
                                                   else deadline - time.monotonic())
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if kind == "slowloris":
                         writer.write(b"X")
                         await writer.drain()
@@ -213,7 +215,7 @@ class Bench:
                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
                 await response.read()
                 answers[response.status] = answers.get(response.status, 0) + 1
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             answers["error"] = answers.get("error", 0) + 1
 
     # ---- one scenario -------------------------------------------------------------------
@@ -236,11 +238,9 @@ class Bench:
                 while not stop.is_set():
                     tick = time.monotonic()
                     scrapes.append(await self.scrape(session))
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), max(
                             0.0, self.args.legit_interval - (time.monotonic() - tick)))
-                    except asyncio.TimeoutError:
-                        pass
 
         await asyncio.sleep(1)
         before = rss_kib(pid)

@@ -18,17 +18,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aiohttp import web  # noqa: E402
-from prometheus_client import REGISTRY, Gauge  # noqa: E402
-from prometheus_client.exposition import choose_encoder  # noqa: E402
+import contextlib
 
-from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
-from exporter.accounting import account  # noqa: E402
-from exporter.decode import allocatable_from_v1, pod_from_v1  # noqa: E402
-from exporter.kubelet import KubeletClient  # noqa: E402
-from exporter.model import KubeletSnapshot  # noqa: E402
-from exporter.rendering import CATALOG  # noqa: E402
-from exporter.topology import read_topology  # noqa: E402
+from aiohttp import web
+from prometheus_client import REGISTRY, Gauge
+from prometheus_client.exposition import choose_encoder
+
+from exporter._proto.v1 import api_pb2 as v1
+from exporter.accounting import account
+from exporter.decode import allocatable_from_v1, pod_from_v1
+from exporter.kubelet import KubeletClient
+from exporter.model import KubeletSnapshot
+from exporter.rendering import CATALOG
+from exporter.topology import read_topology
 
 GAUGES = {m.name: Gauge(m.name, m.help, list(m.labels)) for m in CATALOG
           if m.type == "gauge" and m.group in ("node", "workload")
@@ -107,7 +109,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass

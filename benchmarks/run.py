@@ -47,12 +47,10 @@ import aiohttp  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
-from exporter.accounting import Ledger  # noqa: E402
-from exporter.decode import AllocatableDecoder, ListDecoder  # noqa: E402
 from exporter.exposition import Exposition, HealthSections, Section  # noqa: E402
 from exporter.health import Health  # noqa: E402
 from exporter.kubelet import KubeletClient  # noqa: E402
-from exporter.rendering import Renderer  # noqa: E402
+from exporter.pipeline import Pipeline, Replies  # noqa: E402
 from exporter.status import KubeletStatus  # noqa: E402
 from exporter.topology import read_topology  # noqa: E402
 
@@ -194,21 +192,20 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     finally:
         await client.close()
     topology = read_topology(sim.sysfs)
-    decoder, allocatable_decoder = ListDecoder.v1(), AllocatableDecoder()
-    ledger, renderer, health = Ledger(), Renderer(), Health("bench")
-    allocatable = allocatable_decoder.decode(allocatable_raw)
+    pipeline, health = Pipeline(), Health("bench")
+    pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
     exposition, status = Exposition(), KubeletStatus()
     state: dict = {"accounting": None}
 
     def refresh(raw: bytes) -> int:
-        """What one refresh costs the exporter: every /metrics variant finished (the data
-        section rendered and deflated when it changed, the health section in both formats,
-        deflated); returns the OpenMetrics body's length."""
-        accounting = ledger.update(decoder.decode(raw), allocatable, topology)
+        """What one refresh costs the exporter: the refresh loop's own pipeline and every
+        /metrics variant finished (the data section rendered and deflated when it changed, the
+        health section in both formats, deflated); returns the OpenMetrics body's length."""
+        result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology)
         data = None
-        if accounting is not state["accounting"]:
-            state["accounting"] = accounting
-            data = Section.of(renderer.render(accounting, topology))
+        if result.accounting is not state["accounting"]:
+            state["accounting"] = result.accounting
+            data = Section.of(result.section)
         exposition.update(data=data, health=HealthSections.of(*health.render_both(status)))
         return exposition.body(True, False).length
 
@@ -249,7 +246,7 @@ def wrk_latency(port: int, seconds: float, connections: int = 16) -> dict:
                "--timeout", "5s"]
     for name, value in PROMETHEUS_HEADERS.items():
         command += ["-H", f"{name}: {value}"]
-    output = subprocess.run(command + [f"http://127.0.0.1:{port}/metrics"],
+    output = subprocess.run([*command, f"http://127.0.0.1:{port}/metrics"],
                             capture_output=True, text=True, check=True).stdout
     percentiles = {}
     for label in ("50", "99"):

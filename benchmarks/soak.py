@@ -70,7 +70,7 @@ class Soak:
         raise RuntimeError("simulator did not start")
 
     async def start_exporter(self) -> None:
-        self.log = open(self.workdir / "exporter.log", "ab")
+        self.log = open(self.workdir / "exporter.log", "ab")  # noqa: SIM115  # the child's log, open while it runs
         self.exporter = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "exporter", "--socket", str(self.socket),
             "--sysfs-root", str(self.sysfs), "--listen-address", f"127.0.0.1:{self.metrics_port}",
@@ -122,13 +122,14 @@ class Soak:
                 if response.status != 200:
                     self.failed_scrapes += 1
                     return
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             self.failed_scrapes += 1
             return
         values = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in ("podresources_up", "podresources_last_refresh_timestamp_seconds"):
+                if sample.name in ("podresources_up",
+                                   "podresources_last_refresh_timestamp_seconds"):
                     values[sample.name] = sample.value
         last = values.get("podresources_last_refresh_timestamp_seconds", 0.0)
         if last > 0:
@@ -196,7 +197,7 @@ class Soak:
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -157,6 +157,56 @@ def dra_and_alignment() -> list:
     ]
 
 
+SHAPE_FITS_ON_NODE = f"max by (node, shape) (podresources_shape_fits{{{NODES}}})"
+SHAPE_CAPACITY = f"node_shape:podresources_shape_capacity:max{{{NODES}}}"
+# 1 where even the node's best NUMA node lacks the resource for one pod of the shape
+SHAPE_BLOCKED = (f"min by (node, shape, resource) (podresources_shape_shortfall{{{NODES}}}) "
+                 "> bool 0")
+
+
+def fit_per_shape() -> list:
+    """The shapes of --fit-shapes: where each fits, how many more, what blocks it."""
+    return [
+        row("Fit per shape"),
+        table("Shapes: where they fit",
+              "Per pod shape of the exporters' --fit-shapes: the nodes where one pod fits on a "
+              "single NUMA node now, and how many more pods the selected nodes admit under "
+              "single-numa-node (each node packed greedily).",
+              [query(f"sum by (shape) ({SHAPE_FITS_ON_NODE})", table=True),
+               query(f"sum by (shape) ({SHAPE_CAPACITY})", table=True),
+               query(f"count by (shape) ({SHAPE_CAPACITY})", table=True)],
+              transformations=[merge(), organize(
+                  {"Value #A": "nodes where it fits", "Value #B": "capacity",
+                   "Value #C": "nodes"},
+                  order=("shape", "Value #A", "Value #B", "Value #C"))],
+              colored={"capacity": ((None, "red"), (1, "orange"), (4, "green"))},
+              sort_by="capacity", width=12, height=8),
+        table("Blocking resources per shape",
+              "Per shape and resource, the nodes where no NUMA node has enough of it for one "
+              "pod: the why not. A resource blocking on every node is what to free or buy.",
+              [query(f"sum by (shape, resource) ({SHAPE_BLOCKED})", table=True)],
+              transformations=[organize({"Value": "nodes blocked"})],
+              colored={"nodes blocked": ((None, "green"), (1, "orange"))},
+              sort_by="nodes blocked", width=12, height=8),
+        timeseries("Capacity per shape",
+                   "More pods of each shape the selected nodes admit under single-numa-node, "
+                   "over time; 0 for 30 minutes cluster-wide fires PodresourcesShapeNoCapacity.",
+                   [query(f"sum by (shape) ({SHAPE_CAPACITY})", "{{shape}}")],
+                   unit="short", width=12),
+        table("Shape fit by node",
+              "Per node and shape: the NUMA nodes where one pod fits now (0 = none), and how "
+              "many more pods the node admits.",
+              [query(f"sum by (node, shape) (max by (node, shape, numa_node) "
+                     f"(podresources_shape_fits{{{NODES}}}))", table=True),
+               query(f"max by (node, shape) ({SHAPE_CAPACITY})", table=True)],
+              transformations=[merge(), organize(
+                  {"Value #A": "NUMA nodes where it fits", "Value #B": "capacity"},
+                  order=("node", "shape", "Value #A", "Value #B"))],
+              colored={"capacity": ((None, "red"), (1, "green"))}, links=NODE_LINKS,
+              sort_by="capacity", width=12, height=8),
+    ]
+
+
 def build() -> dict:
     variables = [
         datasource_variable(),
@@ -171,7 +221,7 @@ def build() -> dict:
                         "Exclusive CPUs a Guaranteed pod asks for, for the fit and "
                         "fragmentation panels."),
     ]
-    panels = fleet() + free_cpus() + utilization() + dra_and_alignment()
+    panels = fleet() + fit_per_shape() + free_cpus() + utilization() + dra_and_alignment()
     return dashboard(TITLE, UID,
                      "Where exclusive CPUs, memory and devices are free across nodes, and where "
                      "they are free in total but fragmented over NUMA nodes.", variables, panels)

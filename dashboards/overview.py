@@ -11,6 +11,7 @@ from .panels import (
     cluster_variable,
     dashboard,
     datasource_variable,
+    matrix_table,
     merge,
     numa_matcher,
     organize,
@@ -106,8 +107,8 @@ def utilization_bars() -> list:
         bar_gauge("Hugepages utilization", about + " One bar per NUMA node and page size.",
                   [query(utilization(f'resource=~"{HUGEPAGES}"'),
                          "NUMA {{numa_node}} {{resource}}", instant=True)]),
-        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a device "
-                  "local to several NUMA nodes counts on each.",
+        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a "
+                  "device local to several NUMA nodes counts on each.",
                   [query(utilization(f'resource!~"{NOT_DEVICE}"'),
                          "NUMA {{numa_node}} {{resource}}", instant=True)]),
     ]
@@ -256,6 +257,42 @@ def gpus() -> list:
     return [row("GPUs (dcgm-exporter)", collapsed_panels=[table_panel, by_numa, by_pod])]
 
 
+def free_capacity() -> list:
+    """What a new exclusive request could still get on each NUMA node, and the shapes' fit."""
+    return [
+        row("Free for new pods"),
+        matrix_table("Free CPUs and devices per NUMA node",
+                     "What a new exclusive request can still get on each NUMA node alone: CPUs, "
+                     "whole-core CPUs (free CPUs whose SMT siblings are free too, what the "
+                     "full-pcpus-only option needs) and devices (a device local to several NUMA "
+                     "nodes counts on each; devices without locality under unknown).",
+                     f"max by (numa_node, resource) (podresources_numa_free{{{NODE},"
+                     f'resource!~"memory|{HUGEPAGES}"}}) or label_replace(max by (numa_node) '
+                     f"(podresources_numa_free_full_cores{{{NODE}}}), "
+                     '"resource", "whole-core CPUs", "", "")', "numa_node", "resource",
+                     unit="short", steps=((None, "red"), (1, "green")), width=6),
+        matrix_table("Free memory per NUMA node",
+                     "Memory and hugepages a new Guaranteed pod can still get on each NUMA node "
+                     "alone (memory spanning NUMA nodes apportioned over them: an estimate).",
+                     f"max by (numa_node, resource) (podresources_numa_free{{{NODE},"
+                     f'resource=~"memory|{HUGEPAGES}"}})', "numa_node", "resource",
+                     unit="bytes", steps=((None, "red"), (1, "green")), width=6),
+        matrix_table("Pod shapes: fit per NUMA node",
+                     "Per shape of --fit-shapes: 1 where one pod of it fits on that NUMA node "
+                     "alone now, 0 where not (the shortfall table says why).",
+                     f"max by (shape, numa_node) (podresources_shape_fits{{{NODE}}})", "shape",
+                     "numa_node", unit="none", steps=((None, "red"), (1, "green")), width=6),
+        table("Pod shapes: shortfall",
+              "Per shape, NUMA node and resource: how much the NUMA node lacks for one pod of "
+              "the shape (0 when enough; memory in bytes).",
+              [query(f"max by (shape, numa_node, resource) "
+                     f"(podresources_shape_shortfall{{{NODE}}}) > 0", table=True)],
+              transformations=[organize({"Value": "lacks"},
+                                        order=("shape", "numa_node", "resource"))],
+              sort_by="lacks", width=6, height=8),
+    ]
+
+
 def build() -> dict:
     variables = [
         datasource_variable(),
@@ -269,7 +306,8 @@ def build() -> dict:
                        f'|dra_device_info|pod_cpus|pod_memory_bytes)",{NODE}}}, namespace)',
                        multi=True),
     ]
-    panels = at_a_glance() + utilization_bars() + over_time() + holders() + gpus()
+    panels = (at_a_glance() + utilization_bars() + free_capacity() + over_time() + holders()
+              + gpus())
     return dashboard(TITLE, UID,
                      "Per-NUMA use of exclusive CPUs, memory, hugepages and devices on one node, "
                      "and the containers holding them.", variables, panels)

@@ -199,7 +199,8 @@ def state_timeline(title: str, description: str, targets, *, width: int = 24,
                    height: int = 6, links=()) -> statetimeline_builder.Panel:
     """Up/down per series over time."""
     panel = (statetimeline_builder.Panel().mappings(value_mappings(UP_MAPPING))
-             .thresholds(thresholds(((None, "red"), (1, "green")))).show_value(VisibilityMode.NEVER))
+             .thresholds(thresholds(((None, "red"), (1, "green"))))
+             .show_value(VisibilityMode.NEVER))
     if links:
         panel = panel.override_by_regexp(".*", [links_property(links)])
     return _common(panel, title, description, "none", targets, width, height)
@@ -294,7 +295,8 @@ def cluster_variable() -> dashboard_builder.QueryVariable:
 
 
 def datasource_variable() -> dashboard_builder.DatasourceVariable:
-    return dashboard_builder.DatasourceVariable("datasource").label("Data source").type("prometheus")
+    return (dashboard_builder.DatasourceVariable("datasource").label("Data source")
+            .type("prometheus"))
 
 
 def query_variable(name: str, label: str, definition: str, *, multi: bool = False,

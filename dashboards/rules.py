@@ -102,6 +102,10 @@ RECORDS = (
     Record("node_resource:podresources_numa_utilization_ratio:max",
            "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
            "The fullest NUMA node of each node, per resource."),
+    Record("node_shape:podresources_shape_capacity:max",
+           "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
+           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
+           "series per node, however many monitors scrape it)."),
 )
 
 ALERTS = (
@@ -172,6 +176,16 @@ ALERTS = (
           "{{ $value }} containers on node {{ $labels.node }} have exclusive CPUs, memory or "
           "devices on more than one NUMA node, which costs latency and memory bandwidth.",
           threshold=0, threshold_means="misaligned containers on the node tolerated"),
+    Alert("PodresourcesShapeNoCapacity",
+          "sum by (<<cluster>>, shape) (node_shape:podresources_shape_capacity:max) == 0", "30m",
+          "No node can admit another pod of a fit shape.",
+          "Not one node has room for another pod of shape {{ $labels.shape }} "
+          "on a single NUMA node, for <<for>>: such a pod would stay Pending, or be rejected "
+          "with TopologyAffinityError if the scheduler placed it; "
+          "podresources_shape_shortfall{shape=\"{{ $labels.shape }}\"} says what each NUMA "
+          "node lacks.",
+          comment="Cluster-wide: one alert per shape, not per node. Shapes come from each "
+                  "exporter's --fit-shapes (the chart's fitShapes)."),
     Alert("PodresourcesDataIssues",
           "increase(podresources_data_issues_total[10m]) > 0", "30m",
           "The kubelet's podresources data is inconsistent.",
@@ -266,7 +280,7 @@ def _quote(value: str) -> str:
 
 
 def plain_rule_file() -> str:
-    lines = PLAIN_HEADER.splitlines() + ["groups:"]
+    lines = [*PLAIN_HEADER.splitlines(), "groups:"]
     for index, (group, rules) in enumerate(((RECORDING_GROUP, RECORDS),
                                              (ALERTING_GROUP, ALERTS))):
         if index:
@@ -342,7 +356,8 @@ def chart_template() -> str:
         name = alert.alert
         out.append(f"    {{{{- if not (has {_go_string(name)} $disabled) }}}}")
         out.append(f"    {{{{- $settings := get $alerts {_go_string(name)} | default dict }}}}")
-        out.append(f"    {{{{- $for := get $settings \"for\" | default {_go_string(alert.for_)} }}}}")
+        default_for = _go_string(alert.for_)
+        out.append(f"    {{{{- $for := get $settings \"for\" | default {default_for} }}}}")
         if alert.threshold is not None:
             out.append("    {{- $threshold := " + number(alert.threshold) + " }}")
             out.append('    {{- if hasKey $settings "threshold" }}'

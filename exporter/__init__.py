@@ -1,4 +1,5 @@
-"""podresources-exporter: per-NUMA use of the kubelet's exclusive resources, as Prometheus metrics."""
+"""podresources-exporter: per-NUMA use of the kubelet's exclusive resources, as Prometheus
+metrics."""
 
 import os
 

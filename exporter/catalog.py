@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 MetricType = Literal["gauge", "counter", "histogram"]
-Group = Literal["node", "workload", "health", "kube-api"]
+Group = Literal["node", "workload", "health", "kube-api", "fit"]
 
 
 @dataclass(frozen=True)
 class MetricDef:
     """One metric. ``group`` says when it is exposed: node and NUMA figures, workload figures
-    (``--no-workload-metrics`` drops them), the exporter's health, or the Kubernetes-API view
-    (``--kube-api``). A counter's name carries ``_total``, as exposed."""
+    (``--no-workload-metrics`` drops them), the exporter's health, the Kubernetes-API view
+    (``--kube-api``), or the fit answers (shapes from ``--fit-shapes``; admission failures once
+    ``--kube-api`` has seen a rejected pod). A counter's name carries ``_total``, as exposed."""
 
     name: str
     type: MetricType
@@ -187,6 +188,50 @@ KUBE_API_ERRORS = _define(
     "podresources_kube_api_errors_total", "counter",
     "Failed list and watch attempts against the Kubernetes API, by resource.", ("resource",),
     "kube-api")
+
+# ---- fit and explain: where does a pod still fit, why was it rejected ----
+NUMA_FREE = _define(
+    "podresources_numa_free", "gauge",
+    "What a new exclusive request could still get on this NUMA node alone: allocatable minus "
+    "allocated (memory spanning nodes apportioned, an estimate; devices: allocatable devices "
+    "not assigned, a device local to several nodes counted on each). CPUs, bytes or devices.",
+    ("numa_node", "resource"))
+NUMA_FREE_FULL_CORES = _define(
+    "podresources_numa_free_full_cores", "gauge",
+    "Free allocatable CPUs whose SMT siblings are all free and allocatable (whole free "
+    "physical cores), counted in CPUs.", ("numa_node",))
+KUBELET_CONFIG_INFO = _define(
+    "podresources_kubelet_config_info", "gauge",
+    "Always 1; the kubelet's Topology Manager policy and scope and its CPU and memory manager "
+    "policies from --kubelet-config, each unknown when not read.",
+    ("topology_manager_policy", "topology_manager_scope", "cpu_manager_policy",
+     "memory_manager_policy"))
+SHAPE_FITS = _define(
+    "podresources_shape_fits", "gauge",
+    "1 when one pod of the shape fits on this NUMA node alone now (every resource of the "
+    "shape together), else 0.", ("shape", "numa_node"), "fit")
+SHAPE_SHORTFALL = _define(
+    "podresources_shape_shortfall", "gauge",
+    "How much of the resource this NUMA node lacks for one pod of the shape (0 when enough): "
+    "the why not.", ("shape", "numa_node", "resource"), "fit")
+SHAPE_CAPACITY = _define(
+    "podresources_shape_capacity", "gauge",
+    "How many more pods of the shape this node could admit now under the single-numa-node "
+    "policy, packed greedily, each on one NUMA node.", ("shape",), "fit")
+SHAPE_MIN_NUMA_NODES = _define(
+    "podresources_shape_min_numa_nodes", "gauge",
+    "The fewest NUMA nodes that together hold one pod of the shape now (what the restricted "
+    "or best-effort policy would need); absent when it does not fit at all.", ("shape",), "fit")
+ADMISSION_FAILURES = _define(
+    "podresources_admission_failures_total", "counter",
+    "Pods of this node rejected at admission for exclusive resources (seen with --kube-api); "
+    "blocking_resource is what no single NUMA node had enough of at the next refresh, "
+    "multiple when several, none when the pod would fit now.",
+    ("reason", "blocking_resource"), "fit")
+ADMISSION_FAILURE_INFO = _define(
+    "podresources_admission_failure_info", "gauge",
+    "1 per pod rejected at admission that is still present in the Kubernetes API.",
+    ("namespace", "pod", "reason", "blocking_resource"), "fit")
 
 CATALOG: tuple[MetricDef, ...] = tuple(_DEFINED)
 HELP: dict[str, str] = {metric.name: metric.help for metric in CATALOG}

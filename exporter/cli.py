@@ -149,6 +149,7 @@ _LOOP = Settings()  # the refresh loop's defaults are the flags' defaults
 _EXPORTER = (SERVE, SNAPSHOT, DEMO)
 _SERVING = (SERVE, DEMO)
 KUBELET, LOGGING, SERVING = "kubelet and node", "logging", "serving"
+FIT = "fit and explain"
 
 FLAGS: tuple[Flag, ...] = (
     # ---- snapshot ----
@@ -195,9 +196,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--log-level", (*_EXPORTER, SIMULATE), f"{', '.join(LEVELS)} (default: %(default)s)",
          choice(*LEVELS), "info", LOGGING),
     # ---- serving /metrics ----
-    Flag("--listen-address", _SERVING,
+    Flag("--listen-address", (SERVE,),
          f"HTTP listener; port 0 picks a free port (default: :{DEFAULT_PORT})", listen_address,
          ("", DEFAULT_PORT), SERVING, "HOST:PORT"),
+    # the demo is tried on laptops and shared machines: this machine only, unless told otherwise
+    Flag("--listen-address", (DEMO,), "HTTP listener; port 0 picks a free port; :PORT listens "
+         f"on every interface (default: localhost:{DEFAULT_PORT}, this machine only)",
+         listen_address, ("localhost", DEFAULT_PORT), SERVING, "HOST:PORT"),
     Flag("--interval", _SERVING, "seconds between List calls (default: %(default)s)",
          positive_float, _LOOP.interval, SERVING),
     Flag("--allocatable-interval", _SERVING,
@@ -221,6 +226,21 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--web-config-file", _SERVING, "TLS and basic auth, in the Prometheus exporter-toolkit "
          "web-config format; /healthz and /readyz need no credentials (off when unset)", None,
          None, SERVING, "PATH"),
+    # ---- fit and explain (SPEC section 7) ----
+    Flag("--fit-shapes", _EXPORTER, "YAML file of named pod shapes (shapes: {NAME: {cpu: 8, "
+         "memory: 64Gi, nvidia.com/gpu: 2}}) for the podresources_shape_* answers; re-read on "
+         "change (off when unset)", None, _LOOP.fit_shapes, FIT, "FILE"),
+    Flag("--full-pcpus-only", _EXPORTER, "fit counts whole free physical cores only, as the "
+         "CPU manager option full-pcpus-only does (also read from --kubelet-config)", switch,
+         _LOOP.full_pcpus_only, FIT),
+    Flag("--kubelet-config", _EXPORTER, "the kubelet's config file (e.g. "
+         "/var/lib/kubelet/config.yaml), read for Topology Manager policy and scope and CPU "
+         "manager options (off when unset)", None, _LOOP.kubelet_config, FIT, "PATH"),
+    Flag("--shape", (SNAPSHOT,), "where does one pod of this shape fit: RESOURCE=QUANTITY,... "
+         "(e.g. cpu=8,nvidia.com/gpu=2,memory=64Gi)", None, None, FIT, "SHAPE"),
+    Flag("--why", (SNAPSHOT,), "why was this pod rejected at admission: NAMESPACE/POD, read "
+         "from the Kubernetes API (in-cluster config, or $KUBECONFIG)", None, None, FIT,
+         "NAMESPACE/POD"),
 )
 
 
@@ -288,9 +308,63 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     return parser
 
 
+def _takes_value(option: str) -> bool | None:
+    """Whether a command-line option (a flag's name, or a prefix argparse would accept for
+    it) is followed by a value; None when no flag goes by that name."""
+    names = {flag.name: flag.parse is not switch for flag in FLAGS}
+    names.update({"--help": False, "-h": False, "--version": False})
+    if option in names:
+        return names[option]
+    candidates = {takes for name, takes in names.items()
+                  if option.startswith("--") and name.startswith(option)}
+    return candidates.pop() if len(candidates) == 1 else None
+
+
+def _scan(argv: Sequence[str]) -> tuple[int | None, list[str]]:
+    """(where the command is in ``argv``, or None; the options given, by full name)."""
+    commands = {command for command, _ in SUBCOMMANDS}
+    given: list[str] = []
+    position = 0
+    while position < len(argv):
+        token = argv[position]
+        if token == "--":
+            break
+        if token.startswith("-") and token != "-":
+            option, has_value, _ = token.partition("=")
+            full = [f.name for f in FLAGS if f.name == option or
+                    (option.startswith("--") and f.name.startswith(option))]
+            if len(set(full)) == 1:
+                given.append(full[0])
+            if not has_value and _takes_value(option):
+                position += 1  # the option's value, whatever it looks like
+        elif token in commands:
+            return position, given
+        else:
+            return None, given  # a stray argument: argparse says what is wrong with it
+        position += 1
+    return None, given
+
+
 def parse_args(argv: Sequence[str] | None = None,
                environ: Mapping[str, str] | None = None) -> argparse.Namespace:
-    return build_parser(os.environ if environ is None else environ).parse_args(argv)
+    """The parsed command line. Flags may come before or after the command: argparse alone
+    would read those before it as the serve command's and then let the command's defaults
+    overwrite them, silently (``--socket S snapshot`` reading the default socket). So the
+    command is moved to the front first; a flag the command does not take is then refused.
+
+    ``given_flags`` on the result names the flags set on the command line or by their
+    environment twins (so a command can tell a chosen value from a default).
+    """
+    environ = os.environ if environ is None else environ
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    where, given = _scan(tokens)
+    if where is not None and where > 0:
+        tokens = [tokens[where], *tokens[:where], *tokens[where + 1:]]
+    args = build_parser(environ).parse_args(tokens)
+    from_environment = {flag.name for flag in FLAGS if flag.environ in environ or (
+        flag.environ_fallback is not None and flag.environ_fallback in environ)}
+    args.given_flags = frozenset(given) | from_environment
+    return args
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -320,7 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(argv)
         setup_logging(args.log_level, args.log_format)
         if args.command == SNAPSHOT:
-            return asyncio.run(snapshot(settings_from(args), args.format, args.log_level))
+            return asyncio.run(snapshot(settings_from(args), args.format, args.log_level,
+                                        shape=args.shape, why=args.why,
+                                        sysfs_given="--sysfs-root" in args.given_flags))
         if args.command == DEMO:
             return asyncio.run(demo(settings_from(args), args.listen_address, args.profile,
                                     args.churn_interval, args.control_address,

@@ -12,12 +12,24 @@ container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
 from ._proto.v1 import api_pb2 as v1
 from ._proto.v1alpha1 import api_pb2 as v1alpha1
+from .issues import (
+    MAX_ALLOCATABLE_DEVICE_ENTRIES,
+    MAX_ALLOCATABLE_MEMORY_BLOCKS,
+    MAX_CPU_IDS,
+    MAX_CPU_IDS_PER_REPLY,
+    MAX_ENTRIES_PER_POD,
+    MAX_MEMORY_BLOCKS,
+    MAX_MEMORY_TYPES,
+    MAX_NUMA_IDS,
+    IssueKind,
+)
 from .kubelet import INVALID_REPLY, KubeletError
 from .model import (
     Allocatable,
@@ -25,6 +37,7 @@ from .model import (
     DeviceEntry,
     DraDevice,
     MemoryBlock,
+    NumaIds,
     PodAssignment,
 )
 
@@ -41,21 +54,21 @@ def invalid_reply(method: str, error: Exception) -> KubeletError:
 
 # ---- protobuf -> plain data ---------------------------------------------------------------
 
-def _numa_ids(message) -> tuple[int, ...] | None:
+def _numa_ids(message: Any) -> tuple[int, ...] | None:
     if not message.HasField("topology"):
         return None
     return tuple(node.ID for node in message.topology.nodes)
 
 
-def _memory(blocks) -> tuple[MemoryBlock, ...]:
+def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
     return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
 
 
-def _devices(entries) -> tuple[DeviceEntry, ...]:
+def _devices(entries: Any) -> tuple[DeviceEntry, ...]:
     return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
 
 
-def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
+def _dra(dynamic_resources: Any) -> tuple[DraDevice, ...]:
     devices = []
     for claim in dynamic_resources:
         for resource in claim.claim_resources:
@@ -71,7 +84,7 @@ def _dra(dynamic_resources) -> tuple[DraDevice, ...]:
     return tuple(devices)
 
 
-def pod_from_v1(pod) -> PodAssignment:
+def pod_from_v1(pod: Any) -> PodAssignment:
     return PodAssignment(
         namespace=pod.namespace,
         name=pod.name,
@@ -87,7 +100,7 @@ def pod_from_v1(pod) -> PodAssignment:
     )
 
 
-def pod_from_v1alpha1(pod) -> PodAssignment:
+def pod_from_v1alpha1(pod: Any) -> PodAssignment:
     return PodAssignment(
         namespace=pod.namespace,
         name=pod.name,
@@ -99,12 +112,184 @@ def pod_from_v1alpha1(pod) -> PodAssignment:
     )
 
 
-def allocatable_from_v1(reply) -> Allocatable:
+def allocatable_from_v1(reply: Any) -> Allocatable:
     return Allocatable(
         cpu_ids=tuple(reply.cpu_ids),
         memory=_memory(reply.memory),
         devices=_devices(reply.devices),
     )
+
+
+# ---- absurd sizes ---------------------------------------------------------------------------
+#
+# A reply is checked against the limits of exporter.issues before it is converted (counting
+# costs one pass over the entries, no Python object per CPU id). Only a pod or allocatable
+# reply past a limit takes the slower, careful conversion below, which leaves the oversized
+# part out and records it; everything else takes the plain conversion above.
+
+def _numa_count(message: Any) -> int:
+    return len(message.topology.nodes) if message.HasField("topology") else 0
+
+
+def _pod_entries(pod: Any, with_topology: bool = True) -> int:
+    """Containers, device entries and ids, memory blocks and DRA devices of one listing
+    (memory lists left out for their own size do not count)."""
+    entries = len(pod.containers) + (_memory_entries(pod.memory) if with_topology else 0)
+    for container in pod.containers:
+        entries += len(container.devices)
+        for entry in container.devices:
+            entries += len(entry.device_ids)
+        if with_topology:
+            entries += _memory_entries(container.memory)
+            for claim in container.dynamic_resources:
+                entries += len(claim.claim_resources)
+    return entries
+
+
+def _memory_dropped(blocks: Any, limit: int) -> bool:
+    return len(blocks) > limit or len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES
+
+
+def _memory_entries(blocks: Any) -> int:
+    return 0 if _memory_dropped(blocks, MAX_MEMORY_BLOCKS) else len(blocks)
+
+
+def _memory_too_large(blocks: Any, limit: int) -> bool:
+    return len(blocks) > limit or any(_numa_count(b) > MAX_NUMA_IDS for b in blocks) or (
+        len(blocks) > MAX_MEMORY_TYPES and len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES)
+
+
+def exceeds_limits_v1(pod: Any) -> bool:
+    """Whether a v1 pod listing has any part past the limits."""
+    if len(pod.cpu_ids) > MAX_CPU_IDS or _memory_too_large(pod.memory, MAX_MEMORY_BLOCKS):
+        return True
+    for container in pod.containers:
+        if len(container.cpu_ids) > MAX_CPU_IDS or _memory_too_large(container.memory,
+                                                                      MAX_MEMORY_BLOCKS):
+            return True
+        if any(_numa_count(entry) > MAX_NUMA_IDS for entry in container.devices):
+            return True
+    return _pod_entries(pod) > MAX_ENTRIES_PER_POD
+
+
+# The smallest encoding that can pass a limit is 65 memory blocks of distinct one-letter types
+# (5 bytes each); every other limit takes more bytes (a NUMA id, an entry, a CPU id: a byte at
+# least each). A smaller pod listing is within every limit and is not checked.
+_SMALLEST_OVERSIZED = 5 * MAX_MEMORY_TYPES
+
+
+def _message_cpus(pod: Any, size: int) -> int:
+    """The CPU ids a pod listing of ``size`` bytes keeps once converted (lists past the limit
+    are left out, and all of a pod past the entries limit)."""
+    if not hasattr(pod, "cpu_ids"):
+        return 0  # v1alpha1: no CPUs
+    if size > MAX_ENTRIES_PER_POD and _pod_entries(pod) > MAX_ENTRIES_PER_POD:
+        return 0
+    counts = [len(pod.cpu_ids), *(len(c.cpu_ids) for c in pod.containers)]
+    return sum(n for n in counts if n <= MAX_CPU_IDS)
+
+
+def _pod_cpus(pod: PodAssignment) -> int:
+    return len(pod.cpu_ids) + sum(len(container.cpu_ids) for container in pod.containers)
+
+
+def exceeds_limits_v1alpha1(pod: Any) -> bool:
+    return _pod_entries(pod, with_topology=False) > MAX_ENTRIES_PER_POD
+
+
+class _Capped:
+    """Converts the parts of one message within the limits, recording those left out."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.oversized: list[tuple[str, str]] = []
+
+    def left_out(self, kind: IssueKind, what: str, size: int, limit: int) -> None:
+        self.oversized.append((kind, f"{self.where}: {what} has {size} (at most {limit} are "
+                                     "read); left out"))
+
+    def cpu_ids(self, values: Any, what: str) -> tuple[int, ...]:
+        if len(values) > MAX_CPU_IDS:
+            self.left_out(IssueKind.TOO_MANY_CPU_IDS, f"{what} cpu_ids", len(values),
+                          MAX_CPU_IDS)
+            return ()
+        return tuple(values)
+
+    def numa_ids(self, message: Any, what: str) -> NumaIds:
+        if _numa_count(message) > MAX_NUMA_IDS:
+            self.left_out(IssueKind.TOO_MANY_NUMA_IDS, f"the topology of {what}",
+                          _numa_count(message), MAX_NUMA_IDS)
+            return None  # its locality is unknown
+        return _numa_ids(message)
+
+    def memory(self, blocks: Any, what: str, limit: int) -> tuple[MemoryBlock, ...]:
+        types = len({b.memory_type for b in blocks})
+        if types > MAX_MEMORY_TYPES:
+            self.left_out(IssueKind.TOO_MANY_MEMORY_TYPES, f"the memory of {what}", types,
+                          MAX_MEMORY_TYPES)
+            return ()
+        if len(blocks) > limit:
+            self.left_out(IssueKind.TOO_MANY_ENTRIES, f"the memory of {what}", len(blocks), limit)
+            return ()
+        return tuple(MemoryBlock(b.memory_type, b.size, self.numa_ids(b, f"memory of {what}"))
+                     for b in blocks)
+
+    def devices(self, entries: Any, what: str) -> tuple[DeviceEntry, ...]:
+        return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids),
+                                 self.numa_ids(e, f"a device entry of {what}"))
+                     for e in entries)
+
+
+def capped_pod_from_v1(pod: Any) -> PodAssignment:
+    """:func:`pod_from_v1` for a listing past a limit: the oversized parts are left out."""
+    capped = _Capped(f"pod {pod.namespace}/{pod.name}")
+    entries = _pod_entries(pod)
+    if entries > MAX_ENTRIES_PER_POD:  # the whole pod is left out
+        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the listing", entries, MAX_ENTRIES_PER_POD)
+        return PodAssignment(pod.namespace, pod.name, oversized=tuple(capped.oversized))
+    containers = tuple(ContainerAssignment(
+        name=c.name,
+        cpu_ids=capped.cpu_ids(c.cpu_ids, f"container {c.name}"),
+        memory=capped.memory(c.memory, f"container {c.name}", MAX_MEMORY_BLOCKS),
+        devices=capped.devices(c.devices, f"container {c.name}"),
+        dra_devices=_dra(c.dynamic_resources),
+    ) for c in pod.containers)
+    return PodAssignment(pod.namespace, pod.name, containers,
+                         capped.cpu_ids(pod.cpu_ids, "the pod-level"),
+                         capped.memory(pod.memory, "the pod", MAX_MEMORY_BLOCKS),
+                         tuple(capped.oversized))
+
+
+def capped_pod_from_v1alpha1(pod: Any) -> PodAssignment:
+    entries = _pod_entries(pod, with_topology=False)
+    example = (f"pod {pod.namespace}/{pod.name}: the listing has {entries} (at most "
+               f"{MAX_ENTRIES_PER_POD} are read); left out")
+    return PodAssignment(pod.namespace, pod.name,
+                         oversized=((IssueKind.TOO_MANY_ENTRIES, example),))
+
+
+def capped_allocatable_from_v1(reply: Any) -> Allocatable:
+    """:func:`allocatable_from_v1` for a reply past a limit: the oversized lists are left out."""
+    capped = _Capped("GetAllocatableResources")
+    entries = len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
+    if entries > MAX_ALLOCATABLE_DEVICE_ENTRIES:
+        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the device list", entries,
+                        MAX_ALLOCATABLE_DEVICE_ENTRIES)
+        devices: tuple[DeviceEntry, ...] = ()
+    else:
+        devices = capped.devices(reply.devices, "allocatable")
+    return Allocatable(capped.cpu_ids(reply.cpu_ids, "allocatable"),
+                       capped.memory(reply.memory, "allocatable",
+                                     MAX_ALLOCATABLE_MEMORY_BLOCKS),
+                       devices, tuple(capped.oversized))
+
+
+def allocatable_exceeds_limits(reply: Any) -> bool:
+    return (len(reply.cpu_ids) > MAX_CPU_IDS
+            or _memory_too_large(reply.memory, MAX_ALLOCATABLE_MEMORY_BLOCKS)
+            or len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
+            > MAX_ALLOCATABLE_DEVICE_ENTRIES
+            or any(_numa_count(entry) > MAX_NUMA_IDS for entry in reply.devices))
 
 
 # ---- order-free keys ----------------------------------------------------------------------
@@ -115,12 +300,12 @@ _claim_bytes = v1.ClaimResource.SerializeToString
 _alpha_device_bytes = v1alpha1.ContainerDevices.SerializeToString
 
 
-def _claim_key(claim) -> tuple:
+def _claim_key(claim: Any) -> tuple[Any, ...]:
     return (claim.claim_name, claim.claim_namespace,
             tuple(sorted(map(_claim_bytes, claim.claim_resources))))
 
 
-def order_free_key_v1(pod) -> tuple:
+def order_free_key_v1(pod: Any) -> tuple[Any, ...]:
     """Equal for two listings of the same pod that differ only in the order of entries."""
     return (pod.namespace, pod.name, tuple(pod.cpu_ids), tuple(sorted(map(_memory_bytes,
                                                                            pod.memory))),
@@ -130,7 +315,7 @@ def order_free_key_v1(pod) -> tuple:
                   for c in pod.containers))
 
 
-def order_free_key_v1alpha1(pod) -> tuple:
+def order_free_key_v1alpha1(pod: Any) -> tuple[Any, ...]:
     return (pod.namespace, pod.name,
             tuple((c.name, tuple(sorted(map(_alpha_device_bytes, c.devices))))
                   for c in pod.containers))
@@ -187,38 +372,89 @@ def _varint(raw: bytes, position: int) -> tuple[int, int]:
 class ListDecoder:
     """Decodes ``List`` replies; an unchanged pod comes back as the same object."""
 
-    def __init__(self, reply_type, pod_type, convert: Callable, order_free_key: Callable,
-                 method: str = "List"):
+    def __init__(self, reply_type: Any, pod_type: Any, convert: Callable[[Any], PodAssignment],
+                 order_free_key: Callable[[Any], tuple[Any, ...]],
+                 exceeds_limits: Callable[[Any], bool],
+                 capped: Callable[[Any], PodAssignment], method: str = "List") -> None:
         self._reply_type = reply_type
         self._pod_type = pod_type
         self._serialize = pod_type.SerializeToString
         self._convert = convert
         self._order_free_key = order_free_key
+        self._exceeds_limits = exceeds_limits
+        self._capped = capped
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
-        self._by_key: dict[tuple, PodAssignment] = {}
+        self._by_key: dict[tuple[Any, ...], PodAssignment] = {}
+        self._cpus: dict[int, int] = {}  # id of a kept pod -> its CPU ids, for the reply limit
         self._pruned_at = time.monotonic()
 
     @classmethod
-    def v1(cls) -> "ListDecoder":
-        return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1)
+    def v1(cls) -> ListDecoder:
+        return cls(v1.ListPodResourcesResponse, v1.PodResources, pod_from_v1, order_free_key_v1,
+                   exceeds_limits_v1, capped_pod_from_v1)
 
     @classmethod
-    def v1alpha1(cls) -> "ListDecoder":
+    def v1alpha1(cls) -> ListDecoder:
         return cls(v1alpha1.ListPodResourcesResponse, v1alpha1.PodResources, pod_from_v1alpha1,
-                   order_free_key_v1alpha1)
+                   order_free_key_v1alpha1, exceeds_limits_v1alpha1, capped_pod_from_v1alpha1)
 
     def decode(self, raw: bytes) -> tuple[PodAssignment, ...]:
         try:
             chunks = split_repeated_field(raw)
         except ValueError:
             chunks = self._reserialized(raw)  # framing we do not follow: let protobuf decode
-        pods = list(map(self._by_bytes.get, chunks))  # known pods, at C speed
-        for index, pod in enumerate(pods):
-            if pod is None:
-                pods[index] = self._learn(chunks[index])
+        known = list(map(self._by_bytes.get, chunks))  # known pods, at C speed
+        if all(known):
+            pods = cast(list[PodAssignment], known)
+            if sum(map(self._cpus.__getitem__, map(id, pods))) > MAX_CPU_IDS_PER_REPLY:
+                pods = self._within_budget(chunks, known, {})
+        else:
+            messages = {index: self._parse(chunks[index])
+                        for index, pod in enumerate(known) if pod is None}
+            total = sum(map(self._cpus.__getitem__, map(id, filter(None, known)))) + sum(
+                _message_cpus(message, len(chunks[index])) for index, message in messages.items())
+            if total > MAX_CPU_IDS_PER_REPLY:
+                pods = self._within_budget(chunks, known, messages)
+            else:
+                pods = [pod if pod is not None else self._learn(chunks[index], messages[index])
+                        for index, pod in enumerate(known)]
         self._prune(pods)
         return tuple(pods)
+
+    def _within_budget(self, chunks: list[bytes], known: list[PodAssignment | None],
+                       messages: dict[int, Any]) -> list[PodAssignment]:
+        """A reply listing more CPU ids in all than a node can have: pods are read in
+        (namespace, name) order while their CPU ids fit ``MAX_CPU_IDS_PER_REPLY``; the rest
+        are left out (and not kept, as the next reply may differ)."""
+        def sort_key(index: int) -> tuple[str, str, bytes]:
+            pod = known[index]
+            named = pod if pod is not None else messages[index]
+            return (named.namespace, named.name, chunks[index])
+
+        def cpus_of(index: int) -> int:
+            pod = known[index]
+            if pod is not None:
+                return self._cpus[id(pod)]
+            return _message_cpus(messages[index], len(chunks[index]))
+
+        total = sum(map(cpus_of, range(len(chunks))))
+        pods: list[PodAssignment | None] = [None] * len(chunks)
+        used = 0
+        for index in sorted(range(len(chunks)), key=sort_key):
+            pod = known[index]
+            cpus = cpus_of(index)
+            if used + cpus <= MAX_CPU_IDS_PER_REPLY:
+                used += cpus
+                pods[index] = pod if pod is not None else self._learn(chunks[index],
+                                                                      messages[index])
+            else:
+                namespace, name = sort_key(index)[:2]
+                pods[index] = PodAssignment(namespace, name, oversized=((
+                    IssueKind.TOO_MANY_CPU_IDS,
+                    f"pod {namespace}/{name}: the reply lists {total} CPU ids in all (at most "
+                    f"{MAX_CPU_IDS_PER_REPLY} are read); this pod is left out"),))
+        return cast(list[PodAssignment], pods)
 
     def _reserialized(self, raw: bytes) -> list[bytes]:
         try:
@@ -227,17 +463,25 @@ class ListDecoder:
             raise invalid_reply(self._method, error) from None
         return [self._serialize(message) for message in reply.pod_resources]
 
-    def _learn(self, chunk: bytes) -> PodAssignment:
-        """A pod not seen in these exact bytes: decode it, and find it if seen in another order."""
+    def _parse(self, chunk: bytes) -> Any:
         try:
-            message = self._pod_type.FromString(chunk)
+            return self._pod_type.FromString(chunk)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply(self._method, error) from None
-        key = self._order_free_key(message)
-        pod = self._by_key.get(key)
-        if pod is None:
-            pod = self._by_key[key] = self._convert(message)
+
+    def _learn(self, chunk: bytes, message: Any) -> PodAssignment:
+        """A pod not seen in these exact bytes: convert it, unless seen in another order."""
+        if len(chunk) > _SMALLEST_OVERSIZED and self._exceeds_limits(message):
+            # no order-free key: it would build what is capped
+            pod = self._capped(message)
+        else:
+            key = self._order_free_key(message)
+            found = self._by_key.get(key)
+            if found is None:
+                found = self._by_key[key] = self._convert(message)
+            pod = found
         self._by_bytes[chunk] = pod
+        self._cpus[id(pod)] = _pod_cpus(pod)
         return pod
 
     def _prune(self, pods: list[PodAssignment]) -> None:
@@ -250,13 +494,16 @@ class ListDecoder:
         self._by_bytes = {k: v for k, v in self._by_bytes.items() if id(v) in live}
         if len(self._by_bytes) > limit:
             self._by_bytes = {}  # too many orderings to keep: learn them again
+        kept = {id(pod) for pod in self._by_key.values()} | {
+            id(pod) for pod in self._by_bytes.values()}
+        self._cpus = {identity: n for identity, n in self._cpus.items() if identity in kept}
 
 
 class AllocatableDecoder:
     """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
 
-    def __init__(self):
-        self._key: tuple | None = None
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:
@@ -264,6 +511,9 @@ class AllocatableDecoder:
             reply = v1.AllocatableResourcesResponse.FromString(raw)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply("GetAllocatableResources", error) from None
+        if allocatable_exceeds_limits(reply):
+            self._key, self._value = (raw,), capped_allocatable_from_v1(reply)
+            return self._value
         key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
                tuple(sorted(map(_device_bytes, reply.devices))))
         if key != self._key or self._value is None:

@@ -1,9 +1,10 @@
 """The /metrics bodies, finished when their sections change, so that a scrape only picks one.
 
-A body is three sections in a fixed order: the data section (node and workload series, rendered
-by the refresh), the Kubernetes-API view's section (``--kube-api``) and the health section (the
-exporter's own metrics; for OpenMetrics it ends with ``# EOF``). The data and view sections are
-gauges only, the same bytes in both formats; the health section is rendered per format.
+A body is four sections in a fixed order: the data section (node and workload series, rendered
+by the refresh), the fit answers' section (``--fit-shapes``, SPEC section 7), the
+Kubernetes-API view's section (``--kube-api``) and the health section (the exporter's own
+metrics; for OpenMetrics it ends with ``# EOF``). The data, fit and view sections are gauges
+only, the same bytes in both formats; the health section is rendered per format.
 
 Every variant (text 0.0.4 or OpenMetrics, identity or gzip) is assembled from the sections as
 soon as one of them changes, so a scrape costs a dictionary lookup and the socket writes,
@@ -101,17 +102,20 @@ class Exposition:
     def __init__(self) -> None:
         self._data = EMPTY
         self._data_crc = 0
+        self._fit = EMPTY
         self._view = EMPTY
         self._health = HealthSections(EMPTY, Section.of(OPENMETRICS_EOF))
         self._bodies: dict[tuple[bool, bool], Body] = {}
         self._assemble()
 
-    def update(self, data: Section | None = None, view: Section | None = None,
-               health: HealthSections | None = None) -> None:
+    def update(self, data: Section | None = None, fit: Section | None = None,
+               view: Section | None = None, health: HealthSections | None = None) -> None:
         """Replace the sections given (None: unchanged) and assemble the bodies again."""
         if data is not None and data is not self._data:
             self._data = data
             self._data_crc = zlib.crc32(data.text)
+        if fit is not None:
+            self._fit = fit
         if view is not None:
             self._view = view
         if health is not None:
@@ -122,12 +126,12 @@ class Exposition:
         return self._bodies[openmetrics, compressed]
 
     def _assemble(self) -> None:
-        crc = zlib.crc32(self._view.text, self._data_crc)
-        length = len(self._data.text) + len(self._view.text)
+        crc = zlib.crc32(self._view.text, zlib.crc32(self._fit.text, self._data_crc))
+        length = len(self._data.text) + len(self._fit.text) + len(self._view.text)
         bodies = {}
         for openmetrics in (False, True):
             health = self._health.openmetrics if openmetrics else self._health.text
-            sections = (self._data, self._view, health)
+            sections = (self._data, self._fit, self._view, health)
             bodies[openmetrics, False] = Body.of(tuple(s.text for s in sections))
             trailer = struct.pack("<II", zlib.crc32(health.text, crc),
                                   (length + len(health.text)) & 0xFFFFFFFF)

@@ -27,7 +27,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from . import __version__, accounting, kubelet
+from . import __version__, kubelet
 from .catalog import (
     API_REQUEST_DURATION,
     API_REQUESTS,
@@ -42,6 +42,7 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from .issues import IssueKind
 from .rendering import FamilyWriter
 from .status import UNKNOWN, Capabilities, KubeletStatus
 
@@ -50,21 +51,7 @@ from .status import UNKNOWN, Capabilities, KubeletStatus
 REVISION_FILE = Path(__file__).with_name("REVISION")
 
 # Every data issue kind, pre-initialised so increase() works from the first occurrence.
-ISSUE_KINDS = (
-    accounting.ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
-    accounting.ISSUE_CPU_MULTIPLE_OWNERS,
-    accounting.ISSUE_CPU_NOT_ALLOCATABLE,
-    accounting.ISSUE_DEVICE_MULTIPLE_OWNERS,
-    accounting.ISSUE_DUPLICATE_ENTRY,
-    accounting.ISSUE_INVALID_ENTRY,
-    accounting.ISSUE_NEGATIVE_NUMA_ID,
-    accounting.ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-    accounting.ISSUE_UNKNOWN_CPU,
-    accounting.ISSUE_UNKNOWN_NUMA_ID,
-    "invalid_reply",
-    "message_too_large",
-    "terminated_pod",
-)
+ISSUE_KINDS = tuple(IssueKind)
 # What the Kubernetes-API view (--kube-api) lists and watches, as the resource label says it.
 KUBE_API_RESOURCES = ("node", "pods", "resourceslices")
 METHODS = (kubelet.METHOD_LIST, kubelet.METHOD_GET_ALLOCATABLE, kubelet.METHOD_GET)
@@ -77,7 +64,7 @@ class Health:
     """The instruments behind the health section of /metrics, and its rendering."""
 
     def __init__(self, node_name: str):
-        disable_created_metrics()  # type: ignore[no-untyped-call]
+        disable_created_metrics()
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         self.registry = CollectorRegistry(auto_describe=False)

@@ -12,7 +12,9 @@ not change, and a reply that is not valid protobuf becomes a clear error there.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -94,10 +96,9 @@ def socket_path(socket: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    """A reply, undecoded, and how long the call took."""
+    """A reply, undecoded (the pipeline decodes it; the observer hears how long it took)."""
 
     raw: bytes
-    seconds: float
 
 
 
@@ -111,7 +112,7 @@ class KubeletClient:
     def __init__(self, socket: str = DEFAULT_SOCKET,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  timeout: float = DEFAULT_TIMEOUT_SECONDS,
-                 observer=None):
+                 observer: Callable[[str, str, float], None] | None = None) -> None:
         self.target = socket_target(socket)
         self.max_message_bytes = max_message_bytes
         self.timeout = timeout
@@ -161,7 +162,7 @@ class KubeletClient:
         return await self._call(METHOD_GET, self._get,
                                 v1.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace))
 
-    async def _call(self, method: str, stub, request) -> CallResult:
+    async def _call(self, method: str, stub: Any, request: Any) -> CallResult:
         started = time.perf_counter()
         try:
             raw = await stub(request, timeout=self.timeout, wait_for_ready=False)
@@ -173,12 +174,12 @@ class KubeletClient:
                                classify(code, error.details() or "")) from None
         elapsed = time.perf_counter() - started
         self._observe(method, "OK", elapsed)
-        return CallResult(raw, elapsed)
+        return CallResult(raw)
 
     def _observe(self, method: str, code: str, seconds: float) -> None:
         if self.observer is not None:
             self.observer(method, code, seconds)
 
 
-def _serialize(message) -> bytes:
-    return message.SerializeToString()
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())

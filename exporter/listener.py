@@ -24,16 +24,17 @@ because asyncio's own server does not defend itself:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
-import itertools
 import logging
 import socket
 import ssl
 import time
 from asyncio import sslproto
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +61,37 @@ class Limits:
 TLSSource = Callable[[], "ssl.SSLContext | None"]
 
 
+def _host(peer: object) -> str:
+    """The client address of a peer as accept() gives it, without the port."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+
+
 class _Connection:
     """One accepted connection, from accept() to close."""
 
-    __slots__ = ("sock", "peer", "accepted", "idle_since", "busy", "requests", "transport",
-                 "handler", "buffered", "progress_at", "closed")
+    __slots__ = (
+        "accepted",
+        "buffered",
+        "busy",
+        "closed",
+        "handler",
+        "idle_since",
+        "peer",
+        "progress_at",
+        "requests",
+        "sock",
+        "transport",
+    )
 
-    def __init__(self, sock: socket.socket, peer, now: float):
+    def __init__(self, sock: socket.socket, peer: Any, now: float) -> None:
         self.sock = sock
         self.peer = peer
         self.accepted = now
         self.idle_since = now
         self.busy = 0          # requests in flight
         self.requests = 0      # requests received
-        self.transport: asyncio.BaseTransport | None = None  # None: waiting for a first byte
-        self.handler = None    # the aiohttp protocol serving it
+        self.transport: asyncio.Transport | None = None  # None: waiting for a first byte
+        self.handler: asyncio.BaseProtocol | None = None  # the aiohttp protocol serving it
         self.buffered = 0      # write buffer size at the last sweep
         self.progress_at = now
         self.closed = False
@@ -83,25 +100,25 @@ class _Connection:
 class _PlainProtocol(asyncio.Protocol):
     """aiohttp's protocol for one plain connection, telling the listener when it ends."""
 
-    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]):
+    def __init__(self, inner: asyncio.Protocol, ended: Callable[[], None]) -> None:
         self.inner, self.ended = inner, ended
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.inner.connection_made(transport)
 
-    def data_received(self, data):
+    def data_received(self, data: bytes) -> None:
         self.inner.data_received(data)
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         return self.inner.eof_received()
 
-    def pause_writing(self):
+    def pause_writing(self) -> None:
         self.inner.pause_writing()
 
-    def resume_writing(self):
+    def resume_writing(self) -> None:
         self.inner.resume_writing()
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: Exception | None) -> None:
         try:
             self.inner.connection_lost(exc)
         finally:
@@ -113,11 +130,11 @@ class _TLSProtocol(sslproto.SSLProtocol):
 
     max_size = 32 * 1024
 
-    def __init__(self, *args, ended: Callable[[], None], **kwargs):
+    def __init__(self, *args: Any, ended: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ended = ended
 
-    def connection_lost(self, exc):
+    def connection_lost(self, exc: BaseException | None) -> None:
         try:
             super().connection_lost(exc)
         finally:
@@ -135,6 +152,7 @@ class Listener:
         self._loop = asyncio.get_running_loop()
         self.sockets: list[socket.socket] = []
         self._connections: dict[_Connection, None] = {}
+        self._per_host: dict[str, int] = {}  # open connections by client address
         self._idle: OrderedDict[_Connection, None] = OrderedDict()  # oldest idle first
         self._by_handler: dict[object, _Connection] = {}
         self._accepting = False
@@ -186,7 +204,7 @@ class Listener:
         if not self.sockets:
             raise OSError(errno.EADDRNOTAVAIL, f"no address to listen on for {host!r}")
         self._resume()
-        return self.sockets[0].getsockname()[1]
+        return int(self.sockets[0].getsockname()[1])
 
     def _resume(self) -> None:
         if self._accepting or self._closing:
@@ -252,24 +270,34 @@ class Listener:
                         "to admit new ones", self.limits.max_connections)
 
     def _displace(self) -> None:
-        """Close the longest idle connection, preferring one that never spoke.
+        """Close an idle connection of the address holding the most connections: its longest
+        idle one, preferring one that never spoke.
 
-        A client that connected just before a flood of connections is the oldest, and its
-        request may be waiting unread in its socket: that one gets served instead. Among the
-        oldest few, a connection that has not sent a byte goes before one that has.
+        One address flooding the house so displaces its own connections, not a scraper's
+        keep-alive connection from elsewhere, however long that one has been idle. A client
+        that connected just before a flood of connections is the oldest, and its request may be
+        waiting unread in its socket: that one gets served instead. Among the oldest few, a
+        connection that has not sent a byte goes before one that has.
         """
         self._note_full()
-        for conn in list(itertools.islice(self._idle, _SPARED)):
+        if not self._idle:
+            return
+        most = max(self._per_host.get(_host(conn.peer), 0) for conn in self._idle)
+        pool = [conn for conn in self._idle if self._per_host.get(_host(conn.peer), 0) == most]
+        served: set[_Connection] = set()
+        for conn in pool[:_SPARED]:
             if conn.handler is not None:
                 continue  # it spoke: look for one that never did first
             if self._has_data(conn):
                 self._first_byte(conn)
+                served.add(conn)
                 continue
             if not conn.closed:
                 self._displaced += 1
                 self._close(conn)
                 return
-        oldest = next(iter(self._idle), None)
+        oldest = next((conn for conn in pool if not conn.closed and conn in self._idle
+                       and conn not in served), None)
         if oldest is not None:
             self._displaced += 1
             self._close(oldest)
@@ -281,9 +309,11 @@ class Listener:
         except OSError:
             return False
 
-    def _admit(self, sock: socket.socket, peer) -> None:
+    def _admit(self, sock: socket.socket, peer: Any) -> None:
         conn = _Connection(sock, peer, self._loop.time())
         self._connections[conn] = None
+        host = _host(peer)
+        self._per_host[host] = self._per_host.get(host, 0) + 1
         self._idle[conn] = None
         try:
             self._loop.add_reader(sock.fileno(), self._first_byte, conn)
@@ -340,7 +370,7 @@ class Listener:
 
     # ---- requests (from the server's first middleware) ------------------------------------
 
-    def request_started(self, handler) -> Callable[[], None] | None:
+    def request_started(self, handler: asyncio.BaseProtocol) -> Callable[[], None] | None:
         """Mark the connection busy; returns what to call when the request is answered."""
         conn = self._by_handler.get(handler)
         if conn is None:
@@ -397,17 +427,20 @@ class Listener:
             conn.transport.abort()  # the protocol's connection_lost will call _ended
             return
         if conn.handler is None:  # still waiting for its first byte
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self._loop.remove_reader(conn.sock.fileno())
-            except (OSError, ValueError):
-                pass
             conn.sock.close()
             self._ended(conn)
         # else: a transport is being set up; _connect aborts it
 
     def _ended(self, conn: _Connection) -> None:
         conn.closed = True
-        self._connections.pop(conn, None)
+        if conn in self._connections:
+            del self._connections[conn]
+            host = _host(conn.peer)
+            self._per_host[host] -= 1
+            if self._per_host[host] <= 0:
+                del self._per_host[host]
         self._idle.pop(conn, None)
         if conn.handler is not None:
             self._by_handler.pop(conn.handler, None)

@@ -7,6 +7,7 @@ import logging
 import re
 import sys
 import time
+from typing import IO, Any
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -51,9 +52,9 @@ class TextFormatter(logging.Formatter):
     of it can pass for a record either.
     """
 
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("%(asctime)s.%(msecs)03dZ %(levelname)-7s %(name)s: %(message)s",
                          datefmt="%Y-%m-%dT%H:%M:%S")
 
@@ -69,7 +70,7 @@ class TextFormatter(logging.Formatter):
         record.message = escape_controls(record.message)
         return super().formatMessage(record)
 
-    def formatException(self, exc_info) -> str:
+    def formatException(self, exc_info: Any) -> str:
         return "\n".join("    " + escape_controls(line)
                          for line in super().formatException(exc_info).split("\n"))
 
@@ -77,7 +78,7 @@ class TextFormatter(logging.Formatter):
         return "\n".join("    " + escape_controls(line) for line in stack_info.split("\n"))
 
 
-def setup_logging(level: str = "info", fmt: str = "text", stream=None) -> None:
+def setup_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NumaIds = tuple[int, ...] | None
+# Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
+Oversized = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class PodAssignment:
     containers: tuple[ContainerAssignment, ...] = ()
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class Allocatable:
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryBlock, ...] = ()
     devices: tuple[DeviceEntry, ...] = ()
+    oversized: Oversized = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,15 +109,25 @@ class NumaNode:
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """The node's NUMA layout from sysfs: which CPU sits on which NUMA node."""
+    """The node's NUMA layout from sysfs: which CPU sits on which NUMA node.
+
+    ``cpu_siblings`` maps a CPU to the hardware threads of its physical core, itself included
+    (sysfs ``thread_siblings_list``); a CPU missing from it is taken as a core of its own.
+    """
 
     numa_nodes: dict[int, NumaNode]
     cpu_to_numa: dict[int, int]
+    cpu_siblings: dict[int, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
-    def from_nodes(cls, nodes: list[NumaNode]) -> "Topology":
+    def from_nodes(cls, nodes: list[NumaNode],
+                   cpu_siblings: dict[int, frozenset[int]] | None = None) -> Topology:
         cpu_to_numa: dict[int, int] = {}
         for node in sorted(nodes, key=lambda n: n.numa_id):
             for cpu in node.cpus:
                 cpu_to_numa.setdefault(cpu, node.numa_id)
-        return cls({node.numa_id: node for node in nodes}, cpu_to_numa)
+        return cls({node.numa_id: node for node in nodes}, cpu_to_numa, dict(cpu_siblings or {}))
+
+    def siblings(self, cpu: int) -> frozenset[int]:
+        """The hardware threads sharing ``cpu``'s physical core, ``cpu`` included."""
+        return self.cpu_siblings.get(cpu, frozenset()) | {cpu}

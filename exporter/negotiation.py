@@ -11,6 +11,7 @@ header strings: no I/O, no exceptions for any input.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 OPENMETRICS_TYPE = "application/openmetrics-text"
@@ -49,7 +50,9 @@ DEFAULT_FORMAT = Format(False, TEXT_0_0_4)
 
 def _split(value: str, separator: str) -> list[str]:
     """Split at ``separator`` outside double-quoted strings (RFC 9110 quoted-string)."""
-    parts, current, quoted, escaped = [], [], False, False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
     for char in value:
         if escaped:
             escaped = False
@@ -78,7 +81,7 @@ def _quality(value: str) -> float | None:
     return quality if 0.0 <= quality <= 1.0 and math.isfinite(quality) else None
 
 
-def _elements(header: str):
+def _elements(header: str) -> Iterator[tuple[str, dict[str, str], float]]:
     """``(name, {parameter: value}, q)`` for each well-formed element of a list header."""
     for element in _split(header, ",")[:_MAX_ELEMENTS]:
         pieces = _split(element, ";")

@@ -8,7 +8,8 @@ delay to a minute, other errors never beyond ``--interval``. The last good snaps
 exported meanwhile, and ``podresources_up`` says it is stale.
 
 Logging is by state change only: kubelet lost and back, back-off started and ended, capability
-changes, a data issue kind appearing. A failing poll never logs by itself.
+changes, a data issue kind appearing (a kind that comes and goes is logged again only after an
+hour without it). A failing poll never logs by itself.
 """
 
 from __future__ import annotations
@@ -24,19 +25,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import kubelet
-from .accounting import Accounting, Ledger
+from .accounting import Accounting
 from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
-from .decode import AllocatableDecoder, ListDecoder
 from .exposition import Body, Exposition, HealthSections, Section
 from .health import Health
+from .issuelog import IssueLog
+from .issues import IssueKind
 from .kubelet import KubeletClient, KubeletError
 from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
-from .rendering import Renderer, RenderOptions
+from .pipeline import Pipeline, Replies, Result
+from .rendering import RenderOptions
 from .status import CAPABILITY_NAMES, KubeletStatus
 from .topology import TopologyError, read_topology
 from .worker import Worker
 
 if TYPE_CHECKING:
+    from .fitview import FitView
     from .kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
@@ -48,7 +52,6 @@ WATCHED_FILES = ("cpu_manager_state", "memory_manager_state", "dra_manager_state
                  "device-plugins/kubelet_internal_checkpoint")
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 INTERNAL_ERROR = "internal_error"
-TERMINATED_POD = "terminated_pod"  # data issue: a listed pod the Kubernetes API says has ended
 
 
 @dataclass
@@ -66,6 +69,10 @@ class Settings:
     node_name: str = ""
     kube_api: bool = False
     render: RenderOptions = field(default_factory=RenderOptions)
+    # the fit answers (SPEC section 7)
+    fit_shapes: str | None = None
+    full_pcpus_only: bool = False
+    kubelet_config: str | None = None
 
 
 class Refresher:
@@ -93,6 +100,7 @@ class Refresher:
         self.core = RefreshCore(settings.render)
         self._worker = Worker()
         self._allocatable: Allocatable | None = None
+        self._allocatable_reply: bytes | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
         self._missing_wait = settings.interval  # re-read delay while a resource stays missing
@@ -104,12 +112,15 @@ class Refresher:
         self._get_probed_at = float("-inf")
         self._attempts = 0
         self._state = "starting"
-        self._issue_kinds: set[str] = set()
+        self._issue_log = IssueLog(log)
         self._last_started = float("-inf")
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self.kube_view = kube_view
         self._view_key: tuple[int, Allocatable | None] | None = None
+        self.fit: FitView | None = None  # the fit answers (SPEC section 7), set by the app
+        self._fit_text = b""
+        self.snapshot: KubeletSnapshot | None = None  # as of the last successful refresh
         self.exposition.update(view=self._view_section(), health=self._health_sections())
 
     # ---- the loop ------------------------------------------------------------------------
@@ -153,13 +164,14 @@ class Refresher:
         data: Section | None = None
         try:
             self._maybe_reread_topology()
-            snapshot = await self._read_kubelet()
-            pods = snapshot.pods
-            if self.kube_view is not None:
-                pods = self.kube_view.without_terminated(pods)
-            result, data = await self._worker.run(self.core.account, pods, snapshot.allocatable,
-                                                  self.topology, snapshot.api_version)
-            self._publish(result, len(snapshot.pods) - len(pods))
+            replies = await self._read_kubelet()
+            kept = None
+            if self.kube_view is not None:  # the view's state is the loop's: filter here
+                kept = self.kube_view.without_terminated(
+                    self.core.decoded(replies.list_reply, replies.api_version))
+            result, data = await self._worker.run(self.core.account, replies, self.topology,
+                                                  kept)
+            self._publish(result)
             delay = self._succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -172,7 +184,8 @@ class Refresher:
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
         health = await self._worker.run(self._health_sections)
-        self.exposition.update(data=data, view=self._view_section(), health=health)
+        self.exposition.update(data=data, fit=self._fit_section(), view=self._view_section(),
+                               health=health)
         self.attempted = True
         return delay
 
@@ -214,7 +227,7 @@ class Refresher:
 
     # ---- reading the kubelet -------------------------------------------------------------
 
-    async def _read_kubelet(self) -> KubeletSnapshot:
+    async def _read_kubelet(self) -> Replies:
         caps = self.status.capabilities  # as of the previous refresh
         self._notice_restart()
         if caps.api_version == "v1alpha1" and \
@@ -222,7 +235,8 @@ class Refresher:
             self._redetect = True  # a lowered capability is probed again: is v1 served now?
         if self._redetect or caps.api_version == "v1":
             try:
-                pods = await self._decode_list((await self.client.list_pods()).raw, "v1")
+                raw = (await self.client.list_pods()).raw
+                pods = await self._decode_list(raw, "v1")
                 if caps.api_version != "v1":  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
@@ -231,20 +245,20 @@ class Refresher:
                 if error.kind != kubelet.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
-                pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
-                                               "v1alpha1")
+                raw = (await self.client.list_pods_v1alpha1()).raw
+                pods = await self._decode_list(raw, "v1alpha1")
                 self._set_capabilities(api_version="v1alpha1", get_allocatable="false",
                                        get="false",
                                        pod_level="unknown")  # v1alpha1 cannot carry it
         else:
-            pods = await self._decode_list((await self.client.list_pods_v1alpha1()).raw,
-                                           "v1alpha1")
+            raw = (await self.client.list_pods_v1alpha1()).raw
+            pods = await self._decode_list(raw, "v1alpha1")
         self._redetect = False
         if self.status.capabilities.api_version != "v1":
-            return KubeletSnapshot(pods, None, "v1alpha1")
+            return Replies(raw, "v1alpha1")
         await self._probe_get(pods)
         await self._refresh_allocatable(pods)
-        return KubeletSnapshot(pods, self._allocatable, "v1")
+        return Replies(raw, "v1", self._allocatable_reply)
 
     async def _decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
         return await self._worker.run(self.core.decode_list, raw, api_version)
@@ -295,11 +309,12 @@ class Refresher:
         try:
             raw = (await self.client.get_allocatable()).raw
             self._allocatable = await self._worker.run(self.core.decode_allocatable, raw)
+            self._allocatable_reply = raw
             self._set_capabilities(get_allocatable="true")
         except KubeletError as error:
             if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
                 raise
-            self._allocatable = None
+            self._allocatable = self._allocatable_reply = None
             self._set_capabilities(get_allocatable="false")
         self._allocatable_at = now
         self._allocatable_missing = missing
@@ -322,25 +337,14 @@ class Refresher:
 
     # ---- outcomes ------------------------------------------------------------------------
 
-    def _publish(self, result: Accounting, terminated: int) -> None:
-        """``terminated``: listed pods left out because the Kubernetes API says they ended."""
-        self.accounting = result
-        if result.pod_level_seen:
+    def _publish(self, result: Result) -> None:
+        self.snapshot = result.snapshot
+        self.accounting = result.accounting
+        if result.accounting.pod_level_seen:
             self._set_capabilities(pod_level="true")
-        issues: dict[str, int] = dict(result.data_issues)
-        examples = result.issue_examples
-        if terminated:
-            issues = {**issues, TERMINATED_POD: terminated}
-            examples = {**examples, TERMINATED_POD: "a pod the Kubernetes API reports Succeeded "
-                                                    "or Failed, left out of the figures"}
-        self.health.count_issues(issues)
-        kinds = {k for k, v in issues.items() if v}
-        for kind in sorted(kinds - self._issue_kinds):
-            log.warning("kubelet data issue %s (%d this refresh), e.g. %s; the rest of the "
-                        "snapshot is exported", kind, issues[kind], examples.get(kind, ""))
-        for kind in sorted(kinds & self._issue_kinds):
-            log.debug("kubelet data issue %s persists (%d this refresh)", kind, issues[kind])
-        self._issue_kinds = kinds
+        issues, examples = result.issues, result.examples
+        self.health.count_issues(dict(issues))
+        self._issue_log.note({kind: count for kind, count in issues.items() if count}, examples)
 
     def _succeeded(self) -> float:
         if self._state == kubelet.RATE_LIMITED:
@@ -370,9 +374,9 @@ class Refresher:
         if kind == kubelet.UNAVAILABLE:
             self._kubelet_changed()
         if kind == kubelet.TOO_LARGE:
-            self.health.count_issues({"message_too_large": 1})
+            self.health.count_issues({IssueKind.MESSAGE_TOO_LARGE: 1})
         if kind == kubelet.INVALID_REPLY:
-            self.health.count_issues({"invalid_reply": 1})
+            self.health.count_issues({IssueKind.INVALID_REPLY: 1})
         if kind != self._state and not logged:
             self._log_failure(error, delay)
         self._state = kind
@@ -466,37 +470,51 @@ class Refresher:
         self._view_key = (view.version, self._allocatable)
         return Section.of(view.render(self._allocatable))
 
+    def _fit_section(self) -> Section | None:
+        """The fit answers' section (SPEC section 7) when it changed, else None. Computed here,
+        on the loop: it reads the Kubernetes-API view's rejected pods, which the loop owns."""
+        if self.fit is None or self.snapshot is None or self.accounting is None:
+            return None
+        text = self.fit.update(self.snapshot, self.topology, self.accounting)
+        if text is self._fit_text:
+            return None
+        self._fit_text = text
+        return Section.of(text)
+
     def _health_sections(self) -> HealthSections:
         return HealthSections.of(*self.health.render_both(self.status))
 
 
 class RefreshCore:
-    """Decode, account, render and deflate: the synchronous, CPU-heavy part of a refresh, run
-    in the worker thread. It owns the decoders' caches, the ledger and the renderer's caches;
-    only one call runs at a time."""
+    """The synchronous, CPU-heavy part of a refresh, run in the worker thread: the
+    :class:`~exporter.pipeline.Pipeline` (decode, filter, ledger, render, with their caches)
+    and the deflating of a changed data section. Only one call runs at a time."""
 
     def __init__(self, options: RenderOptions):
-        self._ledger = Ledger()
-        self._renderer = Renderer(options)
-        self._list = {"v1": ListDecoder.v1(), "v1alpha1": ListDecoder.v1alpha1()}
-        self._allocatable = AllocatableDecoder()
+        self.pipeline = Pipeline(options)
         self._published: Accounting | None = None
 
     def decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
-        return self._list[api_version].decode(raw)
+        return self.pipeline.pods(raw, api_version)
+
+    def decoded(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
+        """The pods of a reply :meth:`decode_list` has just decoded (cached: no work)."""
+        return self.pipeline.pods(raw, api_version)
 
     def decode_allocatable(self, raw: bytes) -> Allocatable:
-        return self._allocatable.decode(raw)
+        return self.pipeline.allocatable(raw)
 
-    def account(self, pods: tuple[PodAssignment, ...], allocatable: Allocatable | None,
-                topology: Topology, api_version: str) -> tuple[Accounting, Section | None]:
-        """The accounting of ``pods`` and the data section, None when it did not change (the
-        ledger returns the same object for an unchanged snapshot)."""
-        result = self._ledger.update(pods, allocatable, topology, api_version)
-        if result is self._published:
+    def account(self, replies: Replies, topology: Topology,
+                kept: tuple[PodAssignment, ...] | None) -> tuple[Result, Section | None]:
+        """One refresh through the pipeline, and the data section, None when it did not change
+        (the ledger returns the same object for an unchanged snapshot). ``kept``: the listed
+        pods that have not ended, as the Kubernetes-API view says (None: all of them)."""
+        result = self.pipeline.run(replies, topology,
+                                   (lambda _pods: kept) if kept is not None else None)
+        if result.accounting is self._published:
             return result, None
-        self._published = result
-        return result, Section.of(self._renderer.render(result, topology))
+        self._published = result.accounting
+        return result, Section.of(result.section)
 
 
 def _socket_identity(path: str) -> tuple[int, int, int] | None:

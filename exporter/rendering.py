@@ -30,7 +30,7 @@ SeriesValues = Mapping[Any, float]
 
 def float_to_go_string(value: float) -> str:
     """A sample value as ``prometheus_client`` (and Go) writes it."""
-    text: str = _float_to_go_string(value)  # type: ignore[no-untyped-call]
+    text: str = _float_to_go_string(value)
     return text
 
 

@@ -1,13 +1,26 @@
-"""The ``snapshot`` command's output: a per-NUMA table for humans, or JSON for scripts."""
+"""The ``snapshot`` command's output: a per-NUMA table for humans, or JSON for scripts.
+
+Both say the same things in the same order: the node and its kubelet, per-NUMA CPUs, memory
+and devices (allocatable, allocated, used), DRA devices, alignment, data issues, and who holds
+what (each pod's and container's exclusive CPUs, memory blocks and device ids, with their NUMA
+nodes). The JSON shape is documented in ``docs/snapshot.md``: every figure keyed by labels is
+a list of objects (the label fields, then ``value``), a NUMA node is always its label as a
+string (``"0"``, ``"0,1"``, ``"unknown"``), CPU sets are cpulists, sizes are bytes, and
+``null`` means the kubelet does not report that resource at all.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .accounting import UNKNOWN, Accounting, label_ids
-from .health import Capabilities
-from .model import Topology
+from .model import MemoryBlock, NumaIds, PodAssignment, Topology
+from .status import Capabilities
 from .topology import format_cpulist, hugepage_resource_name
+
+JSON_FORMAT_VERSION = 1  # bumped when a key changes meaning or goes away
 
 
 def _bytes(value: int) -> str:
@@ -22,7 +35,7 @@ def _ratio(accounting: Accounting, numa: str, resource: str) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def _numa_order(label: str) -> tuple:
+def _numa_order(label: str) -> tuple[bool, tuple[int, ...]]:
     return (label == UNKNOWN, label_ids(label) if label != UNKNOWN else ())
 
 
@@ -33,8 +46,126 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+# ---- who holds what ------------------------------------------------------------------------
+
+def _numa_label(numa_ids: NumaIds, topology: Topology) -> str:
+    """An item's NUMA label as the metrics give it: ids sysfs knows, joined; else unknown."""
+    known = sorted({n for n in numa_ids or () if n in topology.numa_nodes})
+    return ",".join(str(n) for n in known) if known else UNKNOWN
+
+
+def _cpus(cpu_ids: Iterable[int], topology: Topology) -> list[dict[str, str]]:
+    """A CPU set split by NUMA node: ``[{"numa_node": "0", "cpus": "2-9"}, ...]``."""
+    by_numa: dict[str, set[int]] = {}
+    for cpu in cpu_ids:
+        numa = topology.cpu_to_numa.get(cpu)
+        by_numa.setdefault(UNKNOWN if numa is None else str(numa), set()).add(cpu)
+    return [{"numa_node": numa, "cpus": format_cpulist(frozenset(cpus))}
+            for numa, cpus in sorted(by_numa.items(), key=lambda item: _numa_order(item[0]))]
+
+
+def _memory(blocks: Iterable[MemoryBlock], topology: Topology) -> list[dict[str, Any]]:
+    return [{"memory_type": block.memory_type, "numa_node": _numa_label(block.numa_ids, topology),
+             "bytes": block.size}
+            for block in sorted(blocks, key=lambda b: (b.memory_type, b.numa_ids or ()))]
+
+
+def holdings(pods: Sequence[PodAssignment], topology: Topology) -> list[dict[str, Any]]:
+    """Who holds what: per pod (in namespace/name order), its pod-level exclusive CPUs and
+    memory and per container its exclusive CPUs, memory blocks, device ids and DRA devices,
+    each with its NUMA node label. Containers holding nothing exclusive (the shared pool) are
+    left out; a pod is listed when it or a container holds something."""
+    result = []
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        containers = []
+        for container in pod.containers:
+            devices: dict[tuple[str, str], set[int]] = {}
+            unlocated: set[tuple[str, str]] = set()
+            for entry in container.devices:
+                for device_id in entry.device_ids:
+                    key = (entry.resource, device_id)
+                    devices.setdefault(key, set())
+                    if entry.numa_ids is None:
+                        unlocated.add(key)
+                    else:
+                        devices[key].update(entry.numa_ids)
+            if not (container.cpu_ids or container.memory or devices or container.dra_devices):
+                continue
+            cpus = _cpus(container.cpu_ids, topology)
+            memory = _memory(container.memory, topology)
+            device_rows = [{"resource": resource, "device_id": device_id,
+                            "numa_node": _numa_label(tuple(numa_ids), topology)}
+                           for (resource, device_id), numa_ids in sorted(devices.items())]
+            used = {row["numa_node"] for row in (*cpus, *memory, *device_rows)} - {UNKNOWN}
+            numa_nodes = sorted({int(n) for label in used for n in label.split(",")})
+            containers.append({
+                "container": container.name,
+                "numa_nodes": [str(n) for n in numa_nodes],
+                "cpus": format_cpulist(frozenset(container.cpu_ids)),
+                "cpus_by_numa_node": cpus,
+                "memory": memory,
+                "devices": device_rows,
+                "dra_devices": [{"driver": d.driver, "pool": d.pool, "device": d.device,
+                                 "claim": f"{d.claim_namespace}/{d.claim_name}"}
+                                for d in sorted(container.dra_devices,
+                                                key=lambda d: (d.driver, d.pool, d.device))],
+            })
+        if not (containers or pod.cpu_ids or pod.memory):
+            continue
+        result.append({
+            "namespace": pod.namespace, "pod": pod.name,
+            "pod_level": {"cpus": format_cpulist(frozenset(pod.cpu_ids)),
+                          "cpus_by_numa_node": _cpus(pod.cpu_ids, topology),
+                          "memory": _memory(pod.memory, topology)}
+            if pod.cpu_ids or pod.memory else None,
+            "containers": containers,
+        })
+    return result
+
+
+def _held_memory(rows: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{row['memory_type']} {_bytes(row['bytes'])} @{row['numa_node']}"
+                     for row in rows) or "-"
+
+
+def _held_devices(rows: list[dict[str, Any]], dra: list[dict[str, Any]]) -> str:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        grouped.setdefault((row["resource"], row["numa_node"]), []).append(row["device_id"])
+    parts = [f"{resource} {','.join(ids)} @{numa}" for (resource, numa), ids in grouped.items()]
+    parts += [f"{d['driver']} {d['pool']}/{d['device']} (DRA)" for d in dra]
+    return "; ".join(parts) or "-"
+
+
+def _held_cpus(rows: list[dict[str, str]]) -> str:
+    return " ".join(f"{row['cpus']}@{row['numa_node']}" for row in rows) or "-"
+
+
+def holdings_table(held: list[dict[str, Any]]) -> list[str]:
+    """The "who holds what" section of the table, from :func:`holdings`."""
+    rows = []
+    for pod in held:
+        name = f"{pod['namespace']}/{pod['pod']}"
+        level = pod["pod_level"]
+        if level is not None:
+            rows.append([name, "(pod level)", "-", _held_cpus(level["cpus_by_numa_node"]),
+                         _held_memory(level["memory"]), "-"])
+        for container in pod["containers"]:
+            rows.append([name, container["container"], ",".join(container["numa_nodes"]) or "-",
+                         _held_cpus(container["cpus_by_numa_node"]),
+                         _held_memory(container["memory"]),
+                         _held_devices(container["devices"], container["dra_devices"])])
+    lines = ["", "Who holds what (exclusive resources; CPUs@NUMA node, memory and devices "
+             "@NUMA node)"]
+    if rows:
+        lines += _table(["pod", "container", "NUMA", "CPUs", "memory", "devices"], rows)
+    else:
+        lines.append("(no pod holds exclusive resources)")
+    return lines
+
+
 def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
-                 node_name: str = "") -> str:
+                 node_name: str = "", pods: Sequence[PodAssignment] = ()) -> str:
     lines = [f"Node {node_name or '(unnamed)'}: kubelet podresources API {caps.api_version}; "
              f"GetAllocatableResources {caps.get_allocatable}, Get {caps.get}, "
              f"pod-level resources {caps.pod_level}; {accounting.pods} pods, "
@@ -115,12 +246,17 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
     issues = {k: v for k, v in accounting.data_issues.items() if v}
     lines += ["", "Data issues: " + (", ".join(f"{k}={v}" for k, v in sorted(issues.items()))
                                      if issues else "none")]
+    lines += holdings_table(holdings(pods, topology))
     return "\n".join(lines) + "\n"
 
 
 def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
-                node_name: str = "") -> str:
-    def keyed(values: dict, names: tuple[str, ...]) -> list[dict]:
+                 node_name: str = "", pods: Sequence[PodAssignment] = ()) -> str:
+    """The report as one JSON document; its shape is documented in ``docs/snapshot.md``."""
+    def keyed(values: Mapping[Any, Any] | None,
+              names: tuple[str, ...]) -> list[dict[str, Any]] | None:
+        if values is None:
+            return None
         rows = []
         for key, value in sorted(values.items()):
             key = key if isinstance(key, tuple) else (key,)
@@ -128,25 +264,29 @@ def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
         return rows
 
     document = {
+        "format_version": JSON_FORMAT_VERSION,
         "node": node_name,
         "kubelet": vars(caps),
-        "numa_nodes": [{"numa_node": n.numa_id, "cpus": format_cpulist(n.cpus),
+        "numa_nodes": [{"numa_node": str(n.numa_id), "cpus": format_cpulist(n.cpus),
                         "memory_bytes": n.memory_bytes,
                         "hugepages": {hugepage_resource_name(s): p for s, p in n.hugepages.items()}}
                        for n in sorted(topology.numa_nodes.values(), key=lambda n: n.numa_id)],
-        "cpus_allocatable": accounting.cpus_allocatable,
-        "cpus_allocated": accounting.cpus_allocated,
-        "memory_allocatable_bytes": keyed(accounting.memory_allocatable, ("numa_node", "memory_type")),
-        "memory_allocated_bytes": keyed(accounting.memory_allocated, ("numa_node", "memory_type")),
+        "cpus_allocatable": keyed(accounting.cpus_allocatable, ("numa_node",)),
+        "cpus_allocated": keyed(accounting.cpus_allocated, ("numa_node",)),
+        "memory_allocatable_bytes": keyed(accounting.memory_allocatable,
+                                          ("numa_node", "memory_type")),
+        "memory_allocated_bytes": keyed(accounting.memory_allocated,
+                                        ("numa_node", "memory_type")),
         "devices_allocatable": keyed(accounting.devices_allocatable, ("numa_node", "resource")),
         "devices_allocated": keyed(accounting.devices_allocated, ("numa_node", "resource")),
-        "devices_allocated_unavailable": None
-        if accounting.devices_allocated_unavailable is None
-        else keyed(accounting.devices_allocated_unavailable, ("numa_node", "resource")),
+        "devices_allocated_unavailable": keyed(accounting.devices_allocated_unavailable,
+                                               ("numa_node", "resource")),
         "utilization_ratio": keyed(accounting.utilization, ("numa_node", "resource")),
         "dra_devices_allocated": keyed(accounting.dra_devices_allocated, ("driver", "pool")),
         "misaligned_containers": accounting.misaligned_containers,
-        "containers": keyed(accounting.container_numa_nodes, ("namespace", "pod", "container")),
-        "data_issues": {k: v for k, v in accounting.data_issues.items() if v},
+        "container_numa_nodes": keyed(accounting.container_numa_nodes,
+                                      ("namespace", "pod", "container")),
+        "data_issues": keyed({k: v for k, v in accounting.data_issues.items() if v}, ("kind",)),
+        "pods": holdings(pods, topology),
     }
     return json.dumps(document, indent=2, sort_keys=False) + "\n"

@@ -15,7 +15,8 @@ import html
 import logging
 import ssl
 import sys
-from typing import Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -47,12 +48,16 @@ _LANDING = """<!DOCTYPE html>
 </body></html>
 """
 
+DEFAULT_LIMITS = Limits()
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-def _method_guard(handler):
+
+def _method_guard(handler: Handler) -> Handler:
     async def guarded(request: web.Request) -> web.StreamResponse:
         if request.method not in _ALLOWED:
             raise web.HTTPMethodNotAllowed(request.method, _ALLOWED)
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     return guarded
 
 
@@ -102,7 +107,9 @@ async def landing(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html")
 
 
-def _refuse_unknown_expectations(handler):
+def _refuse_unknown_expectations(
+        handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
     """Answer an ``Expect`` other than 100-continue with 417, before aiohttp's routing does.
 
     aiohttp's own answer echoes the header's value and fails with a 500 when the value is not
@@ -113,11 +120,12 @@ def _refuse_unknown_expectations(handler):
         if expect is not None and expect.strip().lower() != "100-continue":
             return web.Response(status=417, text="417 Expectation Failed: only 100-continue "
                                                  "is understood\n")
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
     return guarded
 
 
-def make_app(refresher: Refresher, middlewares=()) -> web.Application:
+def make_app(refresher: Refresher, middlewares: Iterable[Any] = ()) -> web.Application:
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[REFRESHER] = refresher
     for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz),
@@ -126,7 +134,7 @@ def make_app(refresher: Refresher, middlewares=()) -> web.Application:
     return app
 
 
-class _PeerFaultsAtDebug(logging.LoggerAdapter):
+class _PeerFaultsAtDebug(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's server logger, with what a peer can cause moved to debug and to one line.
 
     aiohttp logs every malformed request (bad request line, oversized header, TLS bytes on the
@@ -134,7 +142,8 @@ class _PeerFaultsAtDebug(logging.LoggerAdapter):
     the port could fill the log. Exceptions raised by the exporter's own handlers stay errors.
     """
 
-    def exception(self, msg, *args, exc_info=True, **kwargs):  # type: ignore[override]
+    def exception(self, msg: Any, *args: Any, exc_info: Any = True,
+                  **kwargs: Any) -> None:
         error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
         if isinstance(error, (HttpProcessingError, ConnectionError, asyncio.TimeoutError)):
             if self.logger.isEnabledFor(logging.DEBUG):
@@ -151,7 +160,7 @@ class HTTPServer:
         self.runner, self.listener, self.port = runner, listener, port
 
     @property
-    def addresses(self) -> list:
+    def addresses(self) -> list[Any]:
         return [sock.getsockname() for sock in self.listener.sockets
                 if sock.fileno() != -1]
 
@@ -164,9 +173,9 @@ class HTTPServer:
             self.listener.abort_all()
 
 
-def _track_requests(listener: Listener):
+def _track_requests(listener: Listener) -> Any:
     @web.middleware
-    async def tracked(request: web.Request, handler):
+    async def tracked(request: web.Request, handler: Handler) -> web.StreamResponse:
         done = listener.request_started(request.protocol)
         if done is not None:
             task = asyncio.current_task()
@@ -181,7 +190,7 @@ def _track_requests(listener: Listener):
 async def start_http(app: web.Application, host: str, port: int,
                      ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext | None]
                      | None = None,
-                     limits: Limits = Limits()) -> tuple[HTTPServer, int]:
+                     limits: Limits = DEFAULT_LIMITS) -> tuple[HTTPServer, int]:
     """Start serving; returns the server and the bound port (``port`` 0 picks one).
 
     ``ssl_context`` may be a function returning the context for each new connection (None:

@@ -2,7 +2,10 @@
 
 The podresources API names CPUs by id but never says which NUMA node they sit on; the kernel
 does, in ``devices/system/node/node<N>/cpulist``. Memory and hugepage totals come from the same
-directories and are shown by the ``snapshot`` command.
+directories and are shown by the ``snapshot`` command. SMT siblings (the hardware threads of one
+physical core) come from ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``, the same
+file cAdvisor reads for the kubelet's CPU manager; the fit answers need them for the
+``full-pcpus-only`` option.
 """
 
 from __future__ import annotations
@@ -108,7 +111,30 @@ def read_topology(sysfs_root: str | Path) -> Topology:
                 "is --sysfs-root pointing at a sysfs tree?")
         log.info("no NUMA information under %s; treating all online CPUs as NUMA node 0", node_root)
         nodes.append(NumaNode(numa_id=0, cpus=online))
-    return Topology.from_nodes(nodes)
+    cpus = frozenset().union(*(node.cpus for node in nodes))
+    return Topology.from_nodes(nodes, read_thread_siblings(root, cpus))
+
+
+def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, frozenset[int]]:
+    """Each CPU's core siblings (itself included), limited to ``cpus`` (the online ones).
+
+    The kernel keeps ``thread_siblings_list`` to online CPUs only. A CPU whose file is missing
+    or unreadable (an old kernel, a container hiding it) is left out: it counts as a core of its
+    own, which is what a machine without SMT looks like.
+    """
+    cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+    siblings: dict[int, frozenset[int]] = {}
+    for cpu in sorted(cpus):
+        path = cpu_root / f"cpu{cpu}" / "topology" / "thread_siblings_list"
+        try:
+            listed = parse_cpulist(path.read_text())
+        except OSError:
+            continue
+        except ValueError as error:
+            log.debug("ignoring %s: %s", path, error)
+            continue
+        siblings[cpu] = (listed & cpus) | {cpu}
+    return siblings
 
 
 def _read_online_cpus(root: Path) -> frozenset[int] | None:

@@ -36,9 +36,11 @@ import secrets
 import ssl
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import yaml
@@ -118,20 +120,20 @@ class WebConfig:
     tls: TLSSettings | None = None
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
-    _live: "LiveWebConfig | None" = field(default=None, repr=False, compare=False)
+    _live: LiveWebConfig | None = field(default=None, repr=False, compare=False)
 
-    def live(self) -> "LiveWebConfig":
+    def live(self) -> LiveWebConfig:
         """The server's view of the file: this version until the file changes."""
         if self._live is None:
             self._live = LiveWebConfig(self)
         return self._live
 
-    def ssl_context(self):
+    def ssl_context(self) -> Callable[[], ssl.SSLContext | None]:
         """For ``start_http``: a function giving each new connection its TLS context (or None
         for plain HTTP), as the file says at that moment."""
         return self.live().tls_context
 
-    def middlewares(self) -> list:
+    def middlewares(self) -> list[Any]:
         """For ``make_app``: basic auth and the configured response headers, kept current."""
         return [self.live().middleware]
 
@@ -140,15 +142,15 @@ class WebConfig:
                 + (f"for {len(self.users)} users" if self.users else "off"))
 
 
-class _DuplicateKey(yaml.YAMLError):
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # yaml has no stubs here
     pass
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
     """PyYAML's safe loader, refusing a key given twice (PyYAML keeps the last silently)."""
 
 
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+def _mapping_without_duplicates(loader: _StrictLoader, node: Any) -> dict[Any, Any]:
     seen = set()
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
@@ -163,14 +165,14 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
             raise _DuplicateKey(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
         seen.add(key)
     loader.flatten_mapping(node)
-    return loader.construct_mapping(node, deep=True)
+    return dict(loader.construct_mapping(node, deep=True))
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                               _mapping_without_duplicates)
 
 
-def load(path: str | os.PathLike) -> WebConfig:
+def load(path: str | os.PathLike[str]) -> WebConfig:
     """Read and check a web-config file; raises WebConfigError with a one-line reason."""
     path = Path(path)
     try:
@@ -194,7 +196,7 @@ def load(path: str | os.PathLike) -> WebConfig:
     return config
 
 
-def _parse(document, path: Path) -> WebConfig:
+def _parse(document: Any, path: Path) -> WebConfig:
     _mapping(document, "the file")
     _known_keys(document, _SECTIONS, "")
     # Relative to the file's directory as named, symlinks kept: a Secret volume's files are
@@ -219,7 +221,7 @@ def _parse(document, path: Path) -> WebConfig:
     return config
 
 
-def _parse_tls(tls: dict, directory: Path) -> TLSSettings | None:
+def _parse_tls(tls: dict[str, Any], directory: Path) -> TLSSettings | None:
     _known_keys(tls, _TLS_KEYS, "tls_server_config.")
     for key in ("cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version",
                 "max_version"):
@@ -272,7 +274,7 @@ def _parse_tls(tls: dict, directory: Path) -> TLSSettings | None:
                        prefer_server_cipher_suites=prefer)
 
 
-def _parse_headers(headers) -> dict[str, str]:
+def _parse_headers(headers: Any) -> dict[str, str]:
     _mapping(headers, "http_server_config.headers")
     parsed = {}
     for name, value in headers.items():
@@ -282,7 +284,7 @@ def _parse_headers(headers) -> dict[str, str]:
             raise WebConfigError(f"http_server_config.headers: {name!r} is not allowed; "
                                  f"allowed: {', '.join(_HEADERS)}")
         if not isinstance(value, str) or not value or not value.isascii() \
-                or any(ord(char) < 0x20 and char != "\t" or char == "\x7f" for char in value):
+                or any((ord(char) < 0x20 and char != "\t") or char == "\x7f" for char in value):
             raise WebConfigError(f"http_server_config.headers.{canonical} must be one line of "
                                  "printable ASCII")
         allowed = _HEADERS[canonical]
@@ -293,7 +295,7 @@ def _parse_headers(headers) -> dict[str, str]:
     return parsed
 
 
-def _parse_users(users: dict) -> dict[str, bytes]:
+def _parse_users(users: dict[str, Any]) -> dict[str, bytes]:
     parsed = {}
     for name, hashed in users.items():
         if not isinstance(name, str) or not name or ":" in name:
@@ -307,13 +309,13 @@ def _parse_users(users: dict) -> dict[str, bytes]:
     return parsed
 
 
-def _mapping(value, where: str) -> dict:
+def _mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise WebConfigError(f"{where} must be a mapping, got {type(value).__name__}")
     return value
 
 
-def _known_keys(mapping: dict, known: set[str], prefix: str) -> None:
+def _known_keys(mapping: dict[str, Any], known: set[str], prefix: str) -> None:
     for key in mapping:
         qualified = f"{prefix}{key}"
         if qualified in _UNSUPPORTED:
@@ -352,7 +354,7 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     return context
 
 
-def _stamp(*paths: Path | None) -> tuple:
+def _stamp(*paths: Path | None) -> tuple[Any, ...]:
     """What changes when a file is rewritten or a Secret volume swaps its ``..data`` link."""
     stamp = []
     for path in paths:
@@ -378,7 +380,7 @@ class _TLSFiles:
         self._stamp = self._files()
         self._context = _build_context(tls)
 
-    def _files(self) -> tuple:
+    def _files(self) -> tuple[Any, ...]:
         return _stamp(self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file)
 
     def context(self) -> ssl.SSLContext:
@@ -445,7 +447,9 @@ class LiveWebConfig:
         return self.tls.context() if self.tls is not None else None
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler):
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                         ) -> web.StreamResponse:
         self.refresh()
         headers, auth = self.config.headers, self.auth
         response: web.StreamResponse | None = None
@@ -542,7 +546,7 @@ class BasicAuth:
         self._key = os.urandom(32)
         self._granted: OrderedDict[bytes, None] = OrderedDict()
         self._refused: OrderedDict[bytes, None] = OrderedDict()
-        self._pending: dict[bytes, asyncio.Future] = {}
+        self._pending: dict[bytes, asyncio.Future[bool | None]] = {}
 
     async def check(self, authorization: str | None, peer: str = "") -> bool | None:
         """True or False; None when too many checks are queued (answer 429)."""
@@ -562,14 +566,14 @@ class BasicAuth:
         future = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
-            answer = await self._check(user, password, key, peer)
-            future.set_result(answer)
+            checked = await self._check(user, password, key, peer)
+            future.set_result(checked)
         except BaseException:
             future.cancel()  # requests sharing this check fail with this one
             raise
         finally:
             del self._pending[key]
-        return answer
+        return checked
 
     async def _check(self, user: bytes, password: bytes, key: bytes, peer: str) -> bool | None:
         try:

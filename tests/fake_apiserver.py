@@ -114,6 +114,7 @@ class FakeApiServer:
         """Serve on 127.0.0.1 (the same port again after :meth:`stop`)."""
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/api/v1/{collection}", self._core)
+        app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self._pod)
         app.router.add_get("/apis/resource.k8s.io/{version}/{collection}", self._resource)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -251,6 +252,16 @@ class FakeApiServer:
         if collection not in ("nodes", "pods"):
             return await self._unknown(request)
         return await self._serve(request, collection, None)
+
+    async def _pod(self, request: web.Request) -> web.Response:
+        """GET of one pod (what ``snapshot --why`` asks)."""
+        self.requests.append((request.path, dict(request.query)))
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        obj = self.objects["pods"].get((namespace, name))
+        if obj is None:
+            return web.json_response(status(404, "NotFound", f'pods "{name}" not found'),
+                                     status=404)
+        return web.json_response(self._shown(obj, "pods", None))
 
     async def _resource(self, request: web.Request) -> web.StreamResponse:
         version = request.match_info["version"]

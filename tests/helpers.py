@@ -20,7 +20,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.app import build_refresher
 from exporter.refresh import Settings
 from exporter.server import make_app, start_http
-from exporter.simulator import Faults, NodeState, Simulator, load_profile, parse_profile, write_sysfs
+from exporter.simulator import (
+    Faults,
+    NodeState,
+    Simulator,
+    load_profile,
+    parse_profile,
+    write_sysfs,
+)
 from exporter.simulator.profile import NodeSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,7 +81,8 @@ class Scrape:
         return found
 
     def by(self, name: str, *keys: str, **match) -> dict:
-        """``{label values: value}`` for one metric, e.g. ``by("...cpus_allocated", "numa_node")``."""
+        """``{label values: value}`` for one metric, e.g.
+        ``by("...cpus_allocated", "numa_node")``."""
         result = {}
         for labels, value in self.series(name, **match).items():
             d = dict(labels)
@@ -97,7 +105,7 @@ class Node:
         self.socket = self.dir / "pod-resources" / "kubelet.sock"
         self.simulator = Simulator(NodeState(spec), self.socket, faults=faults, **sim_options)
 
-    async def __aenter__(self) -> "Node":
+    async def __aenter__(self) -> Node:
         await self.simulator.start()
         return self
 
@@ -121,7 +129,7 @@ class Exporter:
         self.run_loop = run_loop
         self._task: asyncio.Task | None = None
 
-    async def __aenter__(self) -> "Exporter":
+    async def __aenter__(self) -> Exporter:
         self.runner, self.port = await start_http(make_app(self.refresher), "127.0.0.1", 0)
         self.session = aiohttp.ClientSession()
         if self.run_loop:

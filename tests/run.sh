@@ -12,4 +12,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 bash tests/install-tools.sh
+# static checks first (configured in pyproject.toml): lint everything, types strictly on exporter/
+.venv/bin/ruff check --quiet .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

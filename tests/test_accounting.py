@@ -8,30 +8,30 @@ from __future__ import annotations
 import pytest
 
 from exporter.accounting import (
-    ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE,
-    ISSUE_CPU_MULTIPLE_OWNERS,
-    ISSUE_CPU_NOT_ALLOCATABLE,
-    ISSUE_DEVICE_MULTIPLE_OWNERS,
-    ISSUE_DUPLICATE_ENTRY,
-    ISSUE_NEGATIVE_NUMA_ID,
-    ISSUE_POD_MEMORY_BELOW_CONTAINERS,
-    ISSUE_UNKNOWN_CPU,
-    ISSUE_UNKNOWN_NUMA_ID,
     Ledger,
     account,
     apportion_group_memory,
     min_numa_nodes,
 )
+from exporter.issues import IssueKind
 from exporter.model import (
     Allocatable,
-    ContainerAssignment as C,
-    DeviceEntry as D,
     DraDevice,
     KubeletSnapshot,
-    MemoryBlock as M,
     NumaNode,
-    PodAssignment as P,
     Topology,
+)
+from exporter.model import (
+    ContainerAssignment as C,
+)
+from exporter.model import (
+    DeviceEntry as D,
+)
+from exporter.model import (
+    MemoryBlock as M,
+)
+from exporter.model import (
+    PodAssignment as P,
 )
 
 GiB = 1 << 30
@@ -65,7 +65,7 @@ def test_exclusive_cpus_are_counted_per_numa_node_and_shared_pool_containers_cou
     assert result.utilization[("0", "cpu")] == pytest.approx(2 / 3)
     assert result.utilization[("1", "cpu")] == pytest.approx(1 / 4)
     # CPU 0 is assigned although reserved: inconsistent, counted, still exported
-    assert result.data_issues == {ISSUE_CPU_NOT_ALLOCATABLE: 1}
+    assert result.data_issues == {IssueKind.CPU_NOT_ALLOCATABLE: 1}
 
 
 def test_sidecar_containers_are_accounted_like_app_containers():
@@ -96,16 +96,16 @@ def test_a_cpu_assigned_to_two_containers_is_counted_once_and_reported():
         P("ns", "p2", (C("b", cpu_ids=(5, 6)),)),
     ), TWO_NODES)
     assert result.cpus_allocated == {"0": 0, "1": 3}
-    assert result.data_issues[ISSUE_CPU_MULTIPLE_OWNERS] == 1
+    assert result.data_issues[IssueKind.CPU_MULTIPLE_OWNERS] == 1
 
 
 def test_cpu_missing_from_sysfs_is_attributed_to_unknown():
     result = account(snap(P("ns", "p", (C("a", cpu_ids=(3, 12)),)),
-                          allocatable=Allocatable(cpu_ids=tuple(range(8)) + (12,))), TWO_NODES)
+                          allocatable=Allocatable(cpu_ids=(*range(8), 12))), TWO_NODES)
     assert result.cpus_allocatable == {"0": 4, "1": 4, "unknown": 1}
     assert result.cpus_allocated == {"0": 1, "1": 0, "unknown": 1}
     assert ("unknown", "cpu") not in result.utilization
-    assert result.data_issues[ISSUE_UNKNOWN_CPU] >= 1
+    assert result.data_issues[IssueKind.UNKNOWN_CPU] >= 1
 
 
 # ---- devices ------------------------------------------------------------------------------
@@ -153,7 +153,8 @@ def test_group_devices_count_toward_each_member_node_on_both_sides_of_utilizatio
 
 
 def test_device_without_topology_is_unknown_and_has_no_utilization():
-    result = account(snap(P("ns", "p", (C("a", devices=(D("example.com/dongle", ("d0",), None),)),)),
+    dongle = D("example.com/dongle", ("d0",), None)
+    result = account(snap(P("ns", "p", (C("a", devices=(dongle,)),)),
                           allocatable=Allocatable(devices=(
                               D("example.com/dongle", ("d0",), None),
                               D("example.com/dongle", ("d1",), None))),
@@ -174,8 +175,8 @@ def test_numa_ids_unknown_to_sysfs_are_dropped_and_counted():
         D("vendor/nic", ("vf-1",), (-1,)),
     )),)), allocatable=None), TWO_NODES)
     assert result.devices_allocated == {("0", "vendor/nic"): 1, ("unknown", "vendor/nic"): 1}
-    assert result.data_issues[ISSUE_UNKNOWN_NUMA_ID] == 1
-    assert result.data_issues[ISSUE_NEGATIVE_NUMA_ID] == 1
+    assert result.data_issues[IssueKind.UNKNOWN_NUMA_ID] == 1
+    assert result.data_issues[IssueKind.NEGATIVE_NUMA_ID] == 1
 
 
 def test_a_device_in_two_containers_is_counted_once_and_reported():
@@ -186,7 +187,7 @@ def test_a_device_in_two_containers_is_counted_once_and_reported():
     ), TWO_NODES)
     assert result.devices_allocated == {("0", "r/x"): 1}
     assert result.utilization[("0", "r/x")] == 0.5
-    assert result.data_issues[ISSUE_DEVICE_MULTIPLE_OWNERS] == 1
+    assert result.data_issues[IssueKind.DEVICE_MULTIPLE_OWNERS] == 1
     assert len(result.device_info) == 2  # both holders are shown
 
 
@@ -240,7 +241,7 @@ def test_device_listed_on_another_numa_node_than_assigned_is_an_excess():
     assert result.devices_allocated == {("0", "r/x"): 0, ("1", "r/x"): 1}
     assert result.devices_allocated_unavailable == {("0", "r/x"): 0, ("1", "r/x"): 0}
     assert result.utilization == {("0", "r/x"): 0.0}
-    assert result.data_issues == {ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
+    assert result.data_issues == {IssueKind.ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
 
 
 def test_no_unavailable_figures_without_get_allocatable_or_under_v1alpha1():
@@ -319,7 +320,7 @@ def test_pod_level_memory_is_the_larger_of_pod_block_and_container_sum():
     assert result.memory_allocated == {("0", "memory"): 8 * GiB, ("1", "memory"): 3 * GiB}
     assert result.pod_memory == {("ns", "big-pod", "0", "memory"): 8 * GiB,
                                  ("ns", "odd-pod", "1", "memory"): 1 * GiB}
-    assert result.data_issues == {ISSUE_POD_MEMORY_BELOW_CONTAINERS: 1}
+    assert result.data_issues == {IssueKind.POD_MEMORY_BELOW_CONTAINERS: 1}
     assert result.utilization[("0", "memory")] == 0.5
 
 
@@ -414,7 +415,7 @@ def test_duplicated_entries_are_reported_and_not_double_counted():
     assert result.cpus_allocated == {"0": 2}
     assert result.container_cpus == {("ns", "p", "a", "0"): 2}
     assert result.devices_allocated == {("0", "r/x"): 1}
-    assert result.data_issues[ISSUE_DUPLICATE_ENTRY] == 3  # repeated CPU, device entry, pod
+    assert result.data_issues[IssueKind.DUPLICATE_ENTRY] == 3  # repeated CPU, device entry, pod
 
 
 def test_empty_snapshot_gives_empty_figures():
@@ -433,7 +434,7 @@ def test_a_pod_listed_twice_does_not_double_its_memory():
         P("ns", "p", (C("a", memory=(M("memory", 2 * GiB, (0,)),)),)),
         allocatable=None), TWO_NODES)
     assert result.memory_allocated == {("0", "memory"): 2 * GiB}
-    assert result.data_issues[ISSUE_DUPLICATE_ENTRY] == 1
+    assert result.data_issues[IssueKind.DUPLICATE_ENTRY] == 1
 
 
 def test_container_blocks_are_covered_by_the_pod_level_block_that_contains_them():
@@ -460,7 +461,7 @@ def test_memory_on_a_node_with_nothing_allocatable_is_an_excess_a_device_is_unav
     assert ("1", "hugepages-1Gi") not in result.utilization  # no ratio without allocatable
     assert ("1", "r/x") not in result.utilization
     # the memory block is an excess; d0 is simply not listed as allocatable: unavailable
-    assert result.data_issues == {ISSUE_ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
+    assert result.data_issues == {IssueKind.ALLOCATED_EXCEEDS_ALLOCATABLE: 1}
     assert result.devices_allocated_unavailable == {("0", "r/x"): 0, ("1", "r/x"): 1}
 
 
@@ -472,3 +473,19 @@ def test_smallest_set_search_is_exact_where_greedy_is_not():
     assert min_numa_nodes(f(), sets) == 10
     # many disjoint choices: the lower bound settles it without enumerating 2^12 covers
     assert min_numa_nodes(f(), [f({2 * k, 2 * k + 1}) for k in range(12)]) == 12
+
+
+def test_an_issue_example_leaves_with_the_pod_it_names():
+    ledger = Ledger()
+    first = P("ns", "first", (C("a", cpu_ids=(0, 0)),))
+    second = P("ns", "second", (C("b", cpu_ids=(1, 1)),))
+    result = ledger.update((first,), None, TWO_NODES)
+    assert "ns/first/a" in result.issue_examples[IssueKind.DUPLICATE_ENTRY]
+    result = ledger.update((first, second), None, TWO_NODES)
+    assert result.data_issues[IssueKind.DUPLICATE_ENTRY] == 2
+    assert "ns/first/a" in result.issue_examples[IssueKind.DUPLICATE_ENTRY]
+    result = ledger.update((second,), None, TWO_NODES)  # the named pod left
+    assert result.data_issues[IssueKind.DUPLICATE_ENTRY] == 1
+    assert "ns/second/b" in result.issue_examples[IssueKind.DUPLICATE_ENTRY]
+    result = ledger.update((), None, TWO_NODES)
+    assert result.issue_examples == {}

@@ -154,7 +154,8 @@ def test_socket_directory_is_mounted_read_only_never_the_socket_file(helm, defau
         "path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
     assert mount(defaults, "pod-resources") == {
         "name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}
-    assert "--socket=/var/lib/kubelet/pod-resources/kubelet.sock" in exporter_container(defaults)["args"]
+    args = exporter_container(defaults)["args"]
+    assert "--socket=/var/lib/kubelet/pod-resources/kubelet.sock" in args
     for each in pod_spec(defaults)["volumes"]:
         if "hostPath" in each:
             assert not each["hostPath"]["path"].endswith(".sock")
@@ -279,7 +280,8 @@ def test_security_context_is_uid_0_with_nothing_else(defaults):
 
 def test_node_name_comes_from_the_downward_api(defaults):
     env = exporter_container(defaults)["env"]
-    assert env[0] == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    assert env[0] == {"name": "NODE_NAME",
+                      "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
 def test_scheduling_reaches_every_node(defaults):
@@ -301,7 +303,8 @@ def test_probes_resources_and_port(defaults):
     assert "--listen-address=:10075" in container["args"]
     assert container["resources"] == {"requests": {"cpu": "25m", "memory": "96Mi"},
                                       "limits": {"cpu": "250m", "memory": "192Mi"}}
-    assert container["image"] == f"ghcr.io/podresources-exporter/podresources-exporter:{__version__}"
+    image = f"ghcr.io/podresources-exporter/podresources-exporter:{__version__}"
+    assert container["image"] == image
 
 
 def test_no_rbac_and_no_token_without_the_kubernetes_api_view(defaults):
@@ -759,7 +762,8 @@ def assert_secrets_mounted_as_directories(docs: list[dict]) -> None:
 
 def test_web_config_from_an_existing_secret(helm):
     docs = render(helm, "--set", "webConfig.enabled=true",
-                  "--set", "webConfig.existingSecret=my-web-config", "--set", "webConfig.https=true")
+                  "--set", "webConfig.existingSecret=my-web-config",
+                  "--set", "webConfig.https=true")
     assert "Secret" not in kinds(docs)
     assert volume(docs, "web-config")["secret"]["secretName"] == "my-web-config"
     assert mount(docs, "web-config") == {"name": "web-config", "readOnly": True,
@@ -821,7 +825,7 @@ class AuthRecordingServer:
             return web.Response(status=401)
         return web.Response(text="podresources_up 1\n")
 
-    async def __aenter__(self) -> "AuthRecordingServer":
+    async def __aenter__(self) -> AuthRecordingServer:
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         self.runner = web.AppRunner(app)

@@ -133,12 +133,18 @@ async def test_snapshot_json_and_unreachable_kubelet():
                                  "--sysfs-root", str(node.sysfs))
         assert code == 0
         document = json.loads(out)
-        assert document["cpus_allocated"] == {"0": 3, "1": 0}
+        assert document["cpus_allocated"] == [{"numa_node": "0", "value": 3},
+                                              {"numa_node": "1", "value": 0}]
+        assert document["pods"][0]["containers"][0]["container"] == "c"
+        assert len(document["pods"][0]["containers"][0]["cpus_by_numa_node"]) == 1
         assert document["kubelet"]["api_version"] == "v1"
         code, out, err = await run("snapshot", "--socket", str(node.dir / "absent.sock"),
                                    "--sysfs-root", str(node.sysfs))
     assert code == 1
     assert "cannot read the kubelet" in err and "UNAVAILABLE" in err
+    # one line, and nothing about retrying or serving: a one-shot read has neither
+    assert err.count("\n") == 1, err
+    assert "retrying" not in err and "last good snapshot" not in err
 
 
 async def test_simulate_serves_a_kubelet_until_sigterm():
@@ -167,7 +173,7 @@ async def test_simulate_serves_a_kubelet_until_sigterm():
                                    str(workdir / "sys"))
         assert code == 0, err
         # small: CPUs 0-7, 0 reserved; inference-0 and packet-filter-0 hold 2 exclusive each
-        assert json.loads(out)["cpus_allocated"] == {"0": 4}
+        assert json.loads(out)["cpus_allocated"] == [{"numa_node": "0", "value": 4}]
         assert state["socket"] == str(workdir / "kubelet.sock")
         assert (workdir / "state" / "cpu_manager_state").is_file()
     finally:
@@ -281,3 +287,160 @@ async def test_demo_kubelet_can_be_misbehaved_from_outside():
     assert set(statuses) == {200}
     assert rejected > 0
     assert recovered.value("podresources_cpus_allocated", numa_node="0") == 29
+
+
+# ---- flags before the command, listen hosts, profiles, the snapshot's sysfs -----------------
+
+@pytest.mark.parametrize("argv, command, attribute, value", [
+    (["--socket", "/run/k.sock", "snapshot"], "snapshot", "socket", "/run/k.sock"),
+    (["--listen-address", "127.0.0.1:0", "demo"], "demo", "listen_address", ("127.0.0.1", 0)),
+    (["--format", "json", "snapshot"], "snapshot", "format", "json"),
+    (["--format=json", "snapshot", "--socket", "/run/k.sock"], "snapshot", "format", "json"),
+    (["--sock", "/run/k.sock", "snapshot"], "snapshot", "socket", "/run/k.sock"),
+    (["--node-name", "snapshot", "demo"], "demo", "node_name", "snapshot"),
+    (["--no-workload-metrics", "demo"], "demo", "no_workload_metrics", True),
+    (["--log-level", "debug", "simulate", "--socket", "/run/k.sock"], "simulate", "log_level",
+     "debug"),
+    (["--socket", "/run/a.sock", "snapshot", "--socket", "/run/b.sock"], "snapshot", "socket",
+     "/run/b.sock"),
+])
+def test_flags_before_the_command_apply_to_it(argv, command, attribute, value):
+    args = parse_args(argv, environ={})
+    assert args.command == command
+    assert getattr(args, attribute) == value
+
+
+def test_a_flag_the_command_does_not_take_is_refused_wherever_it_is(capsys):
+    for argv in (["--interval", "5", "snapshot"], ["snapshot", "--interval", "5"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "unrecognized arguments: --interval 5" in err, err
+
+
+def test_the_demo_listens_on_this_machine_only_unless_told_otherwise():
+    from exporter.app import demo_url
+
+    assert parse_args(["demo"], environ={}).listen_address == ("localhost", 10075)
+    assert parse_args([], environ={}).listen_address == ("", 10075)  # the DaemonSet: every one
+    assert parse_args(["demo", "--listen-address", ":8080"], environ={}).listen_address == \
+        ("", 8080)
+    assert demo_url("localhost", 1234) == "http://localhost:1234/metrics (this machine only)"
+    assert demo_url("::1", 1234) == "http://[::1]:1234/metrics (this machine only)"
+    assert demo_url("127.0.0.2", 1234) == "http://127.0.0.2:1234/metrics (this machine only)"
+    assert demo_url("", 1234).endswith("(listening on every interface: other machines can "
+                                       "reach it too)")
+    assert demo_url("192.0.2.7", 1234) == "http://192.0.2.7:1234/metrics"
+
+
+@pytest.mark.parametrize("host, reason", [
+    ("no-such-host.invalid", "--listen-address: cannot resolve 'no-such-host.invalid': "),
+    ("192.0.2.1", "--listen-address: 192.0.2.1 is not an address of this machine"),
+])
+def test_a_listen_host_that_is_not_here_exits_2_with_one_line(host, reason, capsys, tmp_path):
+    from exporter.simulator import load_profile, write_sysfs
+
+    sysfs = write_sysfs(load_profile("small"), tmp_path / "sys")
+    assert main(["--listen-address", f"{host}:0", "--sysfs-root", str(sysfs),
+                 "--socket", str(tmp_path / "kubelet.sock")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"podresources-exporter: error: {reason}")
+
+
+def test_a_bundled_profile_name_wins_over_a_file_of_that_name(tmp_path, monkeypatch, capsys):
+    from exporter.app import UsageError, load_profile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "large").write_text("not a profile")
+    assert len(load_profile("large").numa_nodes) == 8  # the bundled large profile
+    with pytest.raises(UsageError, match=r"--profile: profile \./large is not valid JSON"):
+        load_profile("./large")
+    (tmp_path / "mine.json").write_text("[]")
+    with pytest.raises(UsageError, match=r"profile mine\.json is not a JSON object"):
+        load_profile("mine.json")
+    with pytest.raises(UsageError, match=r"a file needs a path with a slash or a \.json name"):
+        load_profile("mine")
+    assert main(["demo", "--profile", "./large"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+async def test_flags_before_snapshot_reach_the_kubelet_they_name():
+    async with Node("dual-socket-gpu") as node:
+        code, out, err = await run("--socket", str(node.socket), "--sysfs-root", str(node.sysfs),
+                                   "--format", "json", "snapshot")
+    assert code == 0, err
+    assert json.loads(out)["cpus_allocated"] == [{"numa_node": "0", "value": 29},
+                                                {"numa_node": "1", "value": 29}]
+
+
+async def test_snapshot_refuses_a_sysfs_of_another_machine_unless_it_was_chosen(tmp_path,
+                                                                                capsys):
+    """A simulated kubelet's socket read with this machine's /sys would mix two machines."""
+    from exporter.app import UsageError, snapshot
+    from exporter.simulator import load_profile, write_sysfs
+
+    small = write_sysfs(load_profile("small"), tmp_path / "sys")  # 1 NUMA node, CPUs 0-7
+    async with Node("dual-socket-gpu") as node:  # 2 NUMA nodes, CPUs 0-63
+        settings = node.settings(sysfs_root=str(small))
+        with pytest.raises(UsageError) as refused:
+            await snapshot(settings, "table", "info", sysfs_given=False)
+        assert str(refused.value).startswith(
+            f"--sysfs-root: the kubelet at unix://{node.socket} reports CPUs 8-31,33-63 "
+            f"and NUMA node 1 that {small} does not have, so the two are not the same machine")
+        assert capsys.readouterr().out == ""
+        # chosen on purpose: the report, with a warning saying what is off
+        assert await snapshot(settings, "table", "info", sysfs_given=True) == 0
+        captured = capsys.readouterr()
+        assert "reports CPUs 8-31,33-63 and NUMA node 1 that" in captured.err
+        assert "Data issues: " in captured.out and "unknown_cpu" in captured.out
+        # the matching sysfs: no complaint
+        assert await snapshot(node.settings(), "table", "info", sysfs_given=False) == 0
+        assert capsys.readouterr().err == ""
+
+
+async def test_the_demo_says_where_it_listens_and_prints_a_working_snapshot_command():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "demo", "--listen-address", "localhost:0",
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        while not any("snapshot --socket" in line for line in lines):
+            line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+            assert line, lines
+            lines.append(line)
+        command = next(line for line in lines if "snapshot --socket" in line)
+        assert any("-> http://localhost:" in line and line.rstrip().endswith(
+            "/metrics (this machine only)") for line in lines), lines
+        argv = command.split("read it once with: podresources-exporter ", 1)[1].split()
+        code, out, err = await run(*argv)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 10)
+    assert code == 0, err
+    assert err == ""
+    cpu_rows = [line.split()[:3] for line in out.splitlines() if line.startswith(("0 ", "1 "))]
+    assert cpu_rows[:2] == [["0", "0-15,32-47", "30"], ["1", "16-31,48-63", "32"]]  # its sysfs
+
+
+def test_what_a_foreign_kubelet_names_is_said_in_a_short_line():
+    from exporter.app import _foreign_kubelet
+    from exporter.model import (
+        ContainerAssignment,
+        DeviceEntry,
+        KubeletSnapshot,
+        NumaNode,
+        PodAssignment,
+        Topology,
+    )
+
+    topology = Topology.from_nodes([NumaNode(0, frozenset(range(4)))])
+    hostile = KubeletSnapshot((PodAssignment("ns", "p", (ContainerAssignment(
+        "c", cpu_ids=tuple(range(10, 5000, 2)),
+        devices=(DeviceEntry("r/x", ("d",), tuple(range(20000))),)),)),), None)
+    assert _foreign_kubelet(hostile, topology) == (
+        "CPUs 10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,44,46,48,... (2495 in all) "
+        "and NUMA nodes 1, 2, 3, 4, 5, 6, 7, 8 and 19991 more")
+    mine = KubeletSnapshot((PodAssignment("ns", "p", (ContainerAssignment(
+        "c", cpu_ids=(1, 2), devices=(DeviceEntry("r/x", ("d",), (0, -1)),)),)),), None)
+    assert _foreign_kubelet(mine, topology) == ""  # a negative id is a data issue, not a machine

@@ -74,7 +74,8 @@ def test_split_matches_protobuf_and_skips_other_fields():
     unknown = b"\x38\x96\x01" + b"\x3a\x02hi" + b"\x39" + b"\x00" * 8 + b"\x3d" + b"\x00" * 4
     assert split_repeated_field(unknown + raw) == [p.SerializeToString() for p in pods]
     assert [p.name for p in ListDecoder.v1().decode(unknown + raw)] == ["p0", "p1", "p2"]
-    for broken in (raw[:-1], b"\x0a\x05abc", b"\x0b", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"):
+    too_long = b"\x0a" + b"\xff" * 10  # a length varint past 64 bits
+    for broken in (raw[:-1], b"\x0a\x05abc", b"\x0b", too_long):
         with pytest.raises(ValueError):
             split_repeated_field(broken)
 

@@ -245,7 +245,7 @@ async def test_hostile_data_is_counted_and_exported_without_breaking_the_exposit
     assert sum(issues.values()) > 10
     assert {k for k, v in issues.items() if v} >= {"duplicate_entry", "invalid_entry",
                                                     "unknown_numa_id"}
-    for (name, labels), value in scrape.samples.items():
+    for (name, _labels), value in scrape.samples.items():
         if name == "podresources_numa_utilization_ratio":
             assert 0 <= value <= 1
     promtool = require_tool("promtool", "apt-get install prometheus")

@@ -180,19 +180,19 @@ async def test_accept_encoding_negotiates_per_rfc_9110(accept_encoding, coding):
         await exporter.ready()
         exporter.refresher.stop()
         headers = {} if accept_encoding is None else {"Accept-Encoding": accept_encoding}
-        session = aiohttp.ClientSession(auto_decompress=False, skip_auto_headers=["Accept-Encoding"])
-        async with session:
-            async with session.get(exporter.url + "/metrics", headers=headers) as response:
-                body = await response.read()
-                if coding == 406:
-                    assert response.status == 406
-                    return
-                assert response.status == 200
-                if coding == "gzip":
-                    assert response.headers["Content-Encoding"] == "gzip"
-                    body = gzip.decompress(body)
-                else:
-                    assert "Content-Encoding" not in response.headers
+        session = aiohttp.ClientSession(auto_decompress=False,
+                                        skip_auto_headers=["Accept-Encoding"])
+        async with session, session.get(exporter.url + "/metrics", headers=headers) as response:
+            body = await response.read()
+            if coding == 406:
+                assert response.status == 406
+                return
+            assert response.status == 200
+            if coding == "gzip":
+                assert response.headers["Content-Encoding"] == "gzip"
+                body = gzip.decompress(body)
+            else:
+                assert "Content-Encoding" not in response.headers
         assert body.startswith(b"# HELP ") and b"podresources_up 1" in body
 
 

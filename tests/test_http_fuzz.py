@@ -52,7 +52,7 @@ class Served:
         self.config = directory / f"{name}.yml"
         self.config.write_text(config)
         self.log_path = directory / f"{name}.log"
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "wb")  # noqa: SIM115  # the child's log, open while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "exporter", "--socket", str(node_socket), "--sysfs-root",
              str(sysfs), "--listen-address", f"127.0.0.1:{self.port}", "--web-config-file",
@@ -173,7 +173,7 @@ def exporters():
         simulator.terminate()
         simulator.wait(10)
         shutil.rmtree(directory, ignore_errors=True)
-    for name, log in logs.items():  # nothing anyone sent made the exporter complain
+    for _name, log in logs.items():  # nothing anyone sent made the exporter complain
         assert "Traceback" not in log, log
         assert " ERROR " not in log, log
 

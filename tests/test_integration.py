@@ -9,8 +9,7 @@ import pytest
 
 from exporter.simulator import Faults
 
-from .helpers import GiB, Exporter, Node, small_profile
-
+from .helpers import Exporter, GiB, Node, small_profile
 
 
 async def test_dual_socket_gpu_profile_per_numa_figures():
@@ -142,7 +141,8 @@ async def test_pod_level_cpus_and_memory_overlap_is_counted_once():
 
 async def test_without_memory_manager_no_memory_series_exist():
     profile = small_profile(memory_manager_policy="None", pods=[
-        {"namespace": "ns", "name": "p", "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}])
+        {"namespace": "ns", "name": "p",
+         "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
         assert not s.series("podresources_memory_allocatable_bytes")

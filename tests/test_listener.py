@@ -62,7 +62,7 @@ async def closed_by_peer(reader: asyncio.StreamReader, within: float = 15.0) -> 
                 return True
     except (ConnectionError, asyncio.IncompleteReadError):
         return True
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     return False
 
@@ -89,7 +89,7 @@ async def test_silent_connections_are_closed_and_cost_no_parser():
 
 
 async def test_slowloris_and_idle_keep_alive_connections_are_closed():
-    async with serving() as (server, port):
+    async with serving() as (_server, port):
         slow_reader, slow_writer = await asyncio.open_connection("127.0.0.1", port)
         slow_writer.write(b"GET /ok HTTP/1.1\r\n")
 
@@ -173,7 +173,7 @@ async def test_silent_tls_connections_get_no_tls_state_and_are_closed(tmp_path):
         stalled_writer.write(b"\x16\x03\x01\x02\x00")
         assert await closed_by_peer(stalled_reader)
         assert all(await asyncio.gather(*(closed_by_peer(r) for r, _ in streams)))
-        for _, w in streams + [(None, stalled_writer)]:
+        for _, w in [*streams, (None, stalled_writer)]:
             w.close()
 
 
@@ -219,7 +219,7 @@ async def test_out_of_file_descriptors_is_logged_once_and_survived(caplog):
 
 
 async def test_a_port_in_use_is_an_os_error_and_port_zero_binds_every_family():
-    async with serving() as (server, port):
+    async with serving() as (_server, port):
         with pytest.raises(OSError) as raised:
             await start_http(small_app(), "127.0.0.1", port)
         assert "error while attempting to bind" in str(raised.value)
@@ -232,7 +232,7 @@ async def test_a_port_in_use_is_an_os_error_and_port_zero_binds_every_family():
 
 async def test_a_client_that_spoke_just_before_a_flood_is_served_not_displaced():
     limits = Limits(max_connections=4, request_timeout=60, idle_timeout=60)
-    async with serving(limits) as (server, port):
+    async with serving(limits) as (_server, port):
         # Blocking calls, no await: the kernel queues all of them before the listener runs,
         # so the scraper is the oldest connection when the flood fills the house.
         scraper = socket.create_connection(("127.0.0.1", port))
@@ -241,5 +241,29 @@ async def test_a_client_that_spoke_just_before_a_flood_is_served_not_displaced()
         scraper.setblocking(False)
         answer = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(scraper, 200), 5)
         assert answer.startswith(b"HTTP/1.1 200 OK")
-        for sock in [scraper] + flood:
+        for sock in [scraper, *flood]:
             sock.close()
+
+
+async def test_at_the_limit_the_address_holding_most_connections_gives_one_up():
+    """A scraper's idle keep-alive connection from another address outlives a flood of
+    connections from one address, though it has been idle the longest."""
+    limits = Limits(max_connections=4, request_timeout=60, idle_timeout=60)
+    async with serving(limits) as (server, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                       local_addr=("127.0.0.2", 0))
+        writer.write(REQUEST)
+        assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"ok\n"), 5)
+        flood = []
+        for _ in range(10):  # each speaks, is answered and stays idle: keep-alive
+            flood_reader, flood_writer = await asyncio.open_connection("127.0.0.1", port)
+            flood_writer.write(REQUEST)
+            assert b"200 OK" in await asyncio.wait_for(flood_reader.readuntil(b"ok\n"), 5)
+            flood.append((flood_reader, flood_writer))
+        writer.write(REQUEST)  # the same connection, idle since the start
+        assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"ok\n"), 5)
+        assert server.listener.connections == 4
+        # the flood's oldest gave way to its newest
+        assert [await closed_by_peer(r, within=1) for r, _ in flood[:7]] == [True] * 7
+        for _, flood_writer in [*flood, (reader, writer)]:
+            flood_writer.close()

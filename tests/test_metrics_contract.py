@@ -54,7 +54,7 @@ def assert_live_matches_docs(scrape, groups: set[str]) -> None:
         if sample.startswith("process_"):
             continue
         base = re.sub(r"_(bucket|count|sum)$", "", sample)
-        kind, allowed = docs.get(sample) or docs[base]
+        _kind, allowed = docs.get(sample) or docs[base]
         names = {name for name, _ in labels} - {"le"}
         if sample == "podresources_dra_device_info":
             assert names <= set(allowed)

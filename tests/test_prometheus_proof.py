@@ -59,6 +59,10 @@ RANGE_SECONDS = 20
 # and gpu-node-01 is fragmented for 4. West's gpu-node-01 has 1 + (3 + 8) free: 4 fits.
 POD_CPUS = "4"
 WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
+# Every exporter's --fit-shapes. East: gpu-node-01 has 1 + 3 free CPUs and no free GPU,
+# edge-node-01 3 free CPUs and no GPU at all: neither shape fits anywhere. West's gpu-node-01
+# has 11 free CPUs and 1 free GPU on NUMA node 1: cpu4 twice, gpu1 once.
+FIT_SHAPES = "shapes:\n  cpu4: {cpu: 4}\n  gpu1: {cpu: 1, nvidia.com/gpu: 1}\n"
 
 # With production thresholds (only `for` shortened), exactly these fire on the demo data:
 # (alertname, cluster, node, numa_node, resource).
@@ -73,6 +77,8 @@ FIRING_ON_DEMO_DATA = {
     ("PodresourcesNumaMemoryExhausted", WEST, GPU_NODE, "0", "memory"),
     ("PodresourcesNumaDevicesExhausted", WEST, GPU_NODE, "0", "nvidia.com/gpu"),
     ("PodresourcesContainersMisaligned", WEST, GPU_NODE, "", ""),
+    # cluster-wide, per shape: in east neither cpu4 nor gpu1 has room on any node
+    ("PodresourcesShapeNoCapacity", EAST, "", "", ""),
 }
 
 
@@ -110,7 +116,7 @@ class DcgmTarget:
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self.body(), content_type="text/plain")
 
-    async def __aenter__(self) -> "DcgmTarget":
+    async def __aenter__(self) -> DcgmTarget:
         app = web.Application()
         app.router.add_get("/metrics", self.metrics)
         self.runner = web.AppRunner(app)
@@ -156,10 +162,10 @@ class Prometheus:
             }],
         }
 
-    async def __aenter__(self) -> "Prometheus":
+    async def __aenter__(self) -> Prometheus:
         config = self.dir / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config()))
-        self.log = open(self.dir / "prometheus.log", "w+")
+        self.log = open(self.dir / "prometheus.log", "w+")  # noqa: SIM115  # the child's log, open while it runs
         self.process = subprocess.Popen(
             [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
@@ -243,11 +249,13 @@ async def clusters(rules: Path):
             (WEST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
         }
         assert nodes[WEST, GPU_NODE].simulator.state.remove(*WEST_REMOVED)
+        shapes = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "shapes.yaml"
+        shapes.write_text(FIT_SHAPES)
         exporters = {}
         for (cluster_name, name), node in nodes.items():
             assert node.spec.name == name
             exporters[cluster_name, name] = await stack.enter_async_context(
-                Exporter(node.settings(interval=0.5)))
+                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes))))
             await exporters[cluster_name, name].ready()
         dcgm = {
             EAST: await stack.enter_async_context(DcgmTarget(
@@ -443,6 +451,26 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
             "A": {GPU_NODE: 4, EDGE_NODE: 3},  # free on the node
             "B": {GPU_NODE: 3, EDGE_NODE: 3},  # largest free on one NUMA node
             "C": {GPU_NODE: 1, EDGE_NODE: 0}}  # fragmented for 4
+        # The fit per shape, from FIT_SHAPES: nodes where it fits, capacity, nodes reporting
+        for cluster_name, expected in (
+                (EAST, {"A": {"cpu4": 0, "gpu1": 0}, "B": {"cpu4": 0, "gpu1": 0},
+                        "C": {"cpu4": 2, "gpu1": 2}}),
+                (WEST, {"A": {"cpu4": 1, "gpu1": 1}, "B": {"cpu4": 2, "gpu1": 1},
+                        "C": {"cpu4": 1, "gpu1": 1}})):
+            shapes_table = fit[cluster_name, "Shapes: where they fit"]
+            assert {ref: by(result, "shape") for ref, result in shapes_table.items()} == expected
+        blocked = fit[EAST, "Blocking resources per shape"]["A"]
+        assert {(s["metric"]["shape"], s["metric"]["resource"]): float(s["value"][1])
+                for s in blocked} == {("cpu4", "cpu"): 2, ("gpu1", "cpu"): 0,
+                                      ("gpu1", "nvidia.com/gpu"): 2}
+        assert {(s["metric"]["shape"], s["metric"]["resource"]): float(s["value"][1])
+                for s in fit[WEST, "Blocking resources per shape"]["A"]} == {
+            ("cpu4", "cpu"): 0, ("gpu1", "cpu"): 0, ("gpu1", "nvidia.com/gpu"): 0}
+        free = overview[WEST, "Free CPUs and devices per NUMA node"]["A"]
+        assert {(s["metric"]["numa_node"], s["metric"]["resource"]): float(s["value"][1])
+                for s in free if s["metric"]["resource"] in ("cpu", "nvidia.com/gpu")} == {
+            ("0", "cpu"): 1, ("1", "cpu"): 11, ("0", "nvidia.com/gpu"): 0,
+            ("1", "nvidia.com/gpu"): 1}
         cpu = await prometheus.instant('node_resource:podresources_utilization:ratio'
                                        '{resource="cpu"}')
         assert {(s["metric"]["cluster"], s["metric"]["node"]): float(s["value"][1])
@@ -507,7 +535,7 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
     proven: set[str] = set()
     with tempfile.TemporaryDirectory() as directory:
         async with clusters(fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
-            for name, expr in exprs.items():  # every expression evaluates on healthy data
+            for _name, expr in exprs.items():  # every expression evaluates on healthy data
                 await prometheus.instant(expr)
 
             async def demo_alerts():

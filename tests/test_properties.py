@@ -155,7 +155,8 @@ def comparable(result):
     """Every figure of an Accounting, as plain comparable data."""
     return (result.cpus_allocatable, result.cpus_allocated, result.memory_allocatable,
             result.memory_allocated, result.devices_allocatable, result.devices_allocated,
-            result.devices_allocated_unavailable, result.utilization, result.dra_devices_allocated, result.misaligned_containers,
+            result.devices_allocated_unavailable, result.utilization,
+            result.dra_devices_allocated, result.misaligned_containers,
             result.container_cpus, result.container_memory, result.container_devices,
             result.container_numa_nodes, result.pod_cpus, result.pod_memory, result.device_info,
             result.dra_device_info, dict(result.data_issues), result.pod_level_seen,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
-from pathlib import Path
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor

@@ -30,7 +30,10 @@ EXPECTED_ALERTS = {
     "PodresourcesNumaCpuExhausted", "PodresourcesNumaMemoryExhausted",
     "PodresourcesNumaHugepagesExhausted", "PodresourcesNumaDevicesExhausted",
     "PodresourcesContainersMisaligned", "PodresourcesDataIssues",
+    "PodresourcesShapeNoCapacity",
 }
+# Alerts about the whole cluster, not one node: their descriptions name no node.
+CLUSTER_WIDE = {"PodresourcesShapeNoCapacity"}
 
 
 @pytest.mark.external
@@ -44,14 +47,15 @@ def test_promtool_check_rules_is_clean():
 
 
 def test_plain_rule_file_is_the_rules_with_their_defaults():
-    assert GROUPS == rules.groups()
-    assert GROUPS == rules.groups(cluster="cluster", job='job=~".*podresources-exporter.*"')
+    assert rules.groups() == GROUPS
+    assert rules.groups(cluster="cluster", job='job=~".*podresources-exporter.*"') == GROUPS
     by_name = {rule["alert"]: rule for rule in ALERTS}
     assert by_name["PodresourcesSnapshotStale"]["expr"].endswith("> 300")
     assert by_name["PodresourcesNumaCpuExhausted"]["expr"].endswith(">= 0.95")
     assert by_name["PodresourcesNumaDevicesExhausted"]["expr"].endswith(">= 1")
     assert by_name["PodresourcesContainersMisaligned"]["expr"].endswith("> 0")
-    assert by_name["PodresourcesExporterDown"]["expr"] == 'up{job=~".*podresources-exporter.*"} == 0'
+    assert by_name["PodresourcesExporterDown"]["expr"] == \
+        'up{job=~".*podresources-exporter.*"} == 0'
 
 
 AGGREGATION = re.compile(r"\b(by|on|without)\s*\(([^)]*)\)")
@@ -109,7 +113,7 @@ def test_alert_follows_the_mixin_conventions(rule):
     assert re.fullmatch(r"Podresources(?:[A-Z][a-z]+)+", name)
     assert rule["labels"]["severity"] in ("critical", "warning", "info")
     assert re.fullmatch(r"[A-Za-z][^\n]*\.", rule["annotations"]["summary"])
-    assert "{{ $labels.node }}" in rule["annotations"]["description"]
+    assert ("{{ $labels.node }}" in rule["annotations"]["description"]) != (name in CLUSTER_WIDE)
     assert rule["annotations"]["runbook_url"] == RUNBOOK_URL + name.lower()
     assert re.fullmatch(r"\d+m", rule["for"])
 

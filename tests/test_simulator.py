@@ -20,7 +20,6 @@ from exporter.topology import read_topology
 from .helpers import GiB, Node, small_profile
 
 
-
 async def stub(node: Node):
     channel = grpc.aio.insecure_channel(f"unix://{node.socket}")
     return channel, v1_grpc.PodResourcesListerStub(channel)

@@ -33,7 +33,7 @@ from exporter.model import (
 from exporter.simulator import Faults
 from exporter.simulator.profile import parse_pod
 
-from .helpers import GiB, Exporter, Node, small_profile
+from .helpers import Exporter, GiB, Node, small_profile
 
 MiB = 1 << 20
 C = ContainerAssignment
@@ -992,7 +992,7 @@ async def test_odd_device_id_characters_are_escaped_in_labels():
 async def test_duplicated_allocatable_memory_block_is_counted_once():
     async with Node(small_profile()) as node:
         blocks = small_allocatable_memory()
-        set_allocatable(node, cpu_ids=range(1, 8), memory=blocks + [blocks[0]])  # (0, memory) x2
+        set_allocatable(node, cpu_ids=range(1, 8), memory=[*blocks, blocks[0]])  # (0, memory) x2
         put_pod(node, "ns", "p", C("c", memory=(mem(8 * GiB, [0]),)))
         async with Exporter(node.settings()) as exporter:
             s = await exporter.ready()

@@ -7,7 +7,9 @@ scraped over HTTP. None of these events is inconsistent data, so
 it.
 
 Figures worked out by hand from the profile: GPUs held on node 0 by llm-train-0 (4), on node 1
-by llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free.
+by llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free. Free CPUs after
+first-fit admission of the profile's pods: node 0 1 (30 allocatable - 17 - 6 - 2 - 2 - 1 - 1),
+node 1 3 (32 - 8 - 8 - 6 - 2 - 4 - 1).
 """
 
 from __future__ import annotations
@@ -106,6 +108,36 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
             await until(lambda s: gpus_unavailable(s) == {"0": 0, "1": 0}
                         and s.series("podresources_devices_allocatable", resource=GPU),
                         "plugins registered after the restart")
+
+            # 4. where does a pod still fit? The demo ships two shapes. By hand from the
+            #    profile: node 1 has 3 free CPUs, 44992Mi of memory, 24Gi of 1Gi hugepages and
+            #    11 VFs; node 0 has 1 CPU and no memory left; no GPU is free.
+            shaped = await until(lambda s: s.series("podresources_shape_capacity"),
+                                 "the demo's shapes")
+            assert shaped.by("podresources_shape_fits", "shape", "numa_node") == {
+                ("dpdk-upf-small", "0"): 0, ("dpdk-upf-small", "1"): 1,
+                ("gpu-infer", "0"): 0, ("gpu-infer", "1"): 0}
+            assert shaped.by("podresources_shape_capacity", "shape") == {
+                "dpdk-upf-small": 1, "gpu-infer": 0}
+            # filling NUMA node 1 (2 of its 3 free CPUs) kills the fit of dpdk-upf-small
+            await post("/pods", {"namespace": "demo", "name": "filler", "numa": 1,
+                                 "containers": [{"name": "c", "cpus": 2, "memory": "2Gi"}]})
+            filled = await until(lambda s: s.get("podresources_shape_capacity",
+                                                 shape="dpdk-upf-small") == 0, "node 1 filled")
+            assert filled.value("podresources_numa_free", numa_node="1", resource="cpu") == 1
+            assert filled.by("podresources_shape_shortfall", "resource",
+                             shape="dpdk-upf-small", numa_node="1") == {
+                "cpu": 1, "memory": 0, "hugepages-1Gi": 0, "intel.com/sriov_netdevice": 0}
+            # a pod asking for a GPU is rejected at admission: no NUMA node has a free GPU
+            async with session.post(base + "/pods", json={
+                    "namespace": "demo", "name": "gpu-job", "containers": [
+                        {"name": "c", "cpus": 1, "memory": "1Gi",
+                         "devices": {GPU: 1}}]}) as response:
+                assert response.status == 409
+                assert (await response.json())["reason"] == "TopologyAffinityError"
+            await until(lambda s: s.by("podresources_admission_failures_total", "reason",
+                                       "blocking_resource") == {("TopologyAffinityError", GPU): 1},
+                        "the rejection counted")
             async with session.get(base + "/state") as response:
                 state = await response.json()
         text = scrapes[-1].text
@@ -125,7 +157,9 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     # the whole tour: not one data issue
     assert {issue_total(s) for s in scrapes} == {0}
     # the exposition stays valid and documented
-    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health"})
+    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit"})
+    assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
+           "resource nvidia.com/gpu: no NUMA node has 1 free nvidia.com/gpu" in log
     promtool = require_tool("promtool", "apt-get install prometheus")
     result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                             capture_output=True)

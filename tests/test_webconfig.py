@@ -55,7 +55,7 @@ class CA:
     def __init__(self, directory: Path, name: str):
         self.directory = directory
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
                      .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
                      .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -68,7 +68,7 @@ class CA:
 
     def issue(self, stem: str, client: bool = False) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         builder = (x509.CertificateBuilder().subject_name(_name(stem))
                    .issuer_name(self.cert.subject).public_key(key.public_key())
@@ -110,7 +110,7 @@ class Served:
         self.node, self.config = node, webconfig.load(config_path)
         self.stop = asyncio.Event()
 
-    async def __aenter__(self) -> "Served":
+    async def __aenter__(self) -> Served:
         started = asyncio.get_running_loop().create_future()
         self.task = asyncio.create_task(serve(
             self.node.settings(), ("127.0.0.1", 0), stop=self.stop,
@@ -124,10 +124,9 @@ class Served:
         assert await asyncio.wait_for(self.task, 10) == 0
 
     async def get(self, path: str, scheme: str = "https", ssl_context=None, **kwargs):
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context,
-                                   **kwargs) as response:
-                return response.status, response.headers, await response.text()
+        async with aiohttp.ClientSession() as session, session.get(
+                f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context, **kwargs) as response:
+            return response.status, response.headers, await response.text()
 
 
 def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
@@ -138,7 +137,7 @@ def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) ->
 
 
 async def test_https_with_basic_auth(pki, tmp_path):
-    ca, cert, key = pki
+    ca, _cert, _key = pki
     path = write_config(tmp_path, f"""
 tls_server_config: {{cert_file: server.crt, key_file: server.key}}
 http_server_config:
@@ -325,7 +324,7 @@ async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
     ("a: " + "[" * 5000 + "\n", "not valid YAML: nested too deeply"),
 ])
 def test_bad_web_config_exits_2_with_one_line(pki, tmp_path, capsys, text, reason):
-    ca, _, _ = pki
+    _ca, _, _ = pki
     CA(tmp_path, "other")  # other.key does not match server.crt
     path = write_config(tmp_path, text)
     assert main(["--web-config-file", str(path), "--listen-address", "127.0.0.1:0"]) == 2
@@ -478,6 +477,7 @@ class CountingCheckpw:
 
     def __init__(self):
         self.hashes: list[bytes] = []
+        self.passwords: list[bytes] = []
         self.running = self.most = 0
         self.lock = threading.Lock()
         self.real = bcrypt.checkpw
@@ -485,6 +485,7 @@ class CountingCheckpw:
     def __call__(self, password: bytes, hashed: bytes) -> bool:
         with self.lock:
             self.hashes.append(hashed)
+            self.passwords.append(password)
             self.running += 1
             self.most = max(self.most, self.running)
         try:
@@ -563,3 +564,48 @@ async def test_too_many_checks_at_once_get_429(tmp_path, checkpw):
     statuses = sorted(status for status, _, _ in answers)
     assert statuses == [401, 401] + [429] * 8
     assert all(headers["Retry-After"] == "1" for status, headers, _ in answers if status == 429)
+
+
+async def test_a_wrong_password_flood_leaves_legitimate_scrapes_answering(tmp_path, checkpw):
+    """A real server under a flood of new wrong passwords from one address, more than the
+    caches hold: a scraper on another address is checked once, answered 200 throughout; the
+    flood gets 401 or 429, bcrypt runs one check at a time, probes answer."""
+    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}'}}\n")
+    legit: list[int] = []
+    probes: list[int] = []
+    async with Node(small_profile()) as node, Served(node, path) as served:
+        url = f"http://127.0.0.1:{served.port}"
+        flood_started = asyncio.Event()
+
+        async def flood() -> list[int]:
+            # 50 connections at a time: under the connection limit, so this is about bcrypt
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
+                async def wrong(n: int) -> int:
+                    async with session.get(url + "/metrics",
+                                           headers=auth("prometheus", f"wrong {n}")) as response:
+                        await response.read()
+                        return response.status
+                tasks = [asyncio.create_task(wrong(n)) for n in range(300)]
+                flood_started.set()
+                return await asyncio.gather(*tasks)
+
+        async def scraper() -> None:
+            await flood_started.wait()
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+                    local_addr=("127.0.0.2", 0))) as session:
+                for _ in range(10):
+                    async with session.get(url + "/metrics",
+                                           headers=auth("prometheus", PASSWORD)) as response:
+                        body = await response.text()
+                        legit.append(response.status)
+                        assert "podresources_up" in body
+                    async with session.get(url + "/healthz") as response:
+                        probes.append(response.status)
+
+        answers, _ = await asyncio.gather(flood(), scraper())
+    assert legit == [200] * 10
+    assert probes == [200] * 10
+    assert set(answers) <= {401, 429} and answers.count(429) > 0
+    assert checkpw.most == 1
+    # one check for the right password, whatever the flood did to the caches
+    assert checkpw.passwords.count(PASSWORD.encode()) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -90,13 +90,23 @@ def pod_requests(spec: dict[str, Any]) -> Amounts:
     (``resourcehelper.PodRequests``): app containers plus sidecars (restartable init
     containers), or a regular init container plus the sidecars started before it if that is
     more; plus the pod overhead."""
+    total = held_at_once(spec, _container_requests)
+    add_amounts(total, extended_amounts(spec.get("overhead")))
+    return total
+
+
+def held_at_once(spec: dict[str, Any],
+                 amounts_of: Callable[[dict[str, Any]], Amounts]) -> Amounts:
+    """What a pod holds at its peak, by the Kubernetes rule: app containers plus sidecars
+    (restartable init containers), or a regular init container plus the sidecars started
+    before it if that is more."""
     total: Amounts = {}
     for container in spec.get("containers") or ():
-        add_amounts(total, _container_requests(container))
+        add_amounts(total, amounts_of(container))
     sidecars: Amounts = {}
     init_peak: Amounts = {}
     for container in spec.get("initContainers") or ():
-        requests = _container_requests(container)
+        requests = amounts_of(container)
         if container.get("restartPolicy") == "Always":
             add_amounts(total, requests)
             add_amounts(sidecars, requests)
@@ -106,7 +116,6 @@ def pod_requests(spec: dict[str, Any]) -> Amounts:
             add_amounts(running, requests)
             _raise_to(init_peak, running)
     _raise_to(total, init_peak)
-    add_amounts(total, extended_amounts(spec.get("overhead")))
     return total
 
 
@@ -118,12 +127,37 @@ class NodeRecord:
     allocatable: Amounts
 
 
+# Admission reasons the kubelet gives a pod it rejects for exclusive resources: the Topology
+# Manager (TopologyAffinityError), the CPU manager's full-pcpus-only option (SMTAlignmentError),
+# a resource manager's failed allocation (UnexpectedAdmissionError), and the resource fit
+# predicate, whose reason is "OutOf" + the resource name (pkg/kubelet/lifecycle/predicate.go).
+ADMISSION_REASONS = ("TopologyAffinityError", "SMTAlignmentError", "UnexpectedAdmissionError")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A pod the kubelet rejected at admission, with the exclusive requests that mattered.
+
+    ``requests``: whole exclusive CPUs (Guaranteed pods only), memory and hugepages in bytes
+    (Guaranteed pods only; they count only where the memory manager assigns memory) and device
+    resources, summed over the containers the kubelet admits together (app containers and
+    sidecars; a regular init container's requests when larger).
+    """
+
+    uid: str
+    reason: str
+    message: str
+    requests: tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class PodRecord:
-    """What the view keeps of a pod: terminated or not, and its effective requests."""
+    """What the view keeps of a pod: terminated or not, its effective requests, and whether
+    the kubelet rejected it at admission for exclusive resources."""
 
     terminated: bool
     requests: tuple[tuple[str, float], ...]
+    rejection: Rejection | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +183,88 @@ def node_record(obj: dict[str, Any]) -> tuple[str, NodeRecord]:
 
 def pod_record(obj: dict[str, Any]) -> tuple[tuple[str, str], PodRecord]:
     meta = obj.get("metadata") or {}
-    terminated = (obj.get("status") or {}).get("phase") in TERMINAL_PHASES
+    status = obj.get("status") or {}
+    terminated = status.get("phase") in TERMINAL_PHASES
     requests = {} if terminated else pod_requests(obj.get("spec") or {})
     return ((meta.get("namespace", ""), meta.get("name", "")),
-            PodRecord(terminated, tuple(sorted(requests.items()))))
+            PodRecord(terminated, tuple(sorted(requests.items())), rejection(obj)))
+
+
+def is_admission_reason(reason: object) -> bool:
+    """Whether a pod's ``status.reason`` is a kubelet rejection for exclusive resources."""
+    if not isinstance(reason, str):
+        return False
+    if reason in ADMISSION_REASONS:
+        return True
+    resource = reason.removeprefix("OutOf")
+    return resource != reason and (resource in ("cpu", "memory")
+                                   or resource.startswith("hugepages-")
+                                   or is_extended_resource(resource))
+
+
+def rejection(obj: dict[str, Any]) -> Rejection | None:
+    """The admission rejection of a pod object (phase Failed with an admission reason)."""
+    status = obj.get("status") or {}
+    reason = status.get("reason")
+    if status.get("phase") != "Failed" or not is_admission_reason(reason):
+        return None
+    meta = obj.get("metadata") or {}
+    return Rejection(str(meta.get("uid", "")), str(reason), str(status.get("message", "")),
+                     exclusive_requests(obj.get("spec") or {}))
+
+
+def _quantities(container: dict[str, Any], kind: str) -> dict[str, float]:
+    amounts: dict[str, float] = {}
+    for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
+        try:
+            amounts[str(name)] = parse_quantity(value)
+        except ValueError:
+            log.debug("skipping %s: bad quantity %r", name, value)
+    return amounts
+
+
+def _effective(container: dict[str, Any]) -> dict[str, float]:
+    """Requests, defaulted from limits as the API server does."""
+    return {**_quantities(container, "limits"), **_quantities(container, "requests")}
+
+
+def is_guaranteed(spec: dict[str, Any]) -> bool:
+    """Kubernetes' Guaranteed QoS: every container (init ones too) has CPU and memory limits,
+    and its requests, where given, equal them."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not containers:
+        return False
+    for container in containers:
+        limits = _quantities(container, "limits")
+        requests = _quantities(container, "requests")
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return False
+    return True
+
+
+def _exclusive(container: dict[str, Any], guaranteed: bool) -> dict[str, float]:
+    amounts = _effective(container)
+    wanted: dict[str, float] = {}
+    for name, amount in amounts.items():
+        if name == "cpu":
+            if guaranteed and amount == int(amount) and amount > 0:
+                wanted[name] = amount
+        elif name == "memory" or name.startswith("hugepages-"):
+            if guaranteed and amount > 0:
+                wanted[name] = amount
+        elif is_extended_resource(name) and amount > 0:
+            wanted[name] = amount
+    return wanted
+
+
+def exclusive_requests(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The pod's exclusive requests: app containers and sidecars together, or a regular init
+    container with the sidecars started before it when that is more (the kubelet's rule for
+    what a pod holds at once)."""
+    guaranteed = is_guaranteed(spec)
+    total = held_at_once(spec, lambda container: _exclusive(container, guaranteed))
+    return tuple(sorted((name, int(amount)) for name, amount in total.items() if amount >= 1))
 
 
 def slice_record(obj: dict[str, Any]) -> tuple[str, SliceRecord]:

@@ -23,7 +23,14 @@ from ..model import Allocatable, PodAssignment
 from ..rendering import gauge_family, render_text
 from .client import ApiClient
 from .config import ConfigError, load_config
-from .records import dra_allocatable, node_record, pod_record, slice_record, total_requests
+from .records import (
+    Rejection,
+    dra_allocatable,
+    node_record,
+    pod_record,
+    slice_record,
+    total_requests,
+)
 from .reflector import Reflector
 
 log = logging.getLogger(__name__)
@@ -119,6 +126,11 @@ class KubeView:
             self._rendered = render_text([f for f in self.families(allocatable) if f.samples])
             self._rendered_for = (self.version, allocatable)
         return self._rendered
+
+    def rejections(self) -> dict[tuple[str, str], Rejection]:
+        """Pods of this node the API shows rejected at admission for exclusive resources."""
+        return {key: record.rejection for key, record in self._records[PODS].items()
+                if record.rejection is not None}
 
     def families(self, allocatable: Allocatable | None) -> list[GaugeMetricFamily]:
         node = self._records[NODE].get(self.node_name)

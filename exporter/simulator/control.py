@@ -5,8 +5,12 @@ code); ``POST /faults`` with a JSON object changes fault switches (``{"rate_limi
 ``{"plugin_disconnect": "nvidia.com/gpu"}``); ``POST /restart`` with ``{"downtime": 2}`` restarts
 the simulated kubelet (``"reregister_seconds"``: when its device plugins register again);
 ``POST /churn`` with ``{"pods": 5}`` replaces that many pods; ``POST /health`` with
-``{"device": "<id>", "healthy": false}`` flips a device's health. Bad input is answered 400
-with the reason, an unknown device 404.
+``{"device": "<id>", "healthy": false}`` flips a device's health. ``POST /pods`` with a pod
+in profile form (``{"namespace": "demo", "name": "p", "numa": 1, "containers": [{"name": "c",
+"cpus": 2, "memory": "2Gi"}]}``) admits it as the kubelet does under ``single-numa-node``
+(200), or rejects it at admission with ``TopologyAffinityError`` (409) and keeps it as a failed
+pod, as the Kubernetes API would show it; ``POST /pods/delete`` with ``{"namespace", "name"}``
+removes either. Bad input is answered 400 with the reason, an unknown device or pod 404.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
+from .profile import ProfileError, parse_pod
 from .server import Simulator
 
 
@@ -26,7 +33,7 @@ class _BadRequest(Exception):
 
 def control_app(simulator: Simulator) -> web.Application:
     app = web.Application(middlewares=[_errors])
-    background: set[asyncio.Task] = set()
+    background: set[asyncio.Task[None]] = set()
 
     async def state(request: web.Request) -> web.Response:
         return web.json_response(simulator.describe())
@@ -68,6 +75,34 @@ def control_app(simulator: Simulator) -> web.Application:
         simulator.state.mark_unhealthy(device, healthy)
         return web.json_response({"ok": True})
 
+    async def create_pod(request: web.Request) -> web.Response:
+        body = await _json(request)
+        try:
+            pod = parse_pod(body)
+            reason = simulator.state.admit_single_numa(pod)
+        except (ProfileError, KeyError, TypeError, ValueError) as error:
+            raise _BadRequest(f"bad pod: {error}") from None
+        key = f"{pod.namespace}/{pod.name}"
+        if reason is None:
+            return web.json_response({"pod": key, "admitted": True})
+        return web.json_response({"pod": key, "admitted": False, "reason": reason},
+                                 status=409)
+
+    async def delete_pod(request: web.Request) -> web.Response:
+        body = await _json(request)
+        namespace, name = body.get("namespace"), body.get("name")
+        if not isinstance(namespace, str) or not isinstance(name, str):
+            raise _BadRequest("namespace and name must be strings")
+        state_ = simulator.state
+        if state_.rejected_pods.pop((namespace, name), None) is not None:
+            state_.version += 1
+            return web.json_response({"removed": f"{namespace}/{name}"})
+        if not state_.remove(namespace, name):
+            raise web.HTTPNotFound(text=f"no pod {namespace}/{name}\n")
+        return web.json_response({"removed": f"{namespace}/{name}"})
+
+    app.router.add_post("/pods", create_pod)
+    app.router.add_post("/pods/delete", delete_pod)
     app.router.add_get("/state", state)
     app.router.add_post("/faults", faults)
     app.router.add_post("/restart", restart)
@@ -77,14 +112,16 @@ def control_app(simulator: Simulator) -> web.Application:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler):
+async def _errors(request: web.Request,
+                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                  ) -> web.StreamResponse:
     try:
         return await handler(request)
     except _BadRequest as error:
         return web.json_response({"error": str(error)}, status=400)
 
 
-async def _json(request: web.Request) -> dict:
+async def _json(request: web.Request) -> dict[str, Any]:
     """The request's JSON object; an empty body is ``{}``, anything else but an object a 400."""
     if not request.can_read_body:
         return {}
@@ -100,7 +137,7 @@ async def _json(request: web.Request) -> dict:
     return body
 
 
-def _number(body: dict, key: str, default: float) -> float:
+def _number(body: dict[str, Any], key: str, default: float) -> float:
     value = body.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or value < 0:

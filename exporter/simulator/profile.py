@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..topology import parse_cpulist
 
@@ -143,7 +144,7 @@ class GenerateSpec:
     """Pods made from weighted templates, for the large profiles."""
 
     count: int
-    templates: list[tuple[float, dict]]
+    templates: list[tuple[float, dict[str, Any]]]
     namespaces: list[str]
 
 
@@ -164,10 +165,27 @@ class NodeSpec:
     seed: int = 1
     cdi_accumulation: bool = False
     feature_gates: dict[str, bool] = field(default_factory=dict)
+    # SMT: hardware threads per physical core (1: no SMT)
+    threads_per_core: int = 1
+    topology_manager_policy: str = "single-numa-node"
+    topology_manager_scope: str = "container"
 
     @property
     def all_cpus(self) -> frozenset[int]:
         return frozenset().union(*(n.cpus for n in self.numa_nodes))
+
+    def thread_siblings(self) -> dict[int, frozenset[int]]:
+        """Each CPU's core siblings as Linux numbers them on x86: with T threads per core and
+        N logical CPUs, core k holds CPUs k, k + N/T, k + 2N/T, ... (the first thread of every
+        core first), so ``0-15,32-47`` on a 64-CPU two-socket machine is 16 whole cores."""
+        cpus = sorted(self.all_cpus)
+        threads = self.threads_per_core
+        if threads <= 1 or not cpus:
+            return {cpu: frozenset({cpu}) for cpu in cpus}
+        stride = len(cpus) // threads
+        index = {cpu: position for position, cpu in enumerate(cpus)}
+        return {cpu: frozenset(cpus[index[cpu] % stride + t * stride] for t in range(threads))
+                for cpu in cpus}
 
     def feature(self, gate: str) -> bool:
         """Kubelet feature state at this version (profile ``feature_gates`` override)."""
@@ -189,23 +207,34 @@ class NodeSpec:
 
 
 def load_profile(name_or_path: str) -> NodeSpec:
-    """Load a bundled profile by name, or a profile file by path."""
+    """Load a bundled profile by name, or a profile file by path.
+
+    A path is told from a name by its form, never by what the working directory holds: it
+    contains a slash or ends in ``.json`` (``./large``, ``large.json``); anything else names a
+    bundled profile, so ``large`` is the bundled one even next to a file called ``large``.
+    """
     path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
+    if "/" in name_or_path or path.suffix == ".json":
         try:
             data = json.loads(path.read_text())
         except OSError as error:
-            raise ProfileError(f"cannot read profile {path}: {error}") from error
+            raise ProfileError(f"cannot read profile {name_or_path}: "
+                               f"{error.strerror or error}") from error
+        except (ValueError, RecursionError) as error:  # JSON syntax, or not UTF-8
+            raise ProfileError(f"profile {name_or_path} is not valid JSON: {error}") from error
+        if not isinstance(data, dict):
+            raise ProfileError(f"profile {name_or_path} is not a JSON object")
     else:
         if name_or_path not in PROFILE_NAMES:
             raise ProfileError(f"unknown profile {name_or_path!r}; bundled profiles: "
-                               f"{', '.join(PROFILE_NAMES)} (or give a path to a .json file)")
+                               f"{', '.join(PROFILE_NAMES)} (a file needs a path with a slash "
+                               "or a .json name, e.g. ./my-node.json)")
         text = resources.files(__package__).joinpath("profiles", f"{name_or_path}.json").read_text()
         data = json.loads(text)
     return parse_profile(data)
 
 
-def parse_profile(data: dict) -> NodeSpec:
+def parse_profile(data: dict[str, Any]) -> NodeSpec:
     """Build a :class:`NodeSpec` from profile JSON, checking it as it goes."""
     try:
         return _parse_profile(data)
@@ -215,7 +244,7 @@ def parse_profile(data: dict) -> NodeSpec:
         raise ProfileError(f"bad profile: {error!r}") from error
 
 
-def _parse_profile(data: dict) -> NodeSpec:
+def _parse_profile(data: dict[str, Any]) -> NodeSpec:
     seed = int(data.get("seed", 1))
     rng = random.Random(seed)
     major, minor = (int(p) for p in str(data.get("kubernetes_version", "1.37")).split(".")[:2])
@@ -268,10 +297,22 @@ def _parse_profile(data: dict) -> NodeSpec:
         seed=seed,
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
+        threads_per_core=_threads_per_core(data, numa_nodes),
+        topology_manager_policy=str(data.get("topology_manager_policy", "single-numa-node")),
+        topology_manager_scope=str(data.get("topology_manager_scope", "container")),
     )
 
 
-def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> list[SimDevice]:
+def _threads_per_core(data: dict[str, Any], numa_nodes: list[NumaSpec]) -> int:
+    threads = int(data.get("threads_per_core", 1))
+    total = sum(len(n.cpus) for n in numa_nodes)
+    if threads < 1 or total % threads:
+        raise ProfileError(f"threads_per_core {threads} does not divide the {total} CPUs")
+    return threads
+
+
+def _parse_devices(group: dict[str, Any], known_numa: set[int],
+                   rng: random.Random) -> list[SimDevice]:
     resource = group["resource"]
     style = group.get("id_style", "index")
     prefix = group.get("id_prefix", resource.rsplit("/", 1)[-1] + "-")
@@ -297,7 +338,7 @@ def _parse_devices(group: dict, known_numa: set[int], rng: random.Random) -> lis
     return devices
 
 
-def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids,
+def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids: Any,
                rng: random.Random) -> str:
     """A plausible device id: GPU UUIDs, PCI addresses of VFs (per NUMA node), or prefix+n."""
     if style == "uuid":
@@ -309,7 +350,7 @@ def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids,
     return f"{prefix}{index}"
 
 
-def parse_container(data: dict) -> ContainerSpec:
+def parse_container(data: dict[str, Any]) -> ContainerSpec:
     cpus, exclusive = parse_cpus(data.get("cpus"))
     memory = {}
     for key, value in data.items():
@@ -325,7 +366,7 @@ def parse_container(data: dict) -> ContainerSpec:
     )
 
 
-def parse_pod(data: dict) -> PodSpec:
+def parse_pod(data: dict[str, Any]) -> PodSpec:
     pod_level = data.get("pod_level", {})
     return PodSpec(
         namespace=data.get("namespace", "default"),
@@ -346,7 +387,7 @@ def parse_pod(data: dict) -> PodSpec:
     )
 
 
-def _phase(value) -> str:
+def _phase(value: Any) -> str:
     if value not in PHASES:
         raise ProfileError(f"bad pod phase {value!r}; one of {', '.join(PHASES)}")
-    return value
+    return str(value)

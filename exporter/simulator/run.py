@@ -18,11 +18,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ..kubeapi.records import Rejection, rejection
 from .control import control_app
 from .profile import NodeSpec
 from .server import Simulator
 from .state import NodeState
-from .sysfs import write_sysfs
+from .sysfs import write_kubelet_config, write_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,34 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     await simulator.stop()
 
 
+# The demo's fit shapes: one that the dual-socket-gpu node still admits (on NUMA node 1), one it
+# no longer does; filling node 1 through the control endpoint (POST /pods) moves both.
+DEMO_SHAPES = """\
+shapes:
+  dpdk-upf-small: {cpu: 2, memory: 2Gi, hugepages-1Gi: 4Gi, intel.com/sriov_netdevice: 2}
+  gpu-infer: {cpu: 4, memory: 16Gi, nvidia.com/gpu: 1}
+"""
+
+
 @dataclass(frozen=True)
 class DemoKubelet:
-    """Where the demo's simulated kubelet serves, and its fake sysfs tree."""
+    """Where the demo's simulated kubelet serves, its fake sysfs tree, its configuration file,
+    the demo's fit shapes, and the pods it rejected at admission (what the Kubernetes API would
+    show of them)."""
 
     socket_path: Path
     sysfs_root: Path
+    kubelet_config: Path
+    fit_shapes: Path
+    state: NodeState
+
+    def rejections(self) -> dict[tuple[str, str], Rejection]:
+        found = {}
+        for key, obj in self.state.rejected_pods.items():
+            record = rejection(obj)
+            if record is not None:
+                found[key] = record
+        return found
 
 
 @asynccontextmanager
@@ -83,14 +106,18 @@ async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
     workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
     try:
         sysfs = write_sysfs(spec, workdir / "sys")
-        simulator = Simulator(NodeState(spec), workdir / "pod-resources" / "kubelet.sock")
+        config = write_kubelet_config(spec, workdir / "config.yaml")
+        shapes = workdir / "fit-shapes.yaml"
+        shapes.write_text(DEMO_SHAPES)
+        state = NodeState(spec)
+        simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock")
         await simulator.start()
         control = await start_control(simulator, control_address)
         churning = None
         if churn_interval:
             churning = asyncio.create_task(churn(simulator, churn_interval, 1))
         try:
-            yield DemoKubelet(simulator.socket_path, sysfs)
+            yield DemoKubelet(simulator.socket_path, sysfs, config, shapes, state)
         finally:
             if churning is not None:
                 churning.cancel()

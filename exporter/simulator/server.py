@@ -23,6 +23,7 @@ Fault switches (``Faults``) make it misbehave on purpose.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -31,8 +32,10 @@ import random
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -51,6 +54,9 @@ DEFAULT_BURST = 10
 DEFAULT_REREGISTER_SECONDS = 3.0
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
 _REPLY_VARIANTS = 4  # differently ordered List replies cached per state version
+
+T = TypeVar("T")
+Producer = Callable[[Any], bytes]  # a request -> the encoded reply
 
 
 class TokenBucket:
@@ -92,7 +98,7 @@ class Faults:
     # so they leave GetAllocatableResources, while List keeps their assignments ("": none)
     plugin_disconnect: str = ""
 
-    def update(self, changes: dict) -> None:
+    def update(self, changes: dict[str, Any]) -> None:
         """Apply ``{switch: value}``, all or nothing; ``ValueError`` names a bad one."""
         if not isinstance(changes, dict):
             raise ValueError("faults must be a JSON object of switches")
@@ -101,7 +107,7 @@ class Faults:
             setattr(self, key, value)
 
 
-def _fault_value(faults: Faults, key: str, value):
+def _fault_value(faults: Faults, key: str, value: Any) -> Any:
     if key not in Faults.__dataclass_fields__:
         raise ValueError(f"unknown fault {key!r}; switches: "
                          f"{', '.join(Faults.__dataclass_fields__)}")
@@ -164,7 +170,7 @@ class _Abort(Exception):
 class Simulator:
     """A simulated kubelet podresources endpoint on ``socket_path``."""
 
-    def __init__(self, state: NodeState, socket_path: str | os.PathLike,
+    def __init__(self, state: NodeState, socket_path: str | os.PathLike[str],
                  faults: Faults | None = None, qps: float = DEFAULT_QPS,
                  burst: int = DEFAULT_BURST,
                  reregister_seconds: float = DEFAULT_REREGISTER_SECONDS):
@@ -178,7 +184,7 @@ class Simulator:
         self.reregister_seconds = reregister_seconds
         self.restarts = 0
         self._unregistered: frozenset[str] = frozenset()  # plugins not registered since restart
-        self._reregister: asyncio.Task | None = None
+        self._reregister: asyncio.Task[None] | None = None
         self._reregister_delay = reregister_seconds
         self._server: grpc.aio.Server | None = None
         self._cache: dict[tuple[int, int, bool, bool], bytes] = {}
@@ -212,10 +218,8 @@ class Simulator:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(grace=None)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
-        except FileNotFoundError:
-            pass
 
     async def restart(self, downtime: float = 1.0, reregister_seconds: float | None = None) -> None:
         """A kubelet restart: socket removed, and re-created ``downtime`` seconds later.
@@ -255,7 +259,7 @@ class Simulator:
             down = down | {self.faults.plugin_disconnect}
         return down
 
-    def set_faults(self, changes: dict) -> None:
+    def set_faults(self, changes: dict[str, Any]) -> None:
         """Change fault switches after checking them against this node (``ValueError``)."""
         resource = changes.get("plugin_disconnect", "") if isinstance(changes, dict) else ""
         if resource and resource not in self.state.device_resources:
@@ -271,7 +275,8 @@ class Simulator:
         self._sync_plugins()
         return self.state.churn(count)
 
-    async def keep_state_files(self, directory: str | os.PathLike, period: float = 0.05) -> None:
+    async def keep_state_files(self, directory: str | os.PathLike[str],
+                               period: float = 0.05) -> None:
         """Rewrite kubelet-like state files under ``directory`` whenever assignments change,
         as the kubelet's CPU, memory, device and DRA managers do (for ``--watch-path``)."""
         written = None
@@ -284,7 +289,7 @@ class Simulator:
     # ---- request handling ----------------------------------------------------------------
 
     def _v1_handler(self) -> grpc.GenericRpcHandler:
-        def method(name, request_type, produce):
+        def method(name: str, request_type: Any, produce: Producer) -> Any:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap(f"/v1.PodResourcesLister/{name}", produce, v1_service=True),
                 request_deserializer=request_type.FromString,
@@ -305,8 +310,8 @@ class Simulator:
                 response_serializer=_to_bytes),
         })
 
-    def _wrap(self, path: str, produce, v1_service: bool):
-        async def handler(request, context: grpc.aio.ServicerContext):
+    def _wrap(self, path: str, produce: Producer, v1_service: bool) -> Any:
+        async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
             stats = self.stats
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
@@ -315,7 +320,7 @@ class Simulator:
             finally:
                 stats.in_flight -= 1
 
-        async def answer(request, context: grpc.aio.ServicerContext):
+        async def answer(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
                 if v1_service and not (self.faults.v1 and self.spec.feature("V1")):
                     # grpc-go answers an unregistered service before any interceptor runs
@@ -334,11 +339,11 @@ class Simulator:
             return reply
         return handler
 
-    def _list_v1(self, request) -> bytes:
+    def _list_v1(self, request: Any) -> bytes:
         if self.faults.garbage == "bytes":
             return b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"
         if self.faults.garbage == "inconsistent":
-            return hostile_list(self.rng, self.state).SerializeToString()
+            return bytes(hostile_list(self.rng, self.state).SerializeToString())
         active_only = self.spec.feature("ListActivePodsOnly")
         key = (self.state.version, self._next_variant(), active_only, True)
         reply = self._cache.get(key)
@@ -363,7 +368,7 @@ class Simulator:
         self.rng.shuffle(pods)
         return pods
 
-    def _allocatable(self, request) -> bytes:
+    def _allocatable(self, request: Any) -> bytes:
         mode = self.faults.get_allocatable
         if mode == "unimplemented" or not self.spec.feature("GetAllocatable"):
             raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
@@ -375,13 +380,13 @@ class Simulator:
             return b"\x0a\xff\xff\xff\xff\x0f"
         allocatable = self.state.allocatable()  # healthy devices of registered plugins
         entries = _device_entries(go_map_order(allocatable.devices, self.rng))
-        return v1.AllocatableResourcesResponse(
+        return bytes(v1.AllocatableResourcesResponse(
             devices=entries,
             cpu_ids=allocatable.cpu_ids,
             memory=[_memory_v1(b) for b in allocatable.memory],
-        ).SerializeToString()
+        ).SerializeToString())
 
-    def _get(self, request) -> bytes:
+    def _get(self, request: Any) -> bytes:
         mode = self.faults.get
         if mode == "unimplemented" or not self.spec.feature("Get"):
             raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
@@ -393,9 +398,10 @@ class Simulator:
         if sim is None:
             raise _Abort(grpc.StatusCode.UNKNOWN,
                          f"pod {request.pod_name} in namespace {request.pod_namespace} not found")
-        return v1.GetPodResourcesResponse(pod_resources=self._pod_v1(sim)).SerializeToString()
+        return bytes(v1.GetPodResourcesResponse(
+            pod_resources=self._pod_v1(sim)).SerializeToString())
 
-    def _list_v1alpha1(self, request) -> bytes:
+    def _list_v1alpha1(self, request: Any) -> bytes:
         """v1alpha1 ``List`` lists every pod the kubelet knows (terminated ones without
         devices, garbage-collected first) and only ``spec.containers`` (no sidecars). Its
         device entries are the v1 ones converted one to one, so the per-NUMA entries survive
@@ -415,7 +421,7 @@ class Simulator:
             pods.append(v1alpha1.PodResources(name=sim.assignment.name,
                                               namespace=sim.assignment.namespace,
                                               containers=containers))
-        return v1alpha1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
+        return bytes(v1alpha1.ListPodResourcesResponse(pod_resources=pods).SerializeToString())
 
     def _pod_v1(self, sim: SimPod, listing: bool = False) -> v1.PodResources:
         """One pod as ``List`` (``listing``) or ``Get`` reports it. ``List`` runs the device
@@ -450,7 +456,7 @@ class Simulator:
             pod.memory.extend(_memory_v1(b) for b in assignment.memory)
         return pod
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """State for the control endpoint and for humans."""
         return {
             "profile": self.spec.name,
@@ -465,13 +471,13 @@ class Simulator:
         }
 
 
-def _claim_entries(dra_devices) -> list[tuple[tuple[str, str], list[v1.ClaimResource]]]:
+def _claim_entries(dra_devices: Any) -> list[tuple[tuple[str, str], list[v1.ClaimResource]]]:
     """A container's DRA devices as ``DynamicResource`` entries: one per claim the container
     names, and the whole entry again each time it names the claim again (the kubelet appends
     the claim's info once per matching entry of ``resources.claims``; SPEC section 2, fact 7).
     A device already in the claim's latest entry starts the claim's next entry."""
     entries: list[tuple[tuple[str, str], list[v1.ClaimResource]]] = []
-    latest: dict[tuple[str, str], tuple[set, list]] = {}
+    latest: dict[tuple[str, str], tuple[set[Any], list[Any]]] = {}
     for dra in dra_devices:
         claim = (dra.claim_name, dra.claim_namespace)
         device = (dra.driver, dra.pool, dra.device, dra.share_id)
@@ -487,12 +493,12 @@ def _claim_entries(dra_devices) -> list[tuple[tuple[str, str], list[v1.ClaimReso
     return entries
 
 
-def _rotated(items: list, rng: random.Random) -> list:
+def _rotated(items: Sequence[T], rng: random.Random) -> list[T]:
     """Go iterates a small map from a random slot, wrapping around: a random rotation."""
     if len(items) < 2:
         return list(items)
     start = rng.randrange(len(items))
-    return items[start:] + items[:start]
+    return [*items[start:], *items[:start]]
 
 
 def go_map_order(devices: tuple[DeviceEntry, ...], rng: random.Random) -> list[DeviceEntry]:
@@ -513,15 +519,16 @@ def write_state_files(state: NodeState, directory: Path) -> None:
     replaced atomically (write, then rename), as its checkpoint manager does."""
     from ..topology import format_cpulist
 
-    cpus: dict = {}
-    memory: dict = {}
-    devices: list = []
-    claims: dict = {}
+    cpus: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    devices: list[Any] = []
+    claims: dict[str, Any] = {}
     for (namespace, name), pod in state.pods.items():
         uid = f"{namespace}/{name}"
         for container in pod.assignment.containers:
             if container.cpu_ids:
-                cpus.setdefault(uid, {})[container.name] = format_cpulist(container.cpu_ids)
+                cpus.setdefault(uid, {})[container.name] = format_cpulist(
+                    list(container.cpu_ids))
             if container.memory:
                 memory.setdefault(uid, {})[container.name] = [
                     {"numaAffinity": list(b.numa_ids or ()), "type": b.memory_type, "size": b.size}
@@ -535,7 +542,7 @@ def write_state_files(state: NodeState, directory: Path) -> None:
                 claims.setdefault(f"{dra.claim_namespace}/{dra.claim_name}", []).append(
                     {"driver": dra.driver, "pool": dra.pool, "device": dra.device})
     free = set().union(*state.free_cpus.values()) if state.free_cpus else set()
-    files = {
+    files: dict[str, dict[str, Any]] = {
         "cpu_manager_state": {"policyName": state.spec.cpu_manager_policy,
                               "defaultCpuSet": format_cpulist(free), "entries": cpus},
         "memory_manager_state": {"policyName": state.spec.memory_manager_policy,
@@ -553,11 +560,11 @@ def write_state_files(state: NodeState, directory: Path) -> None:
         os.replace(scratch, path)
 
 
-def _to_bytes(reply) -> bytes:
-    return reply if isinstance(reply, bytes) else reply.SerializeToString()
+def _to_bytes(reply: Any) -> bytes:
+    return reply if isinstance(reply, bytes) else bytes(reply.SerializeToString())
 
 
-def _topology(numa_ids) -> v1.TopologyInfo:
+def _topology(numa_ids: Iterable[int]) -> v1.TopologyInfo:
     return v1.TopologyInfo(nodes=[v1.NUMANode(ID=i) for i in numa_ids])
 
 
@@ -568,7 +575,7 @@ def _memory_v1(block: MemoryBlock) -> v1.ContainerMemory:
     return message
 
 
-def _device_entries(devices) -> list[v1.ContainerDevices]:
+def _device_entries(devices: Any) -> list[v1.ContainerDevices]:
     """The kubelet's shape: one entry per device per NUMA node, each with that one node; one
     entry without topology for a device without topology; none for a device whose topology
     names no NUMA node (``GetAllocatableResources`` converts such a registration as is; an

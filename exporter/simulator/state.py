@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import string
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..model import (
@@ -26,7 +27,7 @@ from ..model import (
     PodAssignment,
 )
 from ..topology import hugepage_resource_name
-from .profile import NodeSpec, PodSpec, ProfileError, SimDevice, parse_pod
+from .profile import ContainerSpec, NodeSpec, PodSpec, ProfileError, SimDevice, parse_pod
 
 PodKey = tuple[str, str]
 
@@ -79,6 +80,8 @@ class NodeState:
         self.cdi_prefix = {(p.driver, p.pool): p.cdi_prefix for p in spec.dra_pools}
         self.pods: dict[PodKey, SimPod] = {}
         self.rejected: list[str] = []
+        # pods refused at admission, as the Kubernetes API shows them (phase Failed)
+        self.rejected_pods: dict[PodKey, dict[str, object]] = {}
         self._templates = spec.generate.templates if spec.generate else []
         self._generated = 0
         for pod in spec.pods:
@@ -108,7 +111,7 @@ class NodeState:
         """``GetAllocatableResources`` (SPEC section 2, fact 5): healthy devices of registered
         plugins only, each with the topology it was registered with (an empty one yields no
         entry on the wire)."""
-        memory = ()
+        memory: tuple[MemoryBlock, ...] = ()
         if self.spec.memory_manager_policy == "Static":
             memory = tuple(MemoryBlock(t, size, (n,))
                            for (n, t), size in sorted(self.allocatable_memory.items()))
@@ -140,6 +143,41 @@ class NodeState:
             self._release(sim)
         self.version += 1
         return True
+
+    def admit_single_numa(self, pod: PodSpec) -> str | None:
+        """Admit ``pod`` as the kubelet does under Topology Manager ``single-numa-node``:
+        the Topology Manager admits a Guaranteed pod only when one NUMA node holds all of its
+        aligned resources (exclusive CPUs, memory-manager memory, devices), else it fails
+        admission with ``TopologyAffinityError`` before any resource is assigned
+        (pkg/kubelet/cm/topologymanager). Returns None when admitted, else the reason; a
+        rejected pod is remembered as the API server would show it (phase Failed)."""
+        key = (pod.namespace, pod.name)
+        if key in self.pods:
+            raise ProfileError(f"pod {pod.namespace}/{pod.name} already exists")
+        self.rejected_pods.pop(key, None)
+        listed = [*pod.sidecars, *pod.containers]
+        static_cpu = self.spec.cpu_manager_policy == "static"
+        static_mem = self.spec.memory_manager_policy == "Static"
+        cpus = sum(c.cpus for c in listed if pod.guaranteed and c.exclusive_cpus and static_cpu)
+        memory: dict[str, int] = {}
+        devices: dict[str, int] = {}
+        for container in listed:
+            if pod.guaranteed and static_mem:
+                for memory_type, amount in container.memory.items():
+                    memory[memory_type] = memory.get(memory_type, 0) + amount
+            for resource, count in container.devices.items():
+                devices[resource] = devices.get(resource, 0) + count
+        aligned = cpus or memory or devices
+        if aligned and pod.placement != "spread" and \
+                self._fitting_numa(pod.numa, cpus, memory, devices) is None:
+            reason = "TopologyAffinityError"
+        elif self.admit(pod):
+            return None
+        else:
+            reason = "UnexpectedAdmissionError"
+        self.rejected_pods[key] = rejected_pod_object(pod, reason, self.spec.name)
+        self.version += 1
+        return reason
 
     def remove(self, namespace: str, name: str) -> bool:
         sim = self.pods.pop((namespace, name), None)
@@ -311,7 +349,7 @@ class NodeState:
             self.free_cpus[n] -= taken
         return taken
 
-    def _give_back_cpus(self, cpus) -> None:
+    def _give_back_cpus(self, cpus: Iterable[int]) -> None:
         for cpu in cpus:
             self.free_cpus[self.cpu_numa[cpu]].add(cpu)
 
@@ -412,8 +450,8 @@ class NodeState:
         for device in sim.devices:
             if device.healthy:
                 self.free_devices.add(device.device_id)
-        for driver, pool, device in sim.dra:
-            self.dra_free.setdefault(driver, []).append((driver, pool, device))
+        for driver, pool, dra_device in sim.dra:
+            self.dra_free.setdefault(driver, []).append((driver, pool, dra_device))
             self.dra_free[driver].sort()
 
 
@@ -431,3 +469,42 @@ def _renamed(spec: PodSpec, rng: random.Random) -> PodSpec:
     clone.name = f"{base}-{_suffix(rng)}"
     return clone
 
+
+_ADMISSION_MESSAGES = {
+    "TopologyAffinityError": "Pod was rejected: Resources cannot be allocated with Topology "
+                             "locality",
+    "UnexpectedAdmissionError": "Pod was rejected: Allocate failed due to not enough free "
+                                "resources",
+}
+
+
+def rejected_pod_object(pod: PodSpec, reason: str, node_name: str) -> dict[str, object]:
+    """The pod as the API server shows it after the kubelet rejected it at admission:
+    ``status.phase`` Failed, ``status.reason`` the admission reason, requests equal to limits
+    for a Guaranteed pod."""
+
+    def container(spec: ContainerSpec) -> dict[str, object]:
+        amounts: dict[str, str] = {}
+        if spec.cpus:
+            amounts["cpu"] = str(spec.cpus) if spec.exclusive_cpus else f"{spec.cpus * 1000}m"
+        amounts["memory"] = str(spec.memory.get("memory", 128 << 20))
+        for memory_type, size in spec.memory.items():
+            if memory_type != "memory":
+                amounts[memory_type] = str(size)
+        for resource, count in spec.devices.items():
+            amounts[resource] = str(count)
+        resources = {"limits": dict(amounts)}
+        if pod.guaranteed:
+            resources["requests"] = dict(amounts)
+        return {"name": spec.name, "resources": resources}
+
+    return {
+        "metadata": {"namespace": pod.namespace, "name": pod.name,
+                     "uid": str(uuid.uuid4())},
+        "spec": {"nodeName": node_name,
+                 "containers": [container(c) for c in pod.containers],
+                 "initContainers": [{**container(c), "restartPolicy": "Always"}
+                                    for c in pod.sidecars]},
+        "status": {"phase": "Failed", "reason": reason,
+                   "message": _ADMISSION_MESSAGES.get(reason, "Pod was rejected")},
+    }

@@ -1,7 +1,11 @@
 """Write a fake sysfs tree matching a simulator profile.
 
 Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,meminfo,hugepages/...}``,
-``devices/system/node/online`` and ``devices/system/cpu/online``.
+``devices/system/node/online``, ``devices/system/cpu/online`` and each CPU's
+``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
+threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
+sysfs-devices-system-cpu), and cAdvisor reads it to build the CPU topology that the kubelet's CPU
+manager allocates whole cores from (``full-pcpus-only``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
     (cpu_root / "online").write_text(format_cpulist(spec.all_cpus) + "\n")
     (node_root / "online").write_text(
         format_cpulist({n.numa_id for n in spec.numa_nodes}) + "\n")
+    for cpu, siblings in spec.thread_siblings().items():
+        topology_dir = cpu_root / f"cpu{cpu}" / "topology"
+        topology_dir.mkdir(parents=True, exist_ok=True)
+        (topology_dir / "thread_siblings_list").write_text(format_cpulist(siblings) + "\n")
     for node in spec.numa_nodes:
         directory = node_root / f"node{node.numa_id}"
         directory.mkdir(exist_ok=True)
@@ -38,3 +46,18 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
             (pages_dir / "nr_hugepages").write_text(f"{pages}\n")
             (pages_dir / "free_hugepages").write_text(f"{pages}\n")
     return root
+
+
+def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
+    """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
+    holds it), with the profile's resource-manager policies."""
+    path = Path(path)
+    path.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
+        f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
+        f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
+        f"topologyManagerScope: {spec.topology_manager_scope}\n"
+        f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    return path

@@ -55,6 +55,9 @@ groups:
       - record: node_resource:podresources_numa_utilization_ratio:max
         expr: |-
           max by ({{ $cluster }}, node, resource) (podresources_numa_utilization_ratio)
+      - record: node_shape:podresources_shape_capacity:max
+        expr: |-
+          max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}
@@ -193,6 +196,20 @@ groups:
       - alert: PodresourcesContainersMisaligned
         expr: |-
           podresources_misaligned_containers > {{ $threshold }}
+        for: {{ $for }}
+        labels:
+          {{- toYaml $labels | nindent 10 }}
+        annotations:
+          {{- toYaml $annotations | nindent 10 }}
+    {{- end }}
+    {{- if not (has "PodresourcesShapeNoCapacity" $disabled) }}
+    {{- $settings := get $alerts "PodresourcesShapeNoCapacity" | default dict }}
+    {{- $for := get $settings "for" | default "30m" }}
+    {{- $labels := mergeOverwrite (deepCopy ($rule.extraLabels | default dict)) (get $settings "labels" | default dict) (dict "severity" (get $settings "severity" | default "warning")) }}
+    {{- $annotations := mergeOverwrite (dict "summary" "No node can admit another pod of a fit shape." "description" (printf "%s%s%s" "Not one node has room for another pod of shape {{ $labels.shape }} on a single NUMA node, for " $for ": such a pod would stay Pending, or be rejected with TopologyAffinityError if the scheduler placed it; podresources_shape_shortfall{shape=\"{{ $labels.shape }}\"} says what each NUMA node lacks.") "runbook_url" (printf "%s%s" $rule.runbookBaseUrl "podresourcesshapenocapacity")) ($rule.extraAnnotations | default dict) (get $settings "annotations" | default dict) }}
+      - alert: PodresourcesShapeNoCapacity
+        expr: |-
+          sum by ({{ $cluster }}, shape) (node_shape:podresources_shape_capacity:max) == 0
         for: {{ $for }}
         labels:
           {{- toYaml $labels | nindent 10 }}

@@ -1,0 +1,41 @@
+"""Per-NUMA accounting of exclusive resources: plain data in, figures out, no I/O.
+
+This package implements the data semantics of the product contract (SPEC section 2):
+
+* every CPU, device and memory block is counted once, even where the kubelet reports it twice
+  (pod-level ``cpu_ids``/``memory`` overlapping the containers', one device entry per NUMA node);
+* an item local to several NUMA nodes is attributed once, to the group ``"0,1"``; an item of
+  unknown locality to ``"unknown"``;
+* utilization is per single NUMA node, capped at 1, with group memory apportioned in ascending
+  node order (an estimate, documented as such); an assigned device counts only while
+  ``GetAllocatableResources`` lists it (unhealthy or unregistered devices are counted apart, as
+  unavailable, never as inconsistent data);
+* alignment: how many NUMA nodes each container's exclusive resources need;
+* inconsistent input is counted by kind and never stops the rest of the snapshot.
+
+The work is split so that a refresh costs little when little changed:
+
+* :mod:`.numa` — NUMA labels and groups, sysfs ids, the alignment search, memory apportioning;
+* :mod:`.figures` — what one pod contributes (:func:`pod_figures`, computed once per distinct
+  pod) and what ``GetAllocatableResources`` offers;
+* :mod:`.ledger` — the node-wide aggregates (:class:`Ledger`), updated with the pods that
+  changed, and :func:`account`, the same computation from scratch.
+"""
+
+from .figures import AllocatableFigures, PodFigures, allocatable_figures, pod_figures
+from .ledger import Accounting, Ledger, account
+from .numa import (
+    CPU_RESOURCE,
+    UNKNOWN,
+    TopologyView,
+    apportion_group_memory,
+    group_label,
+    label_ids,
+    min_numa_nodes,
+)
+
+__all__ = [
+    "CPU_RESOURCE", "UNKNOWN", "Accounting", "AllocatableFigures", "Ledger", "PodFigures",
+    "TopologyView", "account", "allocatable_figures", "apportion_group_memory", "group_label",
+    "label_ids", "min_numa_nodes", "pod_figures",
+]

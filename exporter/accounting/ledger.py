@@ -1,0 +1,493 @@
+"""The node ledger: node-wide aggregates kept up to date from one snapshot to the next.
+
+A :class:`Ledger` applies only the pods that appeared, left or changed since the previous
+snapshot, then derives the node figures (allocated, utilization, unavailable devices, data
+issues) from its aggregates. :func:`account` is the same computation from scratch.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, TypeVar
+
+from ..issues import IssueKind, Issues
+from ..model import Allocatable, ContainerAssignment, KubeletSnapshot, PodAssignment, Topology
+from .figures import (
+    AllocatableFigures,
+    ContainerKey,
+    Device,
+    DraKey,
+    PodFigures,
+    PodKey,
+    allocatable_figures,
+    pod_figures,
+)
+from .numa import (
+    CPU_RESOURCE,
+    UNKNOWN,
+    TopologyView,
+    apportion_group_memory,
+    group_label,
+    label_ids,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Accounting:
+    """Everything the metrics say about one snapshot, keyed by label values.
+
+    A ``None`` node-level figure means the kubelet did not report that resource at all (so no
+    series is exported); an empty dict means it did, with nothing to show. Workload figures
+    live in ``pod_figures`` (one :class:`PodFigures` per pod, in label order); the merged dicts
+    below are built on first use and kept (an ``Accounting`` is not changed once returned), for
+    reports and tests.
+    """
+
+    api_version: str
+    cpus_allocatable: dict[str, int] | None = None
+    cpus_allocated: dict[str, int] | None = None
+    memory_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, type)
+    memory_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (numa, resource)
+    devices_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)
+    devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    # of those, the ones GetAllocatableResources does not list; None without that call
+    devices_allocated_unavailable: dict[tuple[str, str], int] | None = None
+    utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
+    # (driver, pool)
+    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    misaligned_containers: int | None = None
+    pod_figures: list[PodFigures] = field(default_factory=list)
+    data_issues: Counter[str] = field(default_factory=Counter)
+    issue_examples: dict[str, str] = field(default_factory=dict)
+    pod_level_seen: bool = False
+    containers: int = 0
+
+    @property
+    def pods(self) -> int:
+        return len(self.pod_figures)
+
+    def _merged(self, name: str) -> dict[Any, int]:
+        merged: dict[Any, int] = {}
+        for pod in self.pod_figures:
+            merged.update(getattr(pod, name))
+        return merged
+
+    @cached_property
+    def container_cpus(self) -> dict[tuple[str, str, str, str], int]:
+        return self._merged("container_cpus")
+
+    @cached_property
+    def container_memory(self) -> dict[tuple[str, str, str, str, str], int]:
+        return self._merged("container_memory")
+
+    @cached_property
+    def container_devices(self) -> dict[tuple[str, str, str, str, str], int]:
+        return self._merged("container_devices")
+
+    @cached_property
+    def container_numa_nodes(self) -> dict[ContainerKey, int]:
+        return self._merged("container_numa_nodes")
+
+    @cached_property
+    def pod_cpus(self) -> dict[tuple[str, str, str], int]:
+        return self._merged("pod_cpus")
+
+    @cached_property
+    def pod_memory(self) -> dict[tuple[str, str, str, str], int]:
+        return self._merged("pod_memory")
+
+    @cached_property
+    def device_info(self) -> list[tuple[str, str, str, str, str, str]]:
+        return sorted(row for pod in self.pod_figures for row in pod.device_info)
+
+    @cached_property
+    def dra_device_info(self) -> list[tuple[str, str, str, str, str, str, str, str | None]]:
+        return sorted((row for pod in self.pod_figures for row in pod.dra_device_info),
+                      key=lambda row: tuple(x or "" for x in row))
+
+
+class Ledger:
+    """Node-wide aggregates kept up to date from one snapshot to the next.
+
+    :meth:`update` applies only the pods that appeared, left or changed (pods are compared by
+    identity: the decoder hands back the same object for an unchanged pod), then derives the
+    node figures from the aggregates. When nothing changed it returns the previous
+    :class:`Accounting` object itself, so callers can skip re-rendering.
+    """
+
+    def __init__(self) -> None:
+        self._reset(None, TopologyView(Topology({}, {})), "v1")
+        self._result: Accounting | None = None
+        self._pod_ids: frozenset[int] = frozenset()
+        self._allocatable: Allocatable | None = None
+        self._allocatable_figures = AllocatableFigures()
+
+    def _reset(self, topology: Topology | None, view: TopologyView, api_version: str) -> None:
+        self._topology = topology
+        self._view = view
+        self._api_version = api_version
+        self._pods: dict[PodKey, tuple[PodAssignment, PodFigures]] = {}
+        self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
+        self._order: list[PodKey] = []  # keys of held pods, sorted
+        self._merged: dict[tuple[int, ...], tuple[tuple[PodAssignment, ...], PodAssignment]] = {}
+        self._cpu_holders: Counter[int] = Counter()  # cpu -> pods holding it
+        self._cpu_extra_holders = 0  # holders beyond the first, summed over CPUs
+        self._cpus_by_numa: Counter[str] = Counter()
+        self._device_holders: dict[Device, int] = {}  # device -> pods holding it
+        self._device_numa: dict[Device, Counter[int]] = {}  # -> holders naming each NUMA id
+        self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
+        self._devices: Counter[tuple[str, str]] = Counter()  # (group, resource)
+        # (single node, resource): assigned devices local to it that allocatable lists
+        self._device_use: Counter[tuple[int, str]] = Counter()
+        self._unavailable: Counter[tuple[str, str]] = Counter()  # assigned, not listed
+        self._device_extra_holders = 0
+        self._memory: Counter[tuple[str, str]] = Counter()  # (group, type)
+        self._memory_holders: Counter[tuple[str, str]] = Counter()  # -> pods with a block
+        self._dra_holders: Counter[DraKey] = Counter()
+        self._dra: Counter[tuple[str, str]] = Counter()  # (driver, pool)
+        self._issues: Counter[str] = Counter()
+        # kind -> the example of each held pod with that kind, oldest first
+        self._examples: dict[str, dict[PodKey, str]] = {}
+        self._misaligned = 0
+        self._pod_level = 0
+        self._containers = 0
+        self._pod_ids = frozenset()
+        self._listed = 0
+        self._result = None
+
+    def update(self, pods: Sequence[PodAssignment], allocatable: Allocatable | None,
+               topology: Topology, api_version: str = "v1") -> Accounting:
+        """The accounting of this snapshot, reusing everything that did not change."""
+        ids = frozenset(map(id, pods))
+        if (self._result is not None and ids == self._pod_ids and len(ids) == len(pods)
+                and len(pods) == self._listed and allocatable is self._allocatable
+                and topology is self._topology and api_version == self._api_version):
+            return self._result  # the same pods, each listed once, as last time
+        if topology is not self._topology or api_version != self._api_version:
+            self._reset(topology, TopologyView(topology), api_version)
+            self._allocatable = None
+            self._allocatable_figures = AllocatableFigures()
+        if allocatable is not self._allocatable or self._result is None:
+            self._allocatable = allocatable
+            self._allocatable_figures = allocatable_figures(allocatable, self._view,
+                                                            api_version != "v1alpha1")
+            self._recount_device_use()
+        repeated = 0 if self._apply_changes(pods, ids) else self._apply_all(pods)
+        self._pod_ids = ids
+        self._listed = len(pods)
+        self._result = self._finish(repeated)
+        return self._result
+
+    def _apply_changes(self, pods: Sequence[PodAssignment], ids: frozenset[int]) -> bool:
+        """Apply only the pods that left or arrived; False when that is not enough."""
+        if len(ids) != len(pods) or self._merged:
+            return False  # a pod listed twice: merge in the long way
+        gone = {self._key_of[i] for i in self._pod_ids - ids}
+        fresh = [pod for pod in pods if id(pod) not in self._pod_ids]
+        keys = [(pod.namespace, pod.name) for pod in fresh]
+        if len(set(keys)) != len(keys) or any(k in self._pods and k not in gone for k in keys):
+            return False  # a new listing of a pod that is still listed
+        for key in gone:
+            self._forget(key)
+        for key, pod in zip(keys, fresh):
+            self._hold(key, pod)
+        return True
+
+    def _apply_all(self, pods: Sequence[PodAssignment]) -> int:
+        """Compare every pod by key (needed when a pod is listed twice); returns repeats."""
+        current = self._by_key(pods)
+        for key in self._pods.keys() - current.keys():
+            self._forget(key)
+        for key, pod in current.items():
+            held = self._pods.get(key)
+            if held is not None and held[0] is pod:
+                continue
+            if held is not None:
+                self._forget(key)
+            self._hold(key, pod)
+        return len(pods) - len(current)
+
+    def _hold(self, key: PodKey, pod: PodAssignment) -> None:
+        figures = pod_figures(pod, self._view, self._api_version != "v1alpha1")
+        self._pods[key] = (pod, figures)
+        self._key_of[id(pod)] = key
+        insort(self._order, key)
+        self._add(figures)
+
+    def _forget(self, key: PodKey) -> None:
+        pod, figures = self._pods.pop(key)
+        del self._key_of[id(pod)]
+        del self._order[bisect_left(self._order, key)]
+        self._add(figures, sign=-1)
+
+    def _by_key(self, pods: Sequence[PodAssignment]) -> dict[PodKey, PodAssignment]:
+        """Pods by (namespace, name); a pod listed twice is merged into one."""
+        current: dict[PodKey, PodAssignment] = {}
+        repeated: dict[PodKey, list[PodAssignment]] = {}
+        for pod in pods:
+            key = (pod.namespace, pod.name)
+            if key in current:
+                repeated.setdefault(key, [current[key]]).append(pod)
+            current[key] = pod
+        used = {}
+        for key, parts in repeated.items():
+            identity = tuple(map(id, parts))
+            cached = self._merged.get(identity)
+            if cached is None:  # the parts are kept with the result: their ids are the key
+                cached = (tuple(parts), _merge_pods(parts))
+            used[identity] = cached
+            current[key] = cached[1]
+        self._merged = used
+        return current
+
+    def _add(self, figures: PodFigures, sign: int = 1) -> None:
+        self._issues.update({k: sign * v for k, v in figures.issues.items()})
+        for kind, example in figures.examples.items():
+            if sign > 0:
+                self._examples.setdefault(kind, {})[figures.key] = example
+            else:  # the example leaves with its pod: another holder's takes over
+                held = self._examples[kind]
+                del held[figures.key]
+                if not held:
+                    del self._examples[kind]
+        self._misaligned += sign * figures.misaligned
+        self._pod_level += sign * figures.pod_level
+        self._containers += sign * figures.containers
+        labels = self._view.cpu_label
+        for cpu in figures.cpus:
+            before = self._cpu_holders[cpu]
+            after = before + sign
+            self._cpu_holders[cpu] = after
+            if before == 0 or after == 0:
+                self._cpus_by_numa[labels.get(cpu, UNKNOWN)] += sign
+            else:
+                self._cpu_extra_holders += sign
+            if after == 0:
+                del self._cpu_holders[cpu]
+        for key, size in figures.memory.items():
+            self._memory[key] += sign * size
+            self._memory_holders[key] += sign
+        for dra_key in figures.dra:
+            before = self._dra_holders[dra_key]
+            after = before + sign
+            self._dra_holders[dra_key] = after
+            if before == 0 or after == 0:
+                self._dra[(dra_key[0], dra_key[1])] += sign
+            if after == 0:
+                del self._dra_holders[dra_key]
+        for device, reported in figures.devices.items():
+            resource = device[0]
+            before = self._device_holders.get(device, 0)
+            after = before + sign
+            # the union of the holders' reported ids, kept as counts so a holder leaving costs
+            # its own ids only (many pods naming one device must not make a refresh quadratic)
+            numa = self._device_numa.setdefault(device, Counter())
+            for node in reported:
+                numa[node] += sign
+                if not numa[node]:
+                    del numa[node]
+            self._device_extra_holders += max(0, after - 1) - max(0, before - 1)
+            old = self._device_group.pop(device, None)
+            if old is not None:
+                self._devices[(old[0], resource)] -= 1
+                self._count_use(device, old, -1)
+            if after:
+                self._device_holders[device] = after
+                ids = self._view.resolve(tuple(sorted(numa)))[0]
+                group = (group_label(ids), ids)
+                self._device_group[device] = group
+                self._devices[(group[0], resource)] += 1
+                self._count_use(device, group, +1)
+            else:
+                del self._device_holders[device]
+                del self._device_numa[device]
+
+    def _count_use(self, device: Device, group: tuple[str, tuple[int, ...]], sign: int) -> None:
+        """An assigned device counts toward utilization while allocatable lists it (an
+        unhealthy or unregistered device takes no allocatable capacity); else it is
+        unavailable, under the group List attributes it to."""
+        if device in self._allocatable_figures.listed:
+            for node in group[1]:
+                self._device_use[(node, device[0])] += sign
+        else:
+            self._unavailable[(group[0], device[0])] += sign
+
+    def _recount_device_use(self) -> None:
+        """After allocatable changed: which assigned devices it lists, from scratch."""
+        self._device_use = Counter()
+        self._unavailable = Counter()
+        for device, group in self._device_group.items():
+            self._count_use(device, group, +1)
+
+    def _finish(self, repeated_pods: int) -> Accounting:
+        with_topology = self._api_version != "v1alpha1"
+        alloc = self._allocatable_figures
+        result = Accounting(api_version=self._api_version)
+        issues = Issues()
+        issues.counts.update(+self._issues)
+        issues.examples.update({kind: next(iter(held.values()))
+                                for kind, held in self._examples.items()})
+        issues.counts.update(alloc.issues)
+        for kind, example in alloc.examples.items():
+            issues.examples.setdefault(kind, example)
+        if repeated_pods:
+            issues.add(IssueKind.DUPLICATE_ENTRY, "a pod is listed twice", count=repeated_pods)
+        if self._cpu_extra_holders:
+            issues.add(IssueKind.CPU_MULTIPLE_OWNERS, "a CPU is assigned to containers of two pods",
+                       count=self._cpu_extra_holders)
+        if self._device_extra_holders:
+            issues.add(IssueKind.DEVICE_MULTIPLE_OWNERS, "a device is assigned to two pods",
+                       count=self._device_extra_holders)
+
+        if with_topology:
+            if alloc.cpus_by_numa:
+                result.cpus_allocatable = dict(alloc.cpus_by_numa)
+            allocated = {label: 0 for label in (result.cpus_allocatable or {})}
+            allocated.update({k: v for k, v in self._cpus_by_numa.items() if v})
+            result.cpus_allocated = allocated
+            unknown = self._cpus_by_numa.get(UNKNOWN, 0)
+            if unknown:
+                issues.add(IssueKind.UNKNOWN_CPU,
+                           "assigned CPUs are not listed under any NUMA node in sysfs",
+                           count=unknown)
+            if self._allocatable is not None:
+                outside = self._cpu_holders.keys() - (alloc.cpus or frozenset())
+                if outside:
+                    issues.add(IssueKind.CPU_NOT_ALLOCATABLE,
+                               f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",
+                               count=len(outside))
+            for label, capacity in (result.cpus_allocatable or {}).items():
+                if label != UNKNOWN and capacity > 0:
+                    _set_ratio(result, issues, label, CPU_RESOURCE, allocated.get(label, 0),
+                               capacity)
+            result.memory_allocatable = dict(alloc.memory)
+            memory = {key: 0 for key in alloc.memory}
+            memory.update({k: self._memory[k] for k, n in self._memory_holders.items() if n})
+            result.memory_allocated = memory
+            _memory_utilization(result, issues, self._allocatable is not None)
+            result.misaligned_containers = self._misaligned
+        result.devices_allocatable = dict(alloc.devices)
+        devices = {key: 0 for key in alloc.devices}
+        devices.update({k: v for k, v in self._devices.items() if v})
+        result.devices_allocated = devices
+        if self._allocatable is not None and with_topology:
+            result.devices_allocated_unavailable = {key: self._unavailable.get(key, 0)
+                                                    for key in devices}
+        for (node, resource), capacity in sorted(alloc.device_capacity.items()):
+            _set_ratio(result, issues, str(node), resource,
+                       self._device_use.get((node, resource), 0), capacity)
+        if self._allocatable is not None:
+            for (node, resource), used in self._device_use.items():
+                if used > 0 and (node, resource) not in alloc.device_capacity:
+                    _excess(issues, str(node), resource, used)
+        result.dra_devices_allocated = {k: v for k, v in self._dra.items() if v}
+        pods = self._pods
+        result.pod_figures = [pods[key][1] for key in self._order]
+        result.containers = self._containers
+        result.pod_level_seen = self._pod_level > 0
+        result.data_issues = Counter({k: v for k, v in issues.counts.items() if v > 0})
+        result.issue_examples = {k: v for k, v in issues.examples.items()
+                                 if k in result.data_issues}
+        return result
+
+
+def _merge_pods(parts: list[PodAssignment]) -> PodAssignment:
+    """One pod from several listings of it: what a later listing repeats is not added again.
+
+    Linear in the listings' size: a pod listed many times must not make a refresh quadratic.
+    """
+    by_name: dict[str, list[ContainerAssignment]] = {}
+    for part in parts:
+        for container in part.containers:
+            by_name.setdefault(container.name, []).append(container)
+    containers = tuple(
+        listed[0] if len(listed) == 1 else ContainerAssignment(
+            name,
+            _extend([c.cpu_ids for c in listed]),
+            _extend([c.memory for c in listed]),
+            _extend([c.devices for c in listed]),
+            _extend([c.dra_devices for c in listed]))
+        for name, listed in by_name.items())
+    first = parts[0]
+    return PodAssignment(first.namespace, first.name, containers,
+                         _extend([part.cpu_ids for part in parts]),
+                         _extend([part.memory for part in parts]),
+                         _extend([part.oversized for part in parts]))
+
+
+def _extend(listings: list[tuple[T, ...]]) -> tuple[T, ...]:
+    """The first listing, then what each later one adds that no earlier one had (repeats
+    within one listing are kept: the figures count them as duplicated entries)."""
+    items = list(listings[0])
+    known = set(items)
+    for listing in listings[1:]:
+        added = [item for item in listing if item not in known]
+        items.extend(added)
+        known.update(added)
+    return tuple(items)
+
+
+def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:
+    """Utilization per single node and memory type, with group memory apportioned; memory
+    assigned on a node with none allocatable (when allocatable is known) is an excess."""
+    capacities: dict[str, dict[int, int]] = {}  # per memory type
+    singles: dict[str, dict[int, int]] = {}
+    groupings: dict[str, dict[tuple[int, ...], int]] = {}
+    for (label, kind), size in result.memory_allocatable.items():
+        capacity = capacities.setdefault(kind, {})
+        if label != UNKNOWN and "," not in label:
+            capacity[int(label)] = capacity.get(int(label), 0) + size
+    for (label, kind), size in result.memory_allocated.items():
+        if label == UNKNOWN:
+            continue
+        ids = label_ids(label)
+        if len(ids) == 1:
+            single = singles.setdefault(kind, {})
+            single[ids[0]] = single.get(ids[0], 0) + size
+        elif size:
+            groups = groupings.setdefault(kind, {})
+            groups[ids] = groups.get(ids, 0) + size
+    types = set(capacities)
+    if allocatable_known:
+        types |= {memory_type for (label, memory_type), size in result.memory_allocated.items()
+                  if size and label != UNKNOWN}
+    for memory_type in sorted(types):
+        capacity = capacities.get(memory_type, {})
+        totals = apportion_group_memory(capacity, singles.get(memory_type, {}),
+                                        groupings.get(memory_type, {}))
+        for node, size in capacity.items():
+            if size > 0:
+                _set_ratio(result, issues, str(node), memory_type, totals.get(node, 0), size)
+        for node, size in totals.items():
+            if size > 0 and capacity.get(node, 0) <= 0:
+                _excess(issues, str(node), memory_type, size)
+
+
+def _excess(issues: Issues, numa: str, resource: str, allocated: int,
+            allocatable: int = 0) -> None:
+    issues.add(IssueKind.ALLOCATED_EXCEEDS_ALLOCATABLE,
+               f"{resource} on NUMA node {numa}: {allocated} allocated, "
+               f"{allocatable} allocatable")
+
+
+def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
+               allocated: int, allocatable: int) -> None:
+    if allocatable <= 0:
+        return
+    if allocated > allocatable:
+        _excess(issues, numa, resource, allocated, allocatable)
+        result.utilization[(numa, resource)] = 1.0
+    else:
+        result.utilization[(numa, resource)] = allocated / allocatable
+
+
+def account(snapshot: KubeletSnapshot, topology: Topology) -> Accounting:
+    """Turn one kubelet snapshot and the sysfs topology into every exported figure."""
+    return Ledger().update(snapshot.pods, snapshot.allocatable, topology, snapshot.api_version)

@@ -1,0 +1,57 @@
+"""SMT siblings: read from sysfs, written by the simulator's fake sysfs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exporter.simulator import load_profile
+from exporter.simulator.sysfs import write_sysfs
+from exporter.topology import read_topology
+
+
+def _write(root: Path, nodes: dict[int, str], siblings: dict[int, str], online: str) -> None:
+    (root / "devices/system/cpu").mkdir(parents=True)
+    (root / "devices/system/cpu/online").write_text(online + "\n")
+    for numa_id, cpulist in nodes.items():
+        node = root / f"devices/system/node/node{numa_id}"
+        node.mkdir(parents=True)
+        (node / "cpulist").write_text(cpulist + "\n")
+    for cpu, text in siblings.items():
+        directory = root / f"devices/system/cpu/cpu{cpu}/topology"
+        directory.mkdir(parents=True)
+        (directory / "thread_siblings_list").write_text(text + "\n")
+
+
+def test_siblings_read_from_thread_siblings_list(tmp_path: Path) -> None:
+    _write(tmp_path, {0: "0-1,4-5", 1: "2-3,6-7"},
+           {0: "0,4", 4: "0,4", 1: "1,5", 5: "1,5", 2: "2,6", 6: "2,6", 3: "3,7", 7: "3,7"},
+           "0-7")
+    topology = read_topology(tmp_path)
+    assert topology.siblings(0) == {0, 4}
+    assert topology.siblings(7) == {3, 7}
+
+
+def test_offline_sibling_and_missing_file(tmp_path: Path) -> None:
+    # CPU 5 is offline: the kernel would drop it from the list, a stale file must not add it;
+    # CPU 3 has no topology directory: a core of its own
+    _write(tmp_path, {0: "0-7"}, {0: "0,4", 1: "1,5", 4: "0,4"}, "0-4,6-7")
+    topology = read_topology(tmp_path)
+    assert topology.siblings(1) == {1}
+    assert topology.siblings(3) == {3}
+    assert topology.siblings(4) == {0, 4}
+
+
+def test_simulator_writes_x86_sibling_numbering(tmp_path: Path) -> None:
+    # dual-socket-gpu: 64 logical CPUs, 2 threads per core; Linux numbers the first thread of
+    # every core first, so CPU k and CPU k+32 share a core
+    write_sysfs(load_profile("dual-socket-gpu"), tmp_path)
+    text = (tmp_path / "devices/system/cpu/cpu17/topology/thread_siblings_list").read_text()
+    assert text == "17,49\n"
+    topology = read_topology(tmp_path)
+    assert topology.siblings(40) == {8, 40}
+    assert all(len(topology.siblings(cpu)) == 2 for cpu in range(64))
+
+
+def test_simulator_without_smt(tmp_path: Path) -> None:
+    write_sysfs(load_profile("small"), tmp_path)
+    assert read_topology(tmp_path).siblings(3) == {3}

@@ -183,9 +183,9 @@ class Refresher:
         self.health.refresh_duration.observe(time.perf_counter() - started)
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
+        fit = self._fit_section()  # before the health section: it counts rejections
         health = await self._worker.run(self._health_sections)
-        self.exposition.update(data=data, fit=self._fit_section(), view=self._view_section(),
-                               health=health)
+        self.exposition.update(data=data, fit=fit, view=self._view_section(), health=health)
         self.attempted = True
         return delay
 

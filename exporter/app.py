@@ -176,11 +176,11 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     topology = _topology(settings.sysfs_root)
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
+    refresher = build_refresher(settings, topology)
     refresh_log = logging.getLogger("exporter.refresh")
     saved = refresh_log.level
     if log_level != "debug":
         refresh_log.setLevel(logging.CRITICAL)  # its failure lines speak of retrying
-    refresher = build_refresher(settings, topology)
     try:
         await refresher.refresh_once()
     finally:

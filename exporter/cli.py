@@ -51,6 +51,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {text!r}")
+    return value
+
+
 def message_size(text: str) -> int:
     try:
         value = int(text)
@@ -172,7 +182,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--state-dir", (SIMULATE,), "keep kubelet-like state files here, rewritten on every "
          "change (for the exporter's --watch-path)", None, None, metavar="DIR"),
     Flag("--seed", (SIMULATE,), "random seed for allocation order and churn", non_negative_int),
-    # the kubelet's own rate limit (exporter.simulator.server.DEFAULT_QPS, DEFAULT_BURST)
+    # device plugins register again this long after a kubelet restart
+    # (exporter.simulator.server.DEFAULT_REREGISTER_SECONDS)
+    Flag("--reregister-seconds", (SIMULATE,), "after a restart (POST /restart), device plugins "
+         "register again this many seconds later; until then GetAllocatableResources lists none "
+         "of their devices (default: %(default)s)", non_negative_float, 3.0),
+    # the kubelet's own rate limit (exporter.simulator.faults.DEFAULT_QPS, DEFAULT_BURST)
     Flag("--qps", (SIMULATE,), "rate limit, calls per second (default: %(default)s)",
          positive_float, 100.0),
     Flag("--burst", (SIMULATE,), "rate limit burst (default: %(default)s)", non_negative_int,
@@ -386,7 +401,8 @@ def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
         profile=args.profile, socket_path=kubelet.socket_path(args.socket),
         sysfs_root=args.sysfs_root, control_address=args.control_address,
         churn_interval=args.churn_interval, churn_pods=args.churn_pods,
-        state_dir=args.state_dir, seed=args.seed, qps=args.qps, burst=args.burst)
+        state_dir=args.state_dir, seed=args.seed, qps=args.qps, burst=args.burst,
+        reregister_seconds=args.reregister_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

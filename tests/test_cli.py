@@ -39,6 +39,8 @@ from .helpers import (
     (["--max-refresh-rate", "nan"], "--max-refresh-rate"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["snapshot", "--format", "yaml"], "--format: must be one of"),
+    (["simulate", "--socket", "/tmp/k.sock", "--reregister-seconds", "-1"],
+     "--reregister-seconds: must be a number of 0 or more"),
 ])
 def test_bad_flag_values_exit_2_with_one_line(argv, reason, capsys):
     assert main(argv) == 2
@@ -97,10 +99,13 @@ def test_defaults_match_the_documented_contract():
 
 def test_simulator_rate_limit_defaults_to_the_kubelets():
     from exporter.simulator.faults import DEFAULT_BURST, DEFAULT_QPS
+    from exporter.simulator.server import DEFAULT_REREGISTER_SECONDS
 
     args = parse_args(["simulate", "--socket", "/run/kubelet.sock"], environ={})
     # the kubelet's podresources token bucket: 100 calls per second, burst 10
     assert (args.qps, args.burst) == (100.0, 10) == (DEFAULT_QPS, DEFAULT_BURST)
+    # device plugins re-register a few seconds after a kubelet restart (SPEC section 2)
+    assert args.reregister_seconds == 3.0 == DEFAULT_REREGISTER_SECONDS
 
 
 async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:

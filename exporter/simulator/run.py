@@ -21,7 +21,7 @@ from aiohttp import web
 from ..kubeapi.records import Rejection, rejection
 from .control import control_app
 from .profile import NodeSpec
-from .server import Simulator
+from .server import DEFAULT_REREGISTER_SECONDS, Simulator
 from .state import NodeState
 from .sysfs import write_kubelet_config, write_sysfs
 
@@ -42,6 +42,7 @@ class SimulateOptions:
     seed: int | None
     qps: float
     burst: int
+    reregister_seconds: float = DEFAULT_REREGISTER_SECONDS
 
 
 async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event) -> None:
@@ -49,7 +50,8 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     if options.sysfs_root:
         write_sysfs(spec, options.sysfs_root)
     simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
-                          qps=options.qps, burst=options.burst)
+                          qps=options.qps, burst=options.burst,
+                          reregister_seconds=options.reregister_seconds)
     await simulator.start()
     runner = await start_control(simulator, options.control_address)
     tasks = []

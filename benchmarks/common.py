@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -34,3 +36,14 @@ def slope(points: list[tuple[float, float]]) -> float:
     if denominator == 0:
         return 0.0
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / denominator
+
+
+async def terminate(processes: Iterable[asyncio.subprocess.Process | None]) -> None:
+    """SIGTERM each process still running, SIGKILL after 10 s without an exit."""
+    for proc in processes:
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import contextlib  # noqa: E402
 
-from common import free_port, rss_kib  # noqa: E402
+from common import free_port, rss_kib, terminate  # noqa: E402
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
 SCENARIOS = ("silent", "handshake", "slowloris", "auth-flood")
@@ -134,13 +134,7 @@ class Bench:
         raise RuntimeError("exporter did not start")
 
     async def stop(self) -> None:
-        for proc in (self.exporter, self.simulator):
-            if proc is not None and proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
+        await terminate((self.exporter, self.simulator))
         self.log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 

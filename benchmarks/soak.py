@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import free_port, rss_kib, slope  # noqa: E402
+from common import free_port, rss_kib, slope, terminate  # noqa: E402
 
 
 class Soak:
@@ -192,13 +192,7 @@ class Soak:
         }
 
     async def stop(self) -> None:
-        for proc in (self.exporter, self.simulator):
-            if proc is not None and proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
+        await terminate((self.exporter, self.simulator))
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from exporter import webconfig
+from exporter import basicauth, webconfig
 from exporter.cli import main, serve
 
 from .helpers import REPO, Node, Scrape, small_profile
@@ -180,7 +180,7 @@ async def test_basic_auth_without_tls_and_bcrypt_cache(tmp_path, monkeypatch):
     path = write_config(tmp_path, f"basic_auth_users:\n  prometheus: '{HASH}'\n")
     calls = []
     real = bcrypt.checkpw
-    monkeypatch.setattr(webconfig.bcrypt, "checkpw",
+    monkeypatch.setattr(basicauth.bcrypt, "checkpw",
                         lambda password, hashed: calls.append(password) or real(password, hashed))
     async with Node(small_profile()) as node, Served(node, path) as served:
         for _ in range(5):
@@ -359,7 +359,7 @@ def test_empty_and_certificate_less_configs_mean_plain_http(tmp_path):
 def test_htpasswd_style_2y_hashes_are_accepted(tmp_path):
     hashed = "$2y$" + HASH[4:]
     config = webconfig.load(write_config(tmp_path, f"basic_auth_users: {{admin: '{hashed}'}}\n"))
-    assert asyncio.run(webconfig.BasicAuth(config.users).check(
+    assert asyncio.run(basicauth.BasicAuth(config.users).check(
         auth("admin", PASSWORD)["Authorization"]))
 
 
@@ -499,7 +499,7 @@ class CountingCheckpw:
 @pytest.fixture
 def checkpw(monkeypatch):
     counting = CountingCheckpw()
-    monkeypatch.setattr(webconfig.bcrypt, "checkpw", counting)
+    monkeypatch.setattr(basicauth.bcrypt, "checkpw", counting)
     return counting
 
 
@@ -510,7 +510,7 @@ def header(user: str, password: str) -> str:
 async def test_unknown_users_cost_what_the_costliest_user_costs(checkpw):
     cheap = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4))
     costly = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=6))
-    basic = webconfig.BasicAuth({"cheap": cheap, "costly": costly})
+    basic = basicauth.BasicAuth({"cheap": cheap, "costly": costly})
     assert await basic.check(header("nobody", "x")) is False
     assert checkpw.hashes[-1][:7] == b"$2b$06$"
     # a wrong password for the cheap user waits out the difference: 2**(6-4) - 1 = 3 checks
@@ -520,18 +520,18 @@ async def test_unknown_users_cost_what_the_costliest_user_costs(checkpw):
     async def recording_sleep(seconds):
         sleeps.append(seconds)
         await real_sleep(0)
-    webconfig.asyncio.sleep, saved = recording_sleep, webconfig.asyncio.sleep
+    basicauth.asyncio.sleep, saved = recording_sleep, basicauth.asyncio.sleep
     try:
         assert await basic.check(header("cheap", "wrong")) is False
         assert await basic.check(header("costly", "wrong")) is False
         assert await basic.check(header("cheap", "a")) is True
     finally:
-        webconfig.asyncio.sleep = saved
+        basicauth.asyncio.sleep = saved
     assert len(sleeps) == 1 and sleeps[0] >= 3 * 0.02  # the check itself took 20 ms or more
 
 
 async def test_a_flood_of_wrong_passwords_neither_evicts_nor_queues_the_right_one(checkpw):
-    basic = webconfig.BasicAuth({"prometheus": HASH.encode()})
+    basic = basicauth.BasicAuth({"prometheus": HASH.encode()})
     assert await basic.check(header("prometheus", PASSWORD), "10.0.0.1") is True
     answers = await asyncio.gather(*(basic.check(header("prometheus", f"wrong {n}"), "10.6.6.6")
                                      for n in range(400)))
@@ -549,7 +549,7 @@ async def test_a_flood_of_wrong_passwords_neither_evicts_nor_queues_the_right_on
 
 
 async def test_concurrent_requests_with_the_same_credentials_share_one_check(checkpw):
-    basic = webconfig.BasicAuth({"prometheus": HASH.encode()})
+    basic = basicauth.BasicAuth({"prometheus": HASH.encode()})
     answers = await asyncio.gather(*(basic.check(header("prometheus", PASSWORD), "10.0.0.1")
                                      for _ in range(20)))
     assert answers == [True] * 20 and len(checkpw.hashes) == 1

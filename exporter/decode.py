@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Hashable
-from typing import Any, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -41,6 +41,7 @@ from .model import (
     MemoryBlock,
     NumaIds,
     PodAssignment,
+    shared,
 )
 
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
@@ -56,35 +57,18 @@ def invalid_reply(method: str, error: Exception) -> KubeletError:
 
 # ---- protobuf -> plain data ---------------------------------------------------------------
 
-_Shared = TypeVar("_Shared", bound=Hashable)
-_SHARED_LIMIT = 4096
-_shared_values: dict[Hashable, Hashable] = {}
-
-
-def _shared(value: _Shared) -> _Shared:
-    """One object for a value repeated across entries and pods (a resource name, a memory
-    type, NUMA ids): protobuf hands each entry its own copy, and a large node holds thousands
-    of device entries. Bounded, as a hostile reply may send many distinct values."""
-    found = _shared_values.get(value)
-    if found is None:
-        if len(_shared_values) >= _SHARED_LIMIT:
-            _shared_values.clear()
-        found = _shared_values[value] = value
-    return cast(_Shared, found)
-
-
 def _numa_ids(message: Any) -> tuple[int, ...] | None:
     if not message.HasField("topology"):
         return None
-    return _shared(tuple(node.ID for node in message.topology.nodes))
+    return shared(tuple(node.ID for node in message.topology.nodes))
 
 
 def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
-    return tuple(MemoryBlock(_shared(b.memory_type), b.size, _numa_ids(b)) for b in blocks)
+    return tuple(MemoryBlock(shared(b.memory_type), b.size, _numa_ids(b)) for b in blocks)
 
 
 def _devices(entries: Any) -> tuple[DeviceEntry, ...]:
-    return tuple(DeviceEntry(_shared(e.resource_name), tuple(e.device_ids), _numa_ids(e))
+    return tuple(DeviceEntry(shared(e.resource_name), tuple(e.device_ids), _numa_ids(e))
                  for e in entries)
 
 

@@ -12,6 +12,11 @@ The bytes are ``prometheus_client``'s: the first time a label set appears, a thr
 and its header and each line's ``name{labels} `` prefix are kept (see
 :func:`exporter.rendering.sample_lines`); values are formatted by its ``floatToGoString``.
 Label sets are written in the order they first appeared, as ``prometheus_client`` does.
+
+Unlike ``prometheus_client``'s, these instruments take no lock: they are changed on the event
+loop only (the kubelet client's hook, the refresh loop, the Kubernetes-API view), and the
+worker thread only writes them out. A change landing while a label set is written is written
+with the next rendering, as its version is read before its values.
 """
 
 from __future__ import annotations

@@ -2,19 +2,21 @@
 
 Decoding is protobuf's (upb, in C). Converting every message into Python objects on every
 refresh would cost far more than the decode itself, so each pod is converted once: the reply is
-cut into its pods' encoded bytes (reading only the top-level framing), and bytes seen before map
-straight to the earlier :class:`PodAssignment`. The kubelet lists device entries in a varying
-order (Go map iteration), so a second, order-free key (the sorted encoded entries of each
-container) catches the same pod in a new order. The accounting's
+cut into its pods' encoded bytes (by protobuf too, reading the pods as ``repeated bytes``), and
+bytes seen before map straight to the earlier :class:`PodAssignment`. The kubelet lists device
+entries in a varying order (Go map iteration), so a second, order-free key (the sorted encoded
+entries of each container) catches the same pod in a new order. The accounting's
 :class:`~exporter.accounting.Ledger` then recognises unchanged pods by identity.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from ._proto.v1 import api_pb2 as v1
@@ -39,6 +41,7 @@ from .model import (
     MemoryBlock,
     NumaIds,
     PodAssignment,
+    shared,
 )
 
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
@@ -57,15 +60,16 @@ def invalid_reply(method: str, error: Exception) -> KubeletError:
 def _numa_ids(message: Any) -> tuple[int, ...] | None:
     if not message.HasField("topology"):
         return None
-    return tuple(node.ID for node in message.topology.nodes)
+    return shared(tuple(node.ID for node in message.topology.nodes))
 
 
 def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
-    return tuple(MemoryBlock(b.memory_type, b.size, _numa_ids(b)) for b in blocks)
+    return tuple(MemoryBlock(shared(b.memory_type), b.size, _numa_ids(b)) for b in blocks)
 
 
 def _devices(entries: Any) -> tuple[DeviceEntry, ...]:
-    return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids), _numa_ids(e)) for e in entries)
+    return tuple(DeviceEntry(shared(e.resource_name), tuple(e.device_ids), _numa_ids(e))
+                 for e in entries)
 
 
 def _dra(dynamic_resources: Any) -> tuple[DraDevice, ...]:
@@ -326,47 +330,32 @@ def order_free_key_v1alpha1(pod: Any) -> tuple[Any, ...]:
 def split_repeated_field(raw: bytes, field_number: int = 1) -> list[bytes]:
     """The encoded elements of one repeated message field, without decoding them.
 
-    Reads only the protobuf framing of the top-level message (tag, length) and skips every
-    other field, so each pod's bytes can be looked up before anything is decoded. Raises
-    ``ValueError`` on anything it does not follow; callers then let protobuf decode the whole.
+    protobuf (in C) reads the reply as a message whose field ``field_number`` is ``repeated
+    bytes``: on the wire an embedded message and a ``bytes`` field are the same, so each pod's
+    bytes come back as they were sent, and every other field is skipped as unknown. So each
+    pod's bytes can be looked up before anything is decoded. Raises ``ValueError`` on anything
+    protobuf does not parse; callers then let protobuf decode the whole.
     """
-    chunks = []
-    position, end = 0, len(raw)
-    while position < end:
-        key, position = _varint(raw, position)
-        wire_type = key & 7
-        if wire_type == 2:
-            length, position = _varint(raw, position)
-            stop = position + length
-            if stop > end:
-                raise ValueError("truncated field")
-            if key >> 3 == field_number:
-                chunks.append(raw[position:stop])
-            position = stop
-        elif wire_type == 0:
-            _, position = _varint(raw, position)
-        elif wire_type == 1:
-            position += 8
-        elif wire_type == 5:
-            position += 4
-        else:
-            raise ValueError(f"wire type {wire_type}")
-    if position != end:
-        raise ValueError("truncated field")
-    return chunks
+    try:
+        message = _chunk_message(field_number).FromString(raw)
+    except DecodeError as error:
+        raise ValueError(f"unparsable framing: {error}") from None
+    return list(message.chunks)
 
 
-def _varint(raw: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if position >= len(raw) or shift > 63:
-            raise ValueError("bad varint")
-        byte = raw[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
+@functools.cache
+def _chunk_message(field_number: int) -> Any:
+    """A message type with one field, ``repeated bytes chunks = field_number``."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"podresources_exporter_chunks_{field_number}.proto",
+        package="podresources_exporter", syntax="proto3")
+    file.message_type.add(name=f"Chunks{field_number}").field.add(
+        name="chunks", number=field_number, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    descriptor = pool.FindMessageTypeByName(f"podresources_exporter.Chunks{field_number}")
+    return message_factory.GetMessageClass(descriptor)
 
 
 class ListDecoder:

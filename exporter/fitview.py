@@ -30,6 +30,10 @@ from .shapes import ShapeError, ShapeFile
 log = logging.getLogger(__name__)
 
 
+# the configuration without --kubelet-config
+NOT_READ = KubeletConfig()
+
+
 class FitSetupError(Exception):
     """A ``--fit-shapes`` or ``--kubelet-config`` file that cannot be used at start-up."""
 
@@ -94,7 +98,7 @@ class FitView:
 
     def config(self) -> KubeletConfig:
         if self.kubelet_config is None:
-            return KubeletConfig()
+            return NOT_READ  # the same object every time: update() compares inputs by identity
         config = self.kubelet_config.current()
         problem = self.kubelet_config.problem
         if problem and problem != self._config_problem:

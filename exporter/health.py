@@ -1,14 +1,16 @@
 """The exporter's own health metrics: is the kubelet reachable, how are calls going.
 
-Counters and histograms are ordinary ``prometheus_client`` objects in a private registry
-(direct instrumentation is right for an exporter's internals). The state behind the gauges —
+Counters and histograms are the exporter's own plain-value instruments
+(:mod:`exporter.instruments`), written without a ``prometheus_client`` collection: only the label
+sets that changed since the last rendering are formatted again. The state behind the gauges —
 up, last success, back-off, the kubelet's capabilities — belongs to the refresh loop
 (:class:`exporter.status.KubeletStatus`) and is handed to :meth:`Health.render_both`, which
 builds those families from it each time, so an old label set never lingers.
 
-The section is rendered after every refresh attempt, in both formats, from one collection of the
-registry: ``prometheus_client`` renders each family's header and each label set's prefix the
-first time (:class:`exporter.rendering.FamilyWriter`), later renderings only format the values.
+The section is rendered after every refresh attempt, in both formats. The ``process_*`` figures,
+the gauges and what others register in :attr:`Health.registry` (the fit answers' admission
+counter) are collected each time and written by :class:`exporter.rendering.FamilyWriter`, which
+reuses each header and label prefix ``prometheus_client`` rendered the first time.
 What a scrape sees is therefore as of the last refresh attempt (or change of the
 Kubernetes-API view), ``process_*`` figures included: at most one ``--interval`` old.
 """
@@ -18,13 +20,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    ProcessCollector,
-    disable_created_metrics,
-)
+from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from . import __version__, kubelet
@@ -42,6 +38,7 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from .instruments import Counter, Histogram
 from .issues import IssueKind
 from .rendering import FamilyWriter
 from .status import UNKNOWN, Capabilities, KubeletStatus
@@ -67,33 +64,27 @@ class Health:
         disable_created_metrics()
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
+        # for instruments of other modules (the fit answers' admission counter), written after
+        # the exporter's own
         self.registry = CollectorRegistry(auto_describe=False)
-        # (a counter's catalogued name ends in _total, which prometheus_client accepts as is)
-        self.requests = Counter(API_REQUESTS.name, API_REQUESTS.help, API_REQUESTS.labels,
-                                registry=self.registry)
-        self.request_duration = Histogram(
-            API_REQUEST_DURATION.name, API_REQUEST_DURATION.help, API_REQUEST_DURATION.labels,
-            buckets=_CALL_BUCKETS, registry=self.registry)
-        self.refresh_duration = Histogram(
-            REFRESH_DURATION.name, REFRESH_DURATION.help, REFRESH_DURATION.labels,
-            buckets=_REFRESH_BUCKETS, registry=self.registry)
-        self.data_issues = Counter(DATA_ISSUES.name, DATA_ISSUES.help, DATA_ISSUES.labels,
-                                   registry=self.registry)
+        self.requests = Counter(API_REQUESTS)
+        self.request_duration = Histogram(API_REQUEST_DURATION, _CALL_BUCKETS)
+        self.refresh_duration = Histogram(REFRESH_DURATION, _REFRESH_BUCKETS)
+        self.data_issues = Counter(DATA_ISSUES)
+        self.kube_api_errors = Counter(KUBE_API_ERRORS)  # written with track_kube_api only
         for method in METHODS:
             self.requests.labels(method, "OK")
             self.request_duration.labels(method)
         for kind in ISSUE_KINDS:
             self.data_issues.labels(kind)
         # process_* (memory, CPU, open files, start time), as every exporter has them.
-        ProcessCollector(registry=self.registry)
+        self.process = ProcessCollector(registry=None)
         self.revision = build_revision()
         self._writers = (FamilyWriter(openmetrics=False), FamilyWriter(openmetrics=True))
 
     def track_kube_api(self) -> None:
         """Export the Kubernetes-API view's health; only with --kube-api."""
         self.kube_api_up = dict.fromkeys(KUBE_API_RESOURCES, 0)
-        self.kube_api_errors = Counter(KUBE_API_ERRORS.name, KUBE_API_ERRORS.help,
-                                       KUBE_API_ERRORS.labels, registry=self.registry)
         for resource in KUBE_API_RESOURCES:
             self.kube_api_errors.labels(resource)
 
@@ -108,9 +99,23 @@ class Health:
                 self.data_issues.labels(kind).inc(count)
 
     def render_both(self, status: KubeletStatus) -> tuple[bytes, bytes]:
-        """The health section in the text format and in OpenMetrics (without ``# EOF``)."""
-        families = [*self.registry.collect(), *self._state_families(status)]
-        return self._writers[0].write(families), self._writers[1].write(families)
+        """The health section in the text format and in OpenMetrics (without ``# EOF``), its
+        families in a fixed order: the kubelet calls' counter and histogram, the refresh
+        histogram, the data issues, ``process_*``, the Kubernetes-API view's errors, what
+        others registered, the gauges."""
+        own = (self.requests, self.request_duration, self.refresh_duration, self.data_issues)
+        process = list(self.process.collect())
+        others = [*self.registry.collect(), *self._state_families(status)]
+        rendered = []
+        for writer in self._writers:
+            openmetrics = writer.openmetrics
+            parts = [instrument.write(openmetrics) for instrument in own]
+            parts.append(writer.write(process))
+            if self.kube_api_up is not None:
+                parts.append(self.kube_api_errors.write(openmetrics))
+            parts.append(writer.write(others))
+            rendered.append(b"".join(parts))
+        return rendered[0], rendered[1]
 
     def render(self, openmetrics: bool, status: KubeletStatus | None = None) -> bytes:
         """The health section in one format (OpenMetrics without ``# EOF``); ``status``

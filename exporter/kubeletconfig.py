@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 UNKNOWN = "unknown"
 FULL_PCPUS_ONLY = "full-pcpus-only"
 KIND = "KubeletConfiguration"
@@ -80,6 +78,8 @@ def load_kubelet_config(path: str | Path) -> KubeletConfig:
     except (OSError, UnicodeDecodeError) as error:
         raise KubeletConfigError(
             f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    import yaml  # only with --kubelet-config
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -11,7 +11,9 @@ ids). Deciding what an id means is the accounting's job, not the client's.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 NumaIds = tuple[int, ...] | None
 # Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
@@ -131,3 +133,21 @@ class Topology:
     def siblings(self, cpu: int) -> frozenset[int]:
         """The hardware threads sharing ``cpu``'s physical core, ``cpu`` included."""
         return self.cpu_siblings.get(cpu, frozenset()) | {cpu}
+
+
+_Shared = TypeVar("_Shared", bound=Hashable)
+_SHARED_LIMIT = 4096
+_shared_values: dict[Hashable, Hashable] = {}
+
+
+def shared(value: _Shared) -> _Shared:
+    """One object for an immutable value repeated across entries and pods (a resource name, a
+    memory type, a set of NUMA ids): protobuf and the accounting would otherwise make each
+    entry its own copy, and a large node holds thousands of device entries. Bounded, as a
+    hostile reply may send many distinct values."""
+    found = _shared_values.get(value)
+    if found is None:
+        if len(_shared_values) >= _SHARED_LIMIT:
+            _shared_values.clear()
+        found = _shared_values[value] = value
+    return cast(_Shared, found)

@@ -15,6 +15,7 @@ new version keeps the shapes in use and is logged once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -22,8 +23,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .fit import CPU, Shape, is_memory_resource
 from .kubeapi.records import is_extended_resource, parse_quantity
@@ -109,11 +108,8 @@ def parse_shape_argument(text: str, name: str = "request") -> Shape:
     return build_shape(name, requests)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """A YAML loader that refuses a key given twice (YAML would keep the last silently)."""
-
-
-def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _mapping(loader: Any, node: Any) -> dict[Any, Any]:
+    """A YAML mapping, refusing a key given twice (YAML would keep the last silently)."""
     mapping: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node)
@@ -123,7 +119,16 @@ def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]
     return mapping
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+@functools.cache
+def _unique_key_loader() -> Any:
+    """A SafeLoader that refuses a key given twice; YAML is imported only with --fit-shapes."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    return UniqueKeyLoader
 
 
 def load_shapes(path: str | Path) -> tuple[Shape, ...]:
@@ -133,8 +138,10 @@ def load_shapes(path: str | Path) -> tuple[Shape, ...]:
     except (OSError, UnicodeDecodeError) as error:
         raise ShapeError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") \
             from None
+    import yaml
+
     try:
-        document = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+        document = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -193,40 +193,97 @@ async def test_prometheus_scrapes_the_gzip_body_whole():
 
 
 def test_health_section_is_what_prometheus_client_writes_in_both_formats():
-    """The health section reuses headers and label prefixes; it must stay byte-for-byte what
-    prometheus_client writes, as values change and new label sets appear."""
-    from prometheus_client import generate_latest
+    """The health section's counters and histograms are plain values with their own writer;
+    it must stay byte-for-byte what prometheus_client writes for the same instruments fed the
+    same events, as values change and new label sets appear, in both formats."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as generate_om
 
-    from exporter.health import Health
+    from exporter import catalog
+    from exporter.health import _CALL_BUCKETS, _REFRESH_BUCKETS, METHODS, Health
+    from exporter.issues import IssueKind
     from exporter.rendering import _Families
     from exporter.status import Capabilities, KubeletStatus
 
     health = Health("node-a")
+    health.track_kube_api()
     status = KubeletStatus()
+    # the reference: prometheus_client's own instruments, defined as the exporter's
+    reference = CollectorRegistry(auto_describe=False)
+    kube_registry = CollectorRegistry(auto_describe=False)
+
+    def counter(metric, registry=reference):
+        return Counter(metric.name, metric.help, metric.labels, registry=registry)
+
+    def histogram(metric, buckets):
+        return Histogram(metric.name, metric.help, metric.labels, buckets=buckets,
+                         registry=reference)
+
+    requests = counter(catalog.API_REQUESTS)
+    call_duration = histogram(catalog.API_REQUEST_DURATION, _CALL_BUCKETS)
+    refresh_duration = histogram(catalog.REFRESH_DURATION, _REFRESH_BUCKETS)
+    issues = counter(catalog.DATA_ISSUES)
+    kube_errors = counter(catalog.KUBE_API_ERRORS, kube_registry)
+    for method in METHODS:
+        requests.labels(method, "OK")
+        call_duration.labels(method)
+    for kind in IssueKind:
+        issues.labels(kind)
+    for resource in ("node", "pods", "resourceslices"):
+        kube_errors.labels(resource)
+    # another module's counter in the health registry (as the fit answers register theirs)
+    admissions = counter(catalog.ADMISSION_FAILURES, health.registry)
 
     def expected(openmetrics: bool) -> bytes:
-        families = [*health.registry.collect(), *health._state_families(status)]
+        families = [*reference.collect(), *health.process.collect(), *kube_registry.collect(),
+                    *health.registry.collect(), *health._state_families(status)]
         if openmetrics:
             return generate_om(_Families(families))[:-len(b"# EOF\n")]
         return generate_latest(_Families(families))
 
-    for step in range(3):
+    def steady(body: bytes) -> list[bytes]:  # process_* figures move between two collections
+        return [line for line in body.splitlines() if not line.startswith(b"process_")]
+
+    for step in range(4):
         text, openmetrics = health.render_both(status)
-        # process_* figures move between two collections: compare everything else
-        def steady(body: bytes) -> list[bytes]:
-            return [line for line in body.splitlines() if not line.startswith(b"process_")]
         assert steady(text) == steady(expected(False))
         assert steady(openmetrics) == steady(expected(True))
         assert b"# TYPE podresources_api_requests_total counter" in text
         assert b"# TYPE podresources_api_requests counter" in openmetrics
-        health.observe_call("List", "RESOURCE_EXHAUSTED" if step else "OK", 0.003 * (step + 1))
-        health.refresh_duration.observe(0.02)
+        code = "RESOURCE_EXHAUSTED" if step else "OK"
+        seconds = (0.0005, 0.003, 0.25, 12.0)[step]  # the first bucket, middle ones, +Inf
+        health.observe_call("List", code, seconds)
+        requests.labels("List", code).inc()
+        call_duration.labels("List").observe(seconds)
+        health.refresh_duration.observe(seconds * 3)
+        refresh_duration.observe(seconds * 3)
         health.count_issues({"unknown_cpu": step + 1})
+        issues.labels("unknown_cpu").inc(step + 1)
+        if step == 2:
+            health.kube_api_errors.labels("pods").inc()
+            kube_errors.labels("pods").inc()
+            admissions.labels("Topology Affinity", "cpu").inc()
         status.up, status.last_success, status.backoff_seconds = 1, 1_700_000_000.5, 0.25 * step
         status.capabilities = Capabilities("v1", "true", "false", "true" if step else "unknown")
-    # steps 1 and 2 each counted one rate-limited call
-    assert b'podresources_api_requests_total{code="RESOURCE_EXHAUSTED",method="List"} 2.0' \
-        in health.render(False, status)
+    # steps 1 to 3 each counted one rate-limited call; 12 s is past the last bucket
+    text, openmetrics = health.render_both(status)
+    assert b'podresources_api_requests_total{code="RESOURCE_EXHAUSTED",method="List"} 3.0' \
+        in text
+    assert b'podresources_api_request_duration_seconds_bucket{le="+Inf",method="List"} 4.0' \
+        in text
+    assert b'podresources_api_request_duration_seconds_bucket{le="10.0",method="List"} 3.0' \
+        in openmetrics
+    assert b'podresources_kube_api_errors_total{resource="pods"} 1.0' in openmetrics
     assert b'podresources_kubelet_api_info{api_version="v1",get="false",get_allocatable="true"' \
-        b',pod_level="true"} 1.0' in health.render(True, status)
+        b',pod_level="true"} 1.0' in openmetrics
+
+
+def test_health_section_leaves_out_the_kube_api_errors_without_the_view():
+    from exporter.health import Health
+    from exporter.status import KubeletStatus
+
+    health = Health("node-a")
+    health.kube_api_errors.labels("pods").inc()  # the view is not tracked: not written
+    text, openmetrics = health.render_both(KubeletStatus())
+    assert b"kube_api" not in text and b"kube_api" not in openmetrics
+    assert b"podresources_refresh_duration_seconds_count 0.0" in text

@@ -272,3 +272,12 @@ async def test_plain_snapshot_ends_with_free_table_and_shapes(
 def test_fit_view_without_shapes_or_api_has_only_node_figures() -> None:
     view = FitView()
     assert view.rejections is None and view.current_shapes() == ()
+
+
+def test_fit_view_without_a_kubelet_config_keeps_its_answers_between_refreshes() -> None:
+    """The answers are recomputed only when one of their inputs is another object; the
+    configuration not read must therefore be the same object at every refresh, or a large node
+    would recompute its free capacity on the event loop every --interval."""
+    view = FitView()
+    assert view.config() is view.config()
+    assert view.config().topology_manager_policy == "unknown"

@@ -92,3 +92,53 @@ async def test_sigterm_during_a_long_refresh_shuts_down():
                 hold.release.set()
             if not serving.done():
                 serving.cancel()
+
+
+async def test_no_collection_runs_during_a_job_and_a_large_one_is_frozen_after():
+    """A collection holds the GIL from start to end: none may start in the middle of a job,
+    and what a large job leaves behind (a cold start's caches) is frozen, so that no later
+    collection scans it again; a small job leaves the collector as it was."""
+    import gc
+
+    from exporter.worker import Worker
+
+    worker = Worker()
+    kept: list[object] = []
+
+    def build(count: int) -> bool:
+        kept.extend([index] for index in range(count))  # lists: tracked by the collector
+        return gc.isenabled()
+
+    gc.collect()
+    frozen = gc.get_freeze_count()
+    try:
+        assert await worker.run(build, 10) is False  # disabled while the job ran
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == frozen  # 10 objects: nothing frozen
+        assert await worker.run(build, 3 * Worker.FREEZE_AFTER) is False
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + 3 * Worker.FREEZE_AFTER
+        gc.disable()  # a process that turned collection off keeps it off
+        assert await worker.run(build, 10) is False
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_min_numa_nodes_leaves_no_reference_cycles():
+    """The refresh makes no garbage only a collection could free (which the worker's freezing
+    would keep alive): the branch and bound of the alignment rule included."""
+    import gc
+
+    from exporter.accounting.numa import min_numa_nodes
+
+    gc.collect()
+    gc.disable()
+    try:
+        sets = [frozenset({0, 1}), frozenset({2, 3}), frozenset({1, 2}), frozenset({4})]
+        assert min_numa_nodes(set(), sets) == 3  # {1, 2} hits the first three, {4} the last
+        assert min_numa_nodes({0}, sets) == 3  # 0, then 2 (hits {2, 3} and {1, 2}), then 4
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

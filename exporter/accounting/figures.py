@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..issues import IssueKind, Issues
-from ..model import Allocatable, MemoryBlock, NumaIds, PodAssignment
+from ..model import Allocatable, MemoryBlock, NumaIds, PodAssignment, shared
 from .numa import UNKNOWN, TopologyView, group_label, min_numa_nodes
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
@@ -203,7 +203,8 @@ def _device_figures(figures: PodFigures, names: list[str],
     figures.device_info.sort()
     for device, reported in pod_devices.items():
         view.ids(tuple(sorted(reported)), issues, f"device {device[0]}/{device[1]}")
-    figures.devices = {device: frozenset(reported) for device, reported in pod_devices.items()}
+    figures.devices = {device: shared(frozenset(reported))
+                       for device, reported in pod_devices.items()}
 
 
 def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[int]],

@@ -109,21 +109,22 @@ def min_numa_nodes(required: frozenset[int] | set[int], device_sets: list[frozen
         if not any(kept <= candidate for kept in minimal):
             minimal.append(candidate)
     best = [_greedy_cover(minimal)]
-    budget = [_SEARCH_BUDGET]
-
-    def search(sets: list[frozenset[int]], depth: int) -> None:
-        if not sets:
-            best[0] = min(best[0], depth)
-            return
-        if depth + _disjoint_count(sets) >= best[0] or budget[0] <= 0:
-            return
-        budget[0] -= len(sets)  # the work of one step
-        smallest = min(sets, key=len)
-        for node in sorted(smallest):
-            search([s for s in sets if node not in s], depth + 1)
-
-    search(minimal, 0)
+    _search(minimal, 0, best, [_SEARCH_BUDGET])
     return len(chosen) + best[0]
+
+
+def _search(sets: list[frozenset[int]], depth: int, best: list[int], budget: list[int]) -> None:
+    """One step of :func:`min_numa_nodes`' branch and bound (a function of its own, not a
+    recursive closure: that would be a reference cycle left for the garbage collector)."""
+    if not sets:
+        best[0] = min(best[0], depth)
+        return
+    if depth + _disjoint_count(sets) >= best[0] or budget[0] <= 0:
+        return
+    budget[0] -= len(sets)  # the work of one step
+    smallest = min(sets, key=len)
+    for node in sorted(smallest):
+        _search([s for s in sets if node not in s], depth + 1, best, budget)
 
 
 _SEARCH_BUDGET = 320_000  # set operations; a step costs one per set left

@@ -19,14 +19,16 @@ import warnings
 # the sidecar take the classic dashboard JSON, which is what we generate.
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from grafana_foundation_sdk.builders import bargauge as bargauge_builder
-    from grafana_foundation_sdk.builders import common as common_builder
-    from grafana_foundation_sdk.builders import dashboard as dashboard_builder
-    from grafana_foundation_sdk.builders import prometheus as prometheus_builder
-    from grafana_foundation_sdk.builders import stat as stat_builder
-    from grafana_foundation_sdk.builders import statetimeline as statetimeline_builder
-    from grafana_foundation_sdk.builders import table as table_builder
-    from grafana_foundation_sdk.builders import timeseries as timeseries_builder
+    from grafana_foundation_sdk.builders import (
+        bargauge as bargauge_builder,
+        common as common_builder,
+        dashboard as dashboard_builder,
+        prometheus as prometheus_builder,
+        stat as stat_builder,
+        statetimeline as statetimeline_builder,
+        table as table_builder,
+        timeseries as timeseries_builder,
+    )
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models.common import (
         BarGaugeDisplayMode,

@@ -316,8 +316,7 @@ def _foreign_kubelet(snapshot: KubeletSnapshot, topology: Topology) -> str:
 
 def load_profile(name: str) -> NodeSpec:
     """A simulator profile by bundled name or path."""
-    from .simulator import ProfileError
-    from .simulator import load_profile as load
+    from .simulator import ProfileError, load_profile as load
     try:
         return load(name)
     except ProfileError as error:

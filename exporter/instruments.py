@@ -21,9 +21,11 @@ with the next rendering, as its version is read before its values.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-from prometheus_client import Counter as _ClientCounter
-from prometheus_client import Histogram as _ClientHistogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter as _ClientCounter,
+    Histogram as _ClientHistogram,
+)
 
 from .catalog import MetricDef
 from .rendering import float_to_go_string, sample_lines, value_prefix

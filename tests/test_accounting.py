@@ -16,22 +16,14 @@ from exporter.accounting import (
 from exporter.issues import IssueKind
 from exporter.model import (
     Allocatable,
+    ContainerAssignment as C,
+    DeviceEntry as D,
     DraDevice,
     KubeletSnapshot,
-    NumaNode,
-    Topology,
-)
-from exporter.model import (
-    ContainerAssignment as C,
-)
-from exporter.model import (
-    DeviceEntry as D,
-)
-from exporter.model import (
     MemoryBlock as M,
-)
-from exporter.model import (
+    NumaNode,
     PodAssignment as P,
+    Topology,
 )
 
 GiB = 1 << 30

@@ -238,8 +238,7 @@ async def test_demo_kubelet_can_be_misbehaved_from_outside():
     """An operator's tour: garbage, a restart and a drained quota; /metrics answers throughout."""
     import grpc.aio
 
-    from exporter._proto.v1 import api_pb2 as v1
-    from exporter._proto.v1 import api_pb2_grpc as v1_grpc
+    from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
 
     port, control = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(

@@ -15,8 +15,7 @@ import subprocess
 import pytest
 import yaml
 
-from dashboards import generate
-from dashboards import panels as building_blocks
+from dashboards import generate, panels as building_blocks
 
 from .helpers import REPO, require_tool
 

@@ -281,8 +281,7 @@ async def test_a_neighbour_draining_the_shared_quota():
     """A second client calls List in a tight loop: the kubelet's one token bucket is shared."""
     import grpc.aio
 
-    from exporter._proto.v1 import api_pb2 as v1
-    from exporter._proto.v1 import api_pb2_grpc as v1_grpc
+    from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
 
     async with Node(profile()) as node, \
             Exporter(node.settings(interval=0.5)) as exporter:

@@ -11,28 +11,19 @@ CPU 0 and its sibling 12 are reserved (not allocatable).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter.accounting import account
 from exporter.fit import FreeCapacity, Shape, evaluate, free_capacity, verdict
 from exporter.model import (
     Allocatable,
-    KubeletSnapshot,
-    NumaNode,
-    Topology,
-)
-from exporter.model import (
     ContainerAssignment as C,
-)
-from exporter.model import (
     DeviceEntry as D,
-)
-from exporter.model import (
+    KubeletSnapshot,
     MemoryBlock as M,
-)
-from exporter.model import (
+    NumaNode,
     PodAssignment as P,
+    Topology,
 )
 from exporter.simulator import load_profile
 from exporter.simulator.profile import parse_pod

@@ -22,8 +22,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter import webconfig
 from exporter.negotiation import choose_coding, choose_format

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.accounting import UNKNOWN, Ledger, account, label_ids

@@ -7,8 +7,7 @@ keeps between refreshes (decode caches, ledger) stays bounded by what the last r
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter._proto.v1alpha1 import api_pb2 as v1alpha1

@@ -8,18 +8,12 @@ import json
 from exporter.accounting import account
 from exporter.model import (
     Allocatable,
+    ContainerAssignment as C,
+    DeviceEntry as D,
     KubeletSnapshot,
     NumaNode,
-    Topology,
-)
-from exporter.model import (
-    ContainerAssignment as C,
-)
-from exporter.model import (
-    DeviceEntry as D,
-)
-from exporter.model import (
     PodAssignment as P,
+    Topology,
 )
 from exporter.report import format_json, format_table
 from exporter.status import Capabilities
@@ -71,8 +65,7 @@ GIB = 1 << 30
 
 
 def held_snapshot() -> KubeletSnapshot:
-    from exporter.model import DraDevice
-    from exporter.model import MemoryBlock as M
+    from exporter.model import DraDevice, MemoryBlock as M
 
     return KubeletSnapshot(pods=(
         P("ns", "web", (C("shared"),)),  # shared pool only: not listed

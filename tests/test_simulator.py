@@ -8,10 +8,8 @@ import grpc
 import grpc.aio
 import pytest
 
-from exporter._proto.v1 import api_pb2 as v1
-from exporter._proto.v1 import api_pb2_grpc as v1_grpc
-from exporter._proto.v1alpha1 import api_pb2 as v1alpha1
-from exporter._proto.v1alpha1 import api_pb2_grpc as v1alpha1_grpc
+from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
+from exporter._proto.v1alpha1 import api_pb2 as v1alpha1, api_pb2_grpc as v1alpha1_grpc
 from exporter.simulator import Faults, NodeState, load_profile, parse_profile, write_sysfs
 from exporter.simulator.faults import TokenBucket
 from exporter.simulator.profile import parse_pod

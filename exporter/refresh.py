@@ -168,7 +168,7 @@ class Refresher:
             kept = None
             if self.kube_view is not None:  # the view's state is the loop's: filter here
                 kept = self.kube_view.without_terminated(
-                    self.core.decoded(replies.list_reply, replies.api_version))
+                    self.core.decode_list(replies.list_reply, replies.api_version))
             result, data = await self._worker.run(self.core.account, replies, self.topology,
                                                   kept)
             self._publish(result)
@@ -495,10 +495,8 @@ class RefreshCore:
         self._published: Accounting | None = None
 
     def decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
-        return self.pipeline.pods(raw, api_version)
-
-    def decoded(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
-        """The pods of a reply :meth:`decode_list` has just decoded (cached: no work)."""
+        """The pods of a reply; the same reply object again costs nothing (the pipeline keeps
+        the last one decoded)."""
         return self.pipeline.pods(raw, api_version)
 
     def decode_allocatable(self, raw: bytes) -> Allocatable:

@@ -225,13 +225,18 @@ def process(*args: str, env: dict | None = None):
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_popen(proc)
+
+
+def stop_popen(proc: subprocess.Popen) -> None:
+    """SIGTERM a child process still running; SIGKILL after 10 s without an exit."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def small_profile(**overrides) -> dict:

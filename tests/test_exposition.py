@@ -21,7 +21,7 @@ from aiohttp import web
 from exporter.exposition import Exposition, HealthSections, Section
 from exporter.server import make_app, start_http
 
-from .helpers import Exporter, Node, Scrape, free_port, require_tool, small_profile
+from .helpers import Exporter, Node, Scrape, free_port, require_tool, small_profile, stop_popen
 
 OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0"
 DATA = b"".join(b'podresources_container_cpus{namespace="ns",pod="p%d",container="c",'
@@ -137,12 +137,7 @@ async def prometheus_scraping(port: int):
         try:
             yield f"http://127.0.0.1:{prom_port}"
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_popen(process)
             shutil.rmtree(directory, ignore_errors=True)
 
 

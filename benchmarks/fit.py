@@ -18,8 +18,8 @@ import tempfile
 import time
 
 from exporter.accounting import account
-from exporter.fit import Shape, evaluate, free_capacity
-from exporter.fitview import render, shape_families
+from exporter.fit.engine import Shape, evaluate, free_capacity
+from exporter.fit.section import render, shape_families
 from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs

@@ -84,7 +84,7 @@ def run_case(name: str) -> dict[str, object]:
     raw = case(name)
     topology = Topology.from_nodes([NumaNode(0, frozenset(range(0, 4))),
                                     NumaNode(1, frozenset(range(4, 8)))])
-    from exporter.pipeline import Pipeline, Replies
+    from exporter.refresh.pipeline import Pipeline, Replies
     pipeline = Pipeline()
     started, cpu = time.perf_counter(), time.process_time()
     result = pipeline.run(Replies(raw), topology)

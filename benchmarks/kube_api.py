@@ -45,7 +45,9 @@ SETTLE_SECONDS = 8
 SCRAPES = 30
 ELSEWHERE = "a-node-the-api-does-not-know"
 # What the exporter imports without the view (its command line and serve path).
-BASE_IMPORTS = "import exporter.cli, exporter.app, exporter.refresh, exporter.server"
+BASE_IMPORTS = (
+    "import exporter.cli, exporter.commands.app, exporter.refresh.loop, exporter.web.server"
+)
 
 
 # ---- resident memory on large ---------------------------------------------------------------

@@ -26,10 +26,10 @@ from prometheus_client.exposition import choose_encoder
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.accounting import account
-from exporter.decode import allocatable_from_v1, pod_from_v1
-from exporter.kubelet import KubeletClient
+from exporter.exposition.rendering import CATALOG
+from exporter.kubelet.client import KubeletClient
+from exporter.kubelet.decode import allocatable_from_v1, pod_from_v1
 from exporter.model import KubeletSnapshot
-from exporter.rendering import CATALOG
 from exporter.topology import read_topology
 
 GAUGES = {m.name: Gauge(m.name, m.help, list(m.labels)) for m in CATALOG

@@ -17,9 +17,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.app import build_refresher
-from exporter.refresh import Settings
-from exporter.server import make_app, start_http
+from exporter.commands.app import build_refresher
+from exporter.refresh.loop import Settings
 from exporter.simulator import (
     Faults,
     NodeState,
@@ -29,6 +28,7 @@ from exporter.simulator import (
     write_sysfs,
 )
 from exporter.simulator.profile import NodeSpec
+from exporter.web.server import make_app, start_http
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

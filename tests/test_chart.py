@@ -181,7 +181,7 @@ def test_only_sysfs_devices_system_is_mounted_read_only(defaults):
 READ_ONLY_CLIENT = r"""
 import asyncio, errno, json, os, sys
 from exporter._proto.v1 import api_pb2
-from exporter.kubelet import KubeletClient
+from exporter.kubelet.client import KubeletClient
 
 directory = sys.argv[1]
 socket = os.path.join(directory, "kubelet.sock")

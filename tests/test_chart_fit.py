@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from exporter.shapes import parse_shapes
+from exporter.fit.shapes import parse_shapes
 
 from .helpers import require_tool
 from .test_chart import exporter_container, mount, one, render, volume

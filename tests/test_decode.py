@@ -7,8 +7,8 @@ import random
 import pytest
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.decode import AllocatableDecoder, ListDecoder
-from exporter.kubelet import INVALID_REPLY, KubeletError
+from exporter.kubelet.client import INVALID_REPLY, KubeletError
+from exporter.kubelet.decode import AllocatableDecoder, ListDecoder
 
 
 def entry(resource, device, numa):
@@ -66,7 +66,7 @@ def test_allocatable_in_another_order_is_the_same_object():
 
 
 def test_split_matches_protobuf_and_skips_other_fields():
-    from exporter.decode import split_repeated_field
+    from exporter.kubelet.decode import split_repeated_field
     pods = [v1.PodResources(namespace="ns", name=f"p{i}", cpu_ids=[i, 300 + i]) for i in range(3)]
     raw = v1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()
     assert split_repeated_field(raw) == [p.SerializeToString() for p in pods]

@@ -192,7 +192,7 @@ def test_image_installs_only_from_the_locks():
 
 
 def test_revision_reaches_build_info(monkeypatch, tmp_path):
-    from exporter import health
+    from exporter.exposition import health
     monkeypatch.setattr(health, "REVISION_FILE", tmp_path / "REVISION")
     assert "revision=\"unknown\"" in health.Health("n").render(False).decode()
     (tmp_path / "REVISION").write_text("0123abc\n")

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from aiohttp import web
 
-from exporter.exposition import Exposition, HealthSections, Section
-from exporter.server import make_app, start_http
+from exporter.exposition.bodies import Exposition, HealthSections, Section
+from exporter.web.server import make_app, start_http
 
 from .helpers import Exporter, Node, Scrape, free_port, require_tool, small_profile, stop_popen
 
@@ -195,10 +195,10 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
     from prometheus_client.openmetrics.exposition import generate_latest as generate_om
 
     from exporter import catalog
-    from exporter.health import _CALL_BUCKETS, _REFRESH_BUCKETS, METHODS, Health
+    from exporter.exposition.health import _CALL_BUCKETS, _REFRESH_BUCKETS, METHODS, Health
+    from exporter.exposition.rendering import _Families
     from exporter.issues import IssueKind
-    from exporter.rendering import _Families
-    from exporter.status import Capabilities, KubeletStatus
+    from exporter.kubelet.status import Capabilities, KubeletStatus
 
     health = Health("node-a")
     health.track_kube_api()
@@ -274,8 +274,8 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
 
 
 def test_health_section_leaves_out_the_kube_api_errors_without_the_view():
-    from exporter.health import Health
-    from exporter.status import KubeletStatus
+    from exporter.exposition.health import Health
+    from exporter.kubelet.status import KubeletStatus
 
     health = Health("node-a")
     health.kube_api_errors.labels("pods").inc()  # the view is not tracked: not written

@@ -60,7 +60,7 @@ class Watch:
 
 
 async def test_rate_limit_storm_backs_off_serves_the_last_snapshot_and_recovers(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(profile()) as node, \
             Exporter(node.settings(interval=0.5)) as exporter:
         exporter.refresher.rng = random.Random(7)
@@ -92,13 +92,13 @@ async def test_rate_limit_storm_backs_off_serves_the_last_snapshot_and_recovers(
                         code="RESOURCE_EXHAUSTED") == rejected
     assert scrape.value("podresources_backoff_seconds") == 0
     assert 3 <= calls_after <= 6  # back to one List every 0.5 s
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh.loop"]
     assert sum("rate limit hit" in m for m in messages) == 1
     assert sum("back-off ended" in m for m in messages) == 1
 
 
 async def test_kubelet_restart_keeps_metrics_up_and_picks_up_new_data(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(profile()) as node, \
             Exporter(node.settings(interval=0.3)) as exporter:
         await exporter.ready()
@@ -116,7 +116,7 @@ async def test_kubelet_restart_keeps_metrics_up_and_picks_up_new_data(caplog):
     assert 0.0 in ups and ups[0] == 1.0
     assert scrape.by("podresources_cpus_allocated", "numa_node") == {"0": 2, "1": 0}
     assert scrape.value("podresources_api_requests_total", method="List", code="UNAVAILABLE") >= 1
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh.loop"]
     assert sum("unreachable" in m for m in messages) == 1
     assert sum("reachable again" in m for m in messages) == 1
 
@@ -159,7 +159,7 @@ async def test_version_skew_lowers_capabilities_only(faults, labels):
 
 
 async def test_kubelet_downgrade_and_upgrade_across_restarts(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(profile()) as node, \
             Exporter(node.settings(interval=0.3)) as exporter:
         await exporter.ready()
@@ -204,7 +204,7 @@ async def test_slow_kubelet_deadlines_are_counted_and_calls_never_overlap():
 
 
 async def test_oversized_reply_is_reported_as_such_not_as_a_rate_limit(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(profile(), faults=Faults(oversize_bytes=256 * 1024)) as node, \
             Exporter(node.settings(interval=0.3, max_message_bytes=64 * 1024)) as exporter:
         scrape = await exporter.wait_for(
@@ -404,7 +404,7 @@ async def test_plugin_disconnect_makes_devices_unavailable_not_inconsistent():
 
 
 async def test_devices_unavailable_after_a_restart_until_plugins_register_again(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     # --allocatable-interval 60: what brings the devices back is the exporter re-reading
     # allocatable while a listed resource is missing from it, not its periodic re-read
     async with Node(device_profile(), reregister_seconds=3.0) as node, \
@@ -431,7 +431,7 @@ async def test_devices_unavailable_after_a_restart_until_plugins_register_again(
 
 async def test_a_restart_shorter_than_the_interval_is_noticed(caplog):
     """No call fails across a quick restart; the re-created socket tells."""
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(device_profile(), reregister_seconds=30.0) as node:
         refresher = Exporter(node.settings(interval=10.0)).refresher
         try:
@@ -454,7 +454,7 @@ async def test_a_restart_shorter_than_the_interval_is_noticed(caplog):
     assert node.simulator.stats.count("Get") == 2
     assert node.simulator.stats.count("GetAllocatableResources") == 2
     assert accounting.devices_allocated_unavailable == {("1", "r/x"): 1, ("1", "r/y"): 1}
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh.loop"]
     assert sum("re-created" in m for m in messages) == 1
     assert sum("capability get changed: true -> false" in m for m in messages) == 1
 
@@ -475,7 +475,7 @@ async def test_an_upgraded_kubelet_is_used_fully_without_an_exporter_restart(
         caplog, lowered, restored, expected_low):
     """A lowered capability is probed again every --allocatable-interval (here 1 s), with no
     restart of the kubelet's socket and none of the exporter."""
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     async with Node(device_profile(), faults=Faults(**lowered)) as node, \
             Exporter(node.settings(interval=0.2, allocatable_interval=1.0)) as exporter:
         low = await exporter.ready()
@@ -501,7 +501,7 @@ async def test_an_upgraded_kubelet_is_used_fully_without_an_exporter_restart(
 
 
 async def test_pod_level_goes_back_to_unknown_when_the_api_cannot_carry_it(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     profile = small_profile(pods=[{"namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
                                    "containers": [{"name": "c", "cpus": 1}]}])
     async with Node(profile) as node, \
@@ -514,5 +514,5 @@ async def test_pod_level_goes_back_to_unknown_when_the_api_cannot_carry_it(caplo
             lambda s: s.get("podresources_kubelet_api_info", api_version="v1alpha1",
                             get_allocatable="false", get="false", pod_level="unknown") == 1,
             what="v1alpha1 without pod-level data")
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.refresh.loop"]
     assert sum("pod_level changed: true -> unknown" in m for m in messages) == 1

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter.accounting import account
-from exporter.fit import FreeCapacity, Shape, evaluate, free_capacity, verdict
+from exporter.fit.engine import FreeCapacity, Shape, evaluate, free_capacity, verdict
 from exporter.model import (
     Allocatable,
     ContainerAssignment as C,
@@ -244,7 +244,7 @@ def test_admitting_a_fitting_shape_never_raises_capacity(cpus: int, memory_gib: 
 @pytest.mark.parametrize("amount,text", [(64 * GiB, "64Gi"), (512 << 20, "512Mi"),
                                          (3 * GiB // 2, "1536Mi")])
 def test_amounts_in_words(amount: int, text: str) -> None:
-    from exporter.fit import format_amount
+    from exporter.fit.engine import format_amount
     assert format_amount("memory", amount) == text
 
 

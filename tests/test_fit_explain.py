@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter import app, cli
-from exporter.fitview import FitView
-from exporter.shapes import ShapeError, ShapeFile, load_shapes, parse_shape_argument
+from exporter import cli
+from exporter.commands import app
+from exporter.fit.section import FitView
+from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes, parse_shape_argument
 
 from .fake_apiserver import FakeApiServer, pod
 from .helpers import Exporter, Node, small_profile
@@ -196,7 +197,7 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 async def test_rejected_pods_are_counted_with_the_blocking_resource(
         api: FakeApiServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="exporter.fitview")
+    caplog.set_level(logging.WARNING, logger="exporter.fit.section")
     async with Node(PROFILE) as node, \
             Exporter(node.settings(kube_api=True, node_name="test-node")) as exporter:
         s = await exporter.wait_for(

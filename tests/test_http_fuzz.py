@@ -24,9 +24,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from exporter import webconfig
-from exporter.negotiation import choose_coding, choose_format
 from exporter.simulator import load_profile, write_sysfs
+from exporter.web import webconfig
+from exporter.web.negotiation import choose_coding, choose_format
 
 from .helpers import REPO, free_port, short_tmpdir
 from .test_webconfig import CA

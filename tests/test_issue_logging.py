@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from exporter.issuelog import IssueLog
+from exporter.refresh.issuelog import IssueLog
 
-LOG = logging.getLogger("exporter.refresh")
+LOG = logging.getLogger("exporter.refresh.loop")
 
 
 class Clock:
@@ -19,11 +19,11 @@ class Clock:
 
 def warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.name == "exporter.refresh" and r.levelno >= logging.WARNING]
+            if r.name == "exporter.refresh.loop" and r.levelno >= logging.WARNING]
 
 
 def test_a_data_issue_kind_that_flaps_is_logged_once(caplog):
-    caplog.set_level(logging.DEBUG, logger="exporter.refresh")
+    caplog.set_level(logging.DEBUG, logger="exporter.refresh.loop")
     clock = Clock()
     issues = IssueLog(LOG, clock=clock)
     example = {"unknown_cpu": "CPU 99 is not in sysfs", "duplicate_entry": "pod ns/p twice"}
@@ -43,7 +43,7 @@ def test_a_data_issue_kind_that_flaps_is_logged_once(caplog):
 
 
 def test_a_kind_back_after_an_hour_without_it_is_news_again(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.refresh")
+    caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
     clock = Clock()
     issues = IssueLog(LOG, clock=clock)
     issues.note({"unknown_cpu": 1}, {})

@@ -372,7 +372,7 @@ async def test_failures_never_loop_tightly(api, quick_backoff):
 
 
 async def test_terminated_pods_are_left_out_of_the_numa_figures(api, caplog):
-    caplog.set_level(logging.WARNING, logger="exporter.refresh")
+    caplog.set_level(logging.WARNING, logger="exporter.refresh.loop")
     # a 1.30 kubelet still lists the finished pod; "static" is a static pod the API lacks
     profile = small_profile(kubernetes_version="1.30", pods=[
         {"namespace": "ns", "name": "running", "containers": [{"name": "c", "cpus": 1}]},

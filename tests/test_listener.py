@@ -19,9 +19,9 @@ import time
 import pytest
 from aiohttp import web
 
-from exporter import listener as listener_module
-from exporter.listener import Limits
-from exporter.server import start_http
+from exporter.web import listener as listener_module
+from exporter.web.listener import Limits
+from exporter.web.server import start_http
 
 from .test_webconfig import CA
 
@@ -112,7 +112,7 @@ async def test_slowloris_and_idle_keep_alive_connections_are_closed():
 
 
 async def test_at_the_limit_a_new_client_displaces_the_longest_idle(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.listener")
+    caplog.set_level(logging.INFO, logger="exporter.web.listener")
     limits = Limits(max_connections=4, request_timeout=60, idle_timeout=60, accept_retry=0.2)
     async with serving(limits) as (server, port):
         silent = []
@@ -182,7 +182,7 @@ def _open_fds() -> int:
 
 
 async def test_out_of_file_descriptors_is_logged_once_and_survived(caplog):
-    caplog.set_level(logging.INFO, logger="exporter.listener")
+    caplog.set_level(logging.INFO, logger="exporter.web.listener")
     async with serving() as (server, port):
         clients = [socket.socket() for _ in range(5)]
         for client in clients:
@@ -210,7 +210,7 @@ async def test_out_of_file_descriptors_is_logged_once_and_survived(caplog):
         for client in clients:
             client.close()
     messages = [(r.levelname, r.getMessage()) for r in caplog.records
-                if r.name == "exporter.listener"]
+                if r.name == "exporter.web.listener"]
     assert len(messages) == 2, messages
     assert messages[0][0] == "WARNING"
     assert messages[0][1].startswith("HTTP: cannot accept connections: Too many open files")

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.accounting import UNKNOWN, Ledger, account, label_ids
+from exporter.exposition.rendering import Renderer, RenderOptions, data_families, render_text
 from exporter.model import (
     Allocatable,
     ContainerAssignment,
@@ -25,7 +26,6 @@ from exporter.model import (
     PodAssignment,
     Topology,
 )
-from exporter.rendering import Renderer, RenderOptions, data_families, render_text
 
 cpu_ids = st.integers(min_value=-2, max_value=40)
 numa_ids = st.integers(min_value=-2, max_value=6)

@@ -10,8 +10,8 @@ import threading
 
 import aiohttp
 
-from exporter import app
-from exporter.refresh import Refresher
+from exporter.commands import app
+from exporter.refresh.loop import Refresher
 
 from .helpers import Exporter, Node, small_profile
 
@@ -100,7 +100,7 @@ async def test_no_collection_runs_during_a_job_and_a_large_one_is_frozen_after()
     collection scans it again; a small job leaves the collector as it was."""
     import gc
 
-    from exporter.worker import Worker
+    from exporter.refresh.worker import Worker
 
     worker = Worker()
     kept: list[object] = []

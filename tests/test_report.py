@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from exporter.accounting import account
+from exporter.commands.report import format_json, format_table
+from exporter.kubelet.status import Capabilities
 from exporter.model import (
     Allocatable,
     ContainerAssignment as C,
@@ -15,8 +17,6 @@ from exporter.model import (
     PodAssignment as P,
     Topology,
 )
-from exporter.report import format_json, format_table
-from exporter.status import Capabilities
 
 # node 0: CPUs 0-3; node 1: no CPUs (HBM or CXL memory)
 TOPOLOGY = Topology.from_nodes([NumaNode(0, frozenset(range(4)), 16 << 30),

@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from exporter import basicauth, webconfig
 from exporter.cli import main, serve
+from exporter.web import basicauth, webconfig
 
 from .helpers import REPO, Node, Scrape, small_profile
 
@@ -418,7 +418,7 @@ async def test_tls12_offers_only_aead_suites(pki, tmp_path, ciphers, accepted):
 # ---- the file changes while serving ---------------------------------------------------------
 
 async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="exporter.webconfig")
+    caplog.set_level(logging.INFO, logger="exporter.web.webconfig")
     other = "new password for prometheus"
     other_hash = bcrypt.hashpw(other.encode(), bcrypt.gensalt(rounds=4)).decode()
     volume = tmp_path / "secret"
@@ -447,7 +447,7 @@ async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, 
         status, _, _ = await served.get("/metrics", scheme="http")
         assert status == 401
     messages = [(r.levelname, r.getMessage()) for r in caplog.records
-                if r.name == "exporter.webconfig" and "over plain HTTP" not in r.getMessage()]
+                if r.name == "exporter.web.webconfig" and "over plain HTTP" not in r.getMessage()]
     assert messages[0] == ("INFO", f"web config {volume}/web-config.yml reloaded: plain HTTP, "
                                    "basic auth for 1 users")
     assert messages[1][0] == "WARNING" and messages[1][1].startswith(

@@ -18,9 +18,9 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 
 from .. import catalog
-from ..health import KUBE_API_RESOURCES, Health
+from ..exposition.health import KUBE_API_RESOURCES, Health
+from ..exposition.rendering import gauge_family, render_text
 from ..model import Allocatable, PodAssignment
-from ..rendering import gauge_family, render_text
 from .client import ApiClient
 from .config import ConfigError, load_config
 from .records import (

@@ -15,10 +15,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .accounting import UNKNOWN, Accounting, label_ids
-from .model import MemoryBlock, NumaIds, PodAssignment, Topology
-from .status import Capabilities
-from .topology import format_cpulist, hugepage_resource_name
+from ..accounting import UNKNOWN, Accounting, label_ids
+from ..kubelet.status import Capabilities
+from ..model import MemoryBlock, NumaIds, PodAssignment, Topology
+from ..topology import format_cpulist, hugepage_resource_name
 
 JSON_FORMAT_VERSION = 1  # bumped when a key changes meaning or goes away
 

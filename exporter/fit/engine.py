@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from .accounting import UNKNOWN, Accounting, apportion_group_memory, label_ids
-from .model import KubeletSnapshot, Topology
+from ..accounting import UNKNOWN, Accounting, apportion_group_memory, label_ids
+from ..model import KubeletSnapshot, Topology
 
 CPU = "cpu"
 MEMORY_PREFIXES = ("memory", "hugepages-")

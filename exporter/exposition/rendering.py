@@ -19,10 +19,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.utils import floatToGoString as _float_to_go_string
 
-from . import catalog
-from .accounting import Accounting
-from .catalog import CATALOG, HELP, MetricDef
-from .model import Topology
+from .. import catalog
+from ..accounting import Accounting
+from ..catalog import CATALOG, HELP, MetricDef
+from ..model import Topology
 
 # label values -> value; a single label's value may stand alone instead of a 1-tuple
 SeriesValues = Mapping[Any, float]

@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from ._proto.v1 import api_pb2 as v1
-from ._proto.v1alpha1 import api_pb2 as v1alpha1
+from .._proto.v1 import api_pb2 as v1
+from .._proto.v1alpha1 import api_pb2 as v1alpha1
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024

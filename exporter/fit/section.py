@@ -18,13 +18,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from . import catalog
-from .accounting import Accounting
-from .catalog import MetricDef
-from .fit import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
-from .kubeapi.records import Rejection
+from .. import catalog
+from ..accounting import Accounting
+from ..catalog import MetricDef
+from ..kubeapi.records import Rejection
+from ..model import KubeletSnapshot, Topology
+from .engine import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
 from .kubeletconfig import KubeletConfig, KubeletConfigError, KubeletConfigFile
-from .model import KubeletSnapshot, Topology
 from .shapes import ShapeError, ShapeFile
 
 log = logging.getLogger(__name__)

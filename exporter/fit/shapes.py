@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .fit import CPU, Shape, is_memory_resource
-from .kubeapi.records import is_extended_resource, parse_quantity
+from ..kubeapi.records import is_extended_resource, parse_quantity
+from .engine import CPU, Shape, is_memory_resource
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ rewrites the few label sets its own calls touched.
 The bytes are ``prometheus_client``'s: the first time a label set appears, a throwaway
 ``prometheus_client`` instrument with that one label set is rendered in the format asked for,
 and its header and each line's ``name{labels} `` prefix are kept (see
-:func:`exporter.rendering.sample_lines`); values are formatted by its ``floatToGoString``.
+:func:`exporter.exposition.rendering.sample_lines`); values are formatted by its
+``floatToGoString``.
 Label sets are written in the order they first appeared, as ``prometheus_client`` does.
 
 Unlike ``prometheus_client``'s, these instruments take no lock: they are changed on the event
@@ -27,7 +28,7 @@ from prometheus_client import (
     Histogram as _ClientHistogram,
 )
 
-from .catalog import MetricDef
+from ..catalog import MetricDef
 from .rendering import float_to_go_string, sample_lines, value_prefix
 
 LabelValues = tuple[str, ...]

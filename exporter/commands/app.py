@@ -22,20 +22,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__, kubelet
-from .health import Health
-from .kubelet import KubeletError
-from .model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
-from .refresh import Refresher, Settings
-from .server import make_app, start_http
-from .topology import TopologyError, format_cpulist, read_topology
+from .. import __version__
+from ..exposition.health import Health
+from ..kubelet import client as kubelet
+from ..kubelet.client import KubeletError
+from ..model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
+from ..refresh.loop import Refresher, Settings
+from ..topology import TopologyError, format_cpulist, read_topology
+from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from .fitview import FitView
-    from .kubeapi.view import KubeView
-    from .simulator import NodeSpec
-    from .simulator.run import SimulateOptions
-    from .webconfig import WebConfig
+    from ..fit.section import FitView
+    from ..kubeapi.view import KubeView
+    from ..simulator import NodeSpec
+    from ..simulator.run import SimulateOptions
+    from ..web.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def load_web_config(path: str | None) -> WebConfig | None:
     """The ``--web-config-file`` settings, checked before anything starts."""
     if not path:
         return None
-    from . import webconfig  # TLS and bcrypt only for those who configure them
+    from ..web import webconfig  # TLS and bcrypt only for those who configure them
     try:
         return webconfig.load(path)
     except webconfig.WebConfigError as error:
@@ -77,7 +78,7 @@ def build_refresher(settings: Settings, topology: Topology | None = None) -> Ref
 
 def build_fit(settings: Settings, health: Health, view: KubeView | None) -> FitView:
     """The fit answers: shapes, the kubelet's configuration, rejections from the view."""
-    from .fitview import FitSetupError, build_fit_view
+    from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
                               settings.full_pcpus_only, health.registry,
@@ -90,7 +91,7 @@ def build_kube_view(settings: Settings, health: Health) -> KubeView:
     """The Kubernetes-API view of ``settings.node_name``, its API configuration loaded."""
     if not settings.node_name:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
-    from .kubeapi.view import KubeView, ViewError
+    from ..kubeapi.view import KubeView, ViewError
     try:
         return KubeView(settings.node_name, health)
     except ViewError as error:
@@ -163,7 +164,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
                    shape: str | None = None, why: str | None = None,
                    sysfs_given: bool = True) -> int:
     """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``); with
-    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.explain`).
+    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.fit.explain`).
 
     A failed call is reported in one line and exits 1: there is no retry and no earlier
     snapshot here, so the refresh loop's own messages (which say both) are kept out.
@@ -177,7 +178,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
     refresher = build_refresher(settings, topology)
-    refresh_log = logging.getLogger("exporter.refresh")
+    refresh_log = logging.getLogger("exporter.refresh.loop")
     saved = refresh_log.level
     if log_level != "debug":
         refresh_log.setLevel(logging.CRITICAL)  # its failure lines speak of retrying
@@ -208,7 +209,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
                                refresher.status.capabilities, settings.node_name,
                                pods=refresher.snapshot.pods))
     if output_format != "json" and refresher.fit is not None and refresher.fit.free is not None:
-        from .explain import free_table, shapes_summary
+        from ..fit.explain import free_table, shapes_summary
         sys.stdout.write("\n" + free_table(refresher.fit.free))
         if refresher.fit.fits:
             sys.stdout.write("\n" + shapes_summary(refresher.fit.fits))
@@ -221,13 +222,13 @@ def _fit_question(shape: str | None, why: str | None) -> object:
     if shape and why:
         raise UsageError("--shape and --why are two questions: ask one at a time")
     if shape:
-        from .shapes import ShapeError, parse_shape_argument
+        from ..fit.shapes import ShapeError, parse_shape_argument
         try:
             return parse_shape_argument(shape, "request")
         except ShapeError as error:
             raise UsageError(f"--shape: {error}") from None
     if why:
-        from .explain import parse_pod_name
+        from ..fit.explain import parse_pod_name
         try:
             return parse_pod_name(why)
         except ValueError as error:
@@ -236,8 +237,8 @@ def _fit_question(shape: str | None, why: str | None) -> object:
 
 
 async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
-    from .explain import ExplainError, read_pod, shape_report, why_report
-    from .fit import Shape
+    from ..fit.engine import Shape
+    from ..fit.explain import ExplainError, read_pod, shape_report, why_report
 
     free = refresher.fit.free if refresher.fit is not None else None
     if free is None:
@@ -316,7 +317,7 @@ def _foreign_kubelet(snapshot: KubeletSnapshot, topology: Topology) -> str:
 
 def load_profile(name: str) -> NodeSpec:
     """A simulator profile by bundled name or path."""
-    from .simulator import ProfileError, load_profile as load
+    from ..simulator import ProfileError, load_profile as load
     try:
         return load(name)
     except ProfileError as error:
@@ -327,7 +328,7 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
                churn_interval: float | None, control_address: tuple[str, int] | None,
                web_config_file: str | None) -> int:
     """Serve /metrics from the built-in simulator running ``profile``, until SIGTERM/SIGINT."""
-    from .simulator.run import demo_kubelet
+    from ..simulator.run import demo_kubelet
 
     spec = load_profile(profile)
     async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
@@ -366,7 +367,7 @@ def demo_url(host: str, port: int) -> str:
 
 async def simulate(options: SimulateOptions) -> int:
     """Run the simulator alone until SIGTERM/SIGINT."""
-    from .simulator.run import simulate as run_simulator
+    from ..simulator.run import simulate as run_simulator
 
     spec = load_profile(options.profile)
     stop = asyncio.Event()

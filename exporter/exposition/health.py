@@ -1,18 +1,18 @@
 """The exporter's own health metrics: is the kubelet reachable, how are calls going.
 
 Counters and histograms are the exporter's own plain-value instruments
-(:mod:`exporter.instruments`), written without a ``prometheus_client`` collection: only the label
-sets that changed since the last rendering are formatted again. The state behind the gauges —
-up, last success, back-off, the kubelet's capabilities — belongs to the refresh loop
-(:class:`exporter.status.KubeletStatus`) and is handed to :meth:`Health.render_both`, which
+(:mod:`exporter.exposition.instruments`), written without a ``prometheus_client`` collection: only
+the label sets that changed since the last rendering are formatted again. The state behind the
+gauges — up, last success, back-off, the kubelet's capabilities — belongs to the refresh loop
+(:class:`exporter.kubelet.status.KubeletStatus`) and is handed to :meth:`Health.render_both`, which
 builds those families from it each time, so an old label set never lingers.
 
 The section is rendered after every refresh attempt, in both formats. The ``process_*`` figures,
-the gauges and what others register in :attr:`Health.registry` (the fit answers' admission
-counter) are collected each time and written by :class:`exporter.rendering.FamilyWriter`, which
-reuses each header and label prefix ``prometheus_client`` rendered the first time.
-What a scrape sees is therefore as of the last refresh attempt (or change of the
-Kubernetes-API view), ``process_*`` figures included: at most one ``--interval`` old.
+the gauges and what others register in :attr:`Health.registry` (the fit answers' admission counter)
+are collected each time and written by :class:`exporter.exposition.rendering.FamilyWriter`, which
+reuses each header and label prefix ``prometheus_client`` rendered the first time. What a scrape
+sees is therefore as of the last refresh attempt (or change of the Kubernetes-API view),
+``process_*`` figures included: at most one ``--interval`` old.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from . import __version__, kubelet
-from .catalog import (
+from .. import __version__
+from ..catalog import (
     API_REQUEST_DURATION,
     API_REQUESTS,
     BACKOFF,
@@ -38,10 +38,11 @@ from .catalog import (
     REFRESH_DURATION,
     UP,
 )
+from ..issues import IssueKind
+from ..kubelet import client as kubelet
+from ..kubelet.status import UNKNOWN, Capabilities, KubeletStatus
 from .instruments import Counter, Histogram
-from .issues import IssueKind
 from .rendering import FamilyWriter
-from .status import UNKNOWN, Capabilities, KubeletStatus
 
 # The source revision an image was built from: the Dockerfile writes it here (build argument
 # REVISION); a source checkout has none and reports "unknown".
@@ -89,7 +90,7 @@ class Health:
             self.kube_api_errors.labels(resource)
 
     def observe_call(self, method: str, code: str, seconds: float) -> None:
-        """Hook for :class:`exporter.kubelet.KubeletClient`: one finished call."""
+        """Hook for :class:`exporter.kubelet.client.KubeletClient`: one finished call."""
         self.requests.labels(method, code).inc()
         self.request_duration.labels(method).observe(seconds)
 

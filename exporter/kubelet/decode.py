@@ -19,9 +19,9 @@ from typing import Any, cast
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from ._proto.v1 import api_pb2 as v1
-from ._proto.v1alpha1 import api_pb2 as v1alpha1
-from .issues import (
+from .._proto.v1 import api_pb2 as v1
+from .._proto.v1alpha1 import api_pb2 as v1alpha1
+from ..issues import (
     MAX_ALLOCATABLE_DEVICE_ENTRIES,
     MAX_ALLOCATABLE_MEMORY_BLOCKS,
     MAX_CPU_IDS,
@@ -32,8 +32,7 @@ from .issues import (
     MAX_NUMA_IDS,
     IssueKind,
 )
-from .kubelet import INVALID_REPLY, KubeletError
-from .model import (
+from ..model import (
     Allocatable,
     ContainerAssignment,
     DeviceEntry,
@@ -43,6 +42,7 @@ from .model import (
     PodAssignment,
     shared,
 )
+from .client import INVALID_REPLY, KubeletError
 
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
 # this many entries per listed pod (a container with many devices has many orderings).

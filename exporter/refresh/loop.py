@@ -24,24 +24,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import kubelet
-from .accounting import Accounting
-from .backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
-from .exposition import Body, Exposition, HealthSections, Section
-from .health import Health
+from ..accounting import Accounting
+from ..backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
+from ..exposition.bodies import Body, Exposition, HealthSections, Section
+from ..exposition.health import Health
+from ..exposition.rendering import RenderOptions
+from ..issues import IssueKind
+from ..kubelet import client as kubelet
+from ..kubelet.client import KubeletClient, KubeletError
+from ..kubelet.status import CAPABILITY_NAMES, KubeletStatus
+from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
+from ..topology import TopologyError, read_topology
 from .issuelog import IssueLog
-from .issues import IssueKind
-from .kubelet import KubeletClient, KubeletError
-from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 from .pipeline import Pipeline, Replies, Result
-from .rendering import RenderOptions
-from .status import CAPABILITY_NAMES, KubeletStatus
-from .topology import TopologyError, read_topology
 from .worker import Worker
 
 if TYPE_CHECKING:
-    from .fitview import FitView
-    from .kubeapi.view import KubeView
+    from ..fit.section import FitView
+    from ..kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
 
@@ -487,7 +487,7 @@ class Refresher:
 
 class RefreshCore:
     """The synchronous, CPU-heavy part of a refresh, run in the worker thread: the
-    :class:`~exporter.pipeline.Pipeline` (decode, filter, ledger, render, with their caches)
+    :class:`~exporter.refresh.pipeline.Pipeline` (decode, filter, ledger, render, with their caches)
     and the deflating of a changed data section. Only one call runs at a time."""
 
     def __init__(self, options: RenderOptions):

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .accounting import Accounting, Ledger
-from .decode import AllocatableDecoder, ListDecoder
-from .issues import IssueKind
-from .model import Allocatable, KubeletSnapshot, PodAssignment, Topology
-from .rendering import Renderer, RenderOptions
+from ..accounting import Accounting, Ledger
+from ..exposition.rendering import Renderer, RenderOptions
+from ..issues import IssueKind
+from ..kubelet.decode import AllocatableDecoder, ListDecoder
+from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 
 V1, V1ALPHA1 = "v1", "v1alpha1"
 
@@ -68,7 +68,7 @@ class Pipeline:
     def pods(self, list_reply: bytes, api_version: str = V1) -> tuple[PodAssignment, ...]:
         """The pods of a ``List`` reply; the same reply object is decoded once.
 
-        Raises :class:`~exporter.kubelet.KubeletError` (``invalid_reply``) for bytes that are
+        Raises :class:`~exporter.kubelet.client.KubeletError` (``invalid_reply``) for bytes that are
         not a valid reply.
         """
         last = self._decoded

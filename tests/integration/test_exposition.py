@@ -1,0 +1,292 @@
+"""The /metrics bodies: every variant finished in advance, gzip from separately deflated
+sections, read whole by Python's gzip, zlib, curl and a real Prometheus."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import shutil
+import subprocess
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp import web
+
+from exporter.exposition.bodies import Exposition, HealthSections, Section
+from exporter.web.server import make_app, start_http
+
+from ..support.harness import (
+    Exporter,
+    Node,
+    Scrape,
+    free_port,
+    require_tool,
+    small_profile,
+    stop_popen,
+)
+
+OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0"
+DATA = b"".join(b'podresources_container_cpus{namespace="ns",pod="p%d",container="c",'
+                b'numa_node="%d"} %d\n' % (i, i % 8, i % 5) for i in range(5000))
+
+
+def single_member(body: bytes) -> bytes:
+    """Decompress ``body``, which must be exactly one gzip member (what curl and browsers
+    read): zlib stops at the end of the first member and leaves the rest unused."""
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    text = decompressor.decompress(body) + decompressor.flush()
+    assert decompressor.eof, "truncated gzip stream"
+    assert decompressor.unused_data == b"", "more than one gzip member"
+    return text
+
+
+def test_gzip_body_is_one_member_of_separately_deflated_sections():
+    exposition = Exposition()
+    data = Section.of(DATA)
+    exposition.update(data=data, view=Section.of(b"view 1\n"),
+                      health=HealthSections.of(b"up 1\n", b"up 1\n"))
+    for openmetrics, tail in ((False, b"view 1\nup 1\n"), (True, b"view 1\nup 1\n# EOF\n")):
+        plain = bytes(exposition.body(openmetrics, False))
+        assert plain == DATA + tail
+        compressed = bytes(exposition.body(openmetrics, True))
+        assert gzip.decompress(compressed) == plain
+        assert single_member(compressed) == plain
+        assert len(compressed) < len(plain) // 5
+    # the health section changes: the data section's deflated bytes are reused as they are
+    exposition.update(health=HealthSections.of(b"up 0\n", b"up 0\n"))
+    body = exposition.body(False, True)
+    assert any(part is data.deflated for part in body.parts)
+    assert single_member(bytes(body)) == DATA + b"view 1\nup 0\n"
+    assert body.length == len(bytes(body))
+
+
+def test_empty_sections_and_the_first_body():
+    exposition = Exposition()
+    assert bytes(exposition.body(True, False)) == b"# EOF\n"
+    assert bytes(exposition.body(False, False)) == b""
+    assert single_member(bytes(exposition.body(True, True))) == b"# EOF\n"
+    assert single_member(bytes(exposition.body(False, True))) == b""
+    exposition.update(data=Section.of(b"a 1\n"), health=HealthSections.of(b"", b""))
+    assert single_member(bytes(exposition.body(False, True))) == b"a 1\n"
+
+
+def test_body_slices_cover_every_byte_in_order():
+    exposition = Exposition()
+    exposition.update(data=Section.of(DATA), health=HealthSections.of(b"up 1\n", b"up 1\n"))
+    body = exposition.body(False, False)
+    pieces = list(body.slices(64 * 1024))
+    assert all(len(piece) <= 64 * 1024 for piece in pieces)
+    assert b"".join(pieces) == DATA + b"up 1\n"
+
+
+async def test_scrapes_read_the_body_finished_by_the_refresh():
+    """Every variant exists once a refresh has run; scraping builds nothing."""
+    async with Node(small_profile()) as node, \
+            Exporter(node.settings(), run_loop=False) as exporter:
+        await exporter.refresher.refresh_once()
+        bodies = {(om, gz): exporter.refresher.metrics_body(om, gz)
+                  for om in (False, True) for gz in (False, True)}
+        async with exporter.session.get(exporter.url + "/metrics", auto_decompress=False,
+                                        headers={"Accept": OPENMETRICS_ACCEPT,
+                                                 "Accept-Encoding": "gzip"}) as response:
+            served = await response.read()
+        assert served == bytes(bodies[True, True])
+        for (om, gz), body in bodies.items():  # the very same objects: nothing rebuilt
+            assert exporter.refresher.metrics_body(om, gz) is body
+        text = single_member(served).decode()
+        assert text.endswith("# EOF\n")
+        scrape = Scrape(bytes(bodies[False, False]).decode())
+        assert scrape.value("podresources_up") == 1
+        # the fixture: two NUMA nodes of CPUs 0-3 and 4-7
+        assert scrape.value("podresources_numa_node_cpus", numa_node="0") == 4
+        assert scrape.value("podresources_numa_node_cpus", numa_node="1") == 4
+
+
+async def test_curl_reads_the_whole_gzip_body():
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl not found")
+    async with Node("dual-socket-gpu") as node, Exporter(node.settings()) as exporter:
+        await exporter.ready()
+        exporter.refresher.stop()
+        await asyncio.sleep(0.5)
+        expected = exporter.refresher.body(False, False)
+        done = await asyncio.create_subprocess_exec(
+            curl, "-sS", "--fail", "--compressed", exporter.url + "/metrics",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await done.communicate()
+        assert done.returncode == 0, err
+        assert out == expected
+        assert b"podresources_up 1.0\n" in out  # the health section, after the data
+
+
+@contextlib.asynccontextmanager
+async def prometheus_scraping(port: int):
+    """Debian's Prometheus scraping 127.0.0.1:``port`` every second; yields its API URL."""
+    binary = require_tool("prometheus", "apt-get install prometheus")
+    directory = Path(tempfile.mkdtemp(prefix="prom-"))
+    config = directory / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [{"job_name": "exporter", "honor_labels": True,
+                            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
+    prom_port = free_port()
+    with open(directory / "log", "w+") as log:
+        process = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+            stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield f"http://127.0.0.1:{prom_port}"
+        finally:
+            stop_popen(process)
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.external
+async def test_prometheus_scrapes_the_gzip_body_whole():
+    """A real Prometheus asks for gzip; every series of the body, data section first and
+    health section last, reaches its storage."""
+    codings: list[str] = []
+
+    @web.middleware
+    async def record(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        response = await handler(request)
+        if request.path == "/metrics":
+            codings.append(response.headers.get("Content-Encoding", "identity"))
+        return response
+
+    async with Node("large") as node:
+        exporter = Exporter(node.settings(interval=3600))
+        server, port = await start_http(make_app(exporter.refresher, [record]), "127.0.0.1", 0)
+        try:
+            await exporter.refresher.refresh_once()
+            expected = Scrape(exporter.refresher.body(False, False).decode())
+            async with prometheus_scraping(port) as url, aiohttp.ClientSession() as session:
+                async def query(expr: str) -> list[dict]:
+                    async with session.get(url + "/api/v1/query", params={"query": expr}) as r:
+                        return (await r.json())["data"]["result"]
+
+                deadline = time.monotonic() + 60
+                while True:
+                    with contextlib.suppress(aiohttp.ClientError, KeyError):
+                        scraped = await query('scrape_samples_scraped{job="exporter"}')
+                        if scraped:
+                            break
+                    assert time.monotonic() < deadline, "Prometheus scraped nothing"
+                    await asyncio.sleep(0.5)
+                up = await query('up{job="exporter"}')
+                first = await query("count(podresources_device_info)")
+                last = await query("podresources_up")
+        finally:
+            await server.cleanup()
+            await exporter.refresher.client.close()
+    assert codings and set(codings) == {"gzip"}
+    assert up[0]["value"][1] == "1"
+    # OpenMetrics: a histogram's _created lines are off, so both formats hold the same samples
+    assert int(scraped[0]["value"][1]) == len(expected.samples)
+    assert int(first[0]["value"][1]) == len(expected.series("podresources_device_info"))
+    assert last[0]["value"][1] == "1"  # the health section, the body's last segment
+
+
+def test_health_section_is_what_prometheus_client_writes_in_both_formats():
+    """The health section's counters and histograms are plain values with their own writer;
+    it must stay byte-for-byte what prometheus_client writes for the same instruments fed the
+    same events, as values change and new label sets appear, in both formats."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_om
+
+    from exporter import catalog
+    from exporter.exposition.health import _CALL_BUCKETS, _REFRESH_BUCKETS, METHODS, Health
+    from exporter.exposition.rendering import _Families
+    from exporter.issues import IssueKind
+    from exporter.kubelet.status import Capabilities, KubeletStatus
+
+    health = Health("node-a")
+    health.track_kube_api()
+    status = KubeletStatus()
+    # the reference: prometheus_client's own instruments, defined as the exporter's
+    reference = CollectorRegistry(auto_describe=False)
+    kube_registry = CollectorRegistry(auto_describe=False)
+
+    def counter(metric, registry=reference):
+        return Counter(metric.name, metric.help, metric.labels, registry=registry)
+
+    def histogram(metric, buckets):
+        return Histogram(metric.name, metric.help, metric.labels, buckets=buckets,
+                         registry=reference)
+
+    requests = counter(catalog.API_REQUESTS)
+    call_duration = histogram(catalog.API_REQUEST_DURATION, _CALL_BUCKETS)
+    refresh_duration = histogram(catalog.REFRESH_DURATION, _REFRESH_BUCKETS)
+    issues = counter(catalog.DATA_ISSUES)
+    kube_errors = counter(catalog.KUBE_API_ERRORS, kube_registry)
+    for method in METHODS:
+        requests.labels(method, "OK")
+        call_duration.labels(method)
+    for kind in IssueKind:
+        issues.labels(kind)
+    for resource in ("node", "pods", "resourceslices"):
+        kube_errors.labels(resource)
+    # another module's counter in the health registry (as the fit answers register theirs)
+    admissions = counter(catalog.ADMISSION_FAILURES, health.registry)
+
+    def expected(openmetrics: bool) -> bytes:
+        families = [*reference.collect(), *health.process.collect(), *kube_registry.collect(),
+                    *health.registry.collect(), *health._state_families(status)]
+        if openmetrics:
+            return generate_om(_Families(families))[:-len(b"# EOF\n")]
+        return generate_latest(_Families(families))
+
+    def steady(body: bytes) -> list[bytes]:  # process_* figures move between two collections
+        return [line for line in body.splitlines() if not line.startswith(b"process_")]
+
+    for step in range(4):
+        text, openmetrics = health.render_both(status)
+        assert steady(text) == steady(expected(False))
+        assert steady(openmetrics) == steady(expected(True))
+        assert b"# TYPE podresources_api_requests_total counter" in text
+        assert b"# TYPE podresources_api_requests counter" in openmetrics
+        code = "RESOURCE_EXHAUSTED" if step else "OK"
+        seconds = (0.0005, 0.003, 0.25, 12.0)[step]  # the first bucket, middle ones, +Inf
+        health.observe_call("List", code, seconds)
+        requests.labels("List", code).inc()
+        call_duration.labels("List").observe(seconds)
+        health.refresh_duration.observe(seconds * 3)
+        refresh_duration.observe(seconds * 3)
+        health.count_issues({"unknown_cpu": step + 1})
+        issues.labels("unknown_cpu").inc(step + 1)
+        if step == 2:
+            health.kube_api_errors.labels("pods").inc()
+            kube_errors.labels("pods").inc()
+            admissions.labels("Topology Affinity", "cpu").inc()
+        status.up, status.last_success, status.backoff_seconds = 1, 1_700_000_000.5, 0.25 * step
+        status.capabilities = Capabilities("v1", "true", "false", "true" if step else "unknown")
+    # steps 1 to 3 each counted one rate-limited call; 12 s is past the last bucket
+    text, openmetrics = health.render_both(status)
+    assert b'podresources_api_requests_total{code="RESOURCE_EXHAUSTED",method="List"} 3.0' \
+        in text
+    assert b'podresources_api_request_duration_seconds_bucket{le="+Inf",method="List"} 4.0' \
+        in text
+    assert b'podresources_api_request_duration_seconds_bucket{le="10.0",method="List"} 3.0' \
+        in openmetrics
+    assert b'podresources_kube_api_errors_total{resource="pods"} 1.0' in openmetrics
+    assert b'podresources_kubelet_api_info{api_version="v1",get="false",get_allocatable="true"' \
+        b',pod_level="true"} 1.0' in openmetrics
+
+
+def test_health_section_leaves_out_the_kube_api_errors_without_the_view():
+    from exporter.exposition.health import Health
+    from exporter.kubelet.status import KubeletStatus
+
+    health = Health("node-a")
+    health.kube_api_errors.labels("pods").inc()  # the view is not tracked: not written
+    text, openmetrics = health.render_both(KubeletStatus())
+    assert b"kube_api" not in text and b"kube_api" not in openmetrics
+    assert b"podresources_refresh_duration_seconds_count 0.0" in text

@@ -1,0 +1,167 @@
+"""A new user's tour of routine kubelet events, through real processes and sockets.
+
+``podresources-exporter demo`` runs the simulated kubelet (profile ``dual-socket-gpu``) and the
+exporter; the simulator's control endpoint plays the kubelet's routine events; ``/metrics`` is
+scraped over HTTP. None of these events is inconsistent data, so
+``podresources_data_issues_total`` must not move; what changes is told by the metrics made for
+it.
+
+Figures worked out by hand from the profile: GPUs held on node 0 by llm-train-0 (4), on node 1
+by llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free. Free CPUs after
+first-fit admission of the profile's pods: node 0 1 (30 allocatable - 17 - 6 - 2 - 2 - 1 - 1),
+node 1 3 (32 - 8 - 8 - 6 - 2 - 4 - 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import aiohttp
+
+from ..deploy.test_metrics_contract import assert_live_matches_docs
+from ..support.harness import REPO, Scrape, free_port, require_tool, scrape_port_until, terminate
+
+GPU = "nvidia.com/gpu"
+INTERVAL, ALLOCATABLE_INTERVAL = 1.0, 3.0
+
+
+def issue_total(scrape: Scrape) -> float:
+    return sum(scrape.by("podresources_data_issues_total", "kind").values())
+
+
+def gpus_unavailable(scrape: Scrape) -> dict[str, float]:
+    return scrape.by("podresources_devices_allocated_unavailable", "numa_node", resource=GPU)
+
+
+def api_info(scrape: Scrape) -> tuple[str, ...] | None:
+    (labels,) = scrape.series("podresources_kubelet_api_info") or (None,)
+    if labels is None:
+        return None
+    d = dict(labels)
+    return (d["api_version"], d["get_allocatable"], d["get"], d["pod_level"])
+
+
+async def test_routine_kubelet_events_raise_no_false_alarm():
+    port, control = free_port(), free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
+        "--control-address", f"127.0.0.1:{control}", "--interval", str(INTERVAL),
+        "--allocatable-interval", str(ALLOCATABLE_INTERVAL), cwd=REPO,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    scrapes: list[Scrape] = []
+    timings: dict[str, float] = {}
+    try:
+        async with aiohttp.ClientSession() as session:
+            base = f"http://127.0.0.1:{control}"
+
+            async def until(predicate, what: str) -> Scrape:
+                return await scrape_port_until(port, predicate, 30.0, what, seen=scrapes)
+
+            async def post(path: str, body: dict) -> None:
+                async with session.post(base + path, json=body) as response:
+                    assert response.status == 200, await response.text()
+
+            start = await until(lambda s: s.get("podresources_up") == 1
+                                and gpus_unavailable(s), "the demo up")
+            scrapes.clear()  # from here on, no data issue may appear
+            assert gpus_unavailable(start) == {"0": 0, "1": 0}
+            assert api_info(start) == ("v1", "true", "true", "true")
+
+            # 1. the GPU device plugin disconnects: every assigned GPU becomes unavailable
+            await post("/faults", {"plugin_disconnect": GPU})
+            away = await until(lambda s: gpus_unavailable(s) == {"1": 3, "0": 4},
+                               "GPUs unavailable")
+            assert not away.series("podresources_devices_allocatable", resource=GPU)
+            assert not away.series("podresources_numa_utilization_ratio", resource=GPU)
+            await post("/faults", {"plugin_disconnect": ""})
+            back = await until(lambda s: gpus_unavailable(s) == {"0": 0, "1": 0}
+                               and s.series("podresources_devices_allocatable", resource=GPU),
+                               "the GPU plugin back")
+            # node 0: 4 of 4; node 1: 3 held of 3 healthy
+            assert back.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) \
+                == {"0": 1.0, "1": 1.0}
+
+            # 2. an old kubelet (v1alpha1 only), upgraded in place: no exporter restart
+            await post("/faults", {"v1": False, "get_allocatable": "unimplemented"})
+            old = await until(lambda s: api_info(s) == ("v1alpha1", "false", "false", "unknown"),
+                              "the fallback to v1alpha1")
+            assert old.by("podresources_devices_allocated", "numa_node", resource=GPU) == {
+                "unknown": 7}  # no topology in v1alpha1
+            await post("/faults", {"v1": True, "get_allocatable": "ok"})
+            upgraded_at = time.monotonic()
+            upgraded = await until(lambda s: api_info(s) == ("v1", "true", "true", "true")
+                                   and gpus_unavailable(s) == {"0": 0, "1": 0},
+                                   "the upgraded kubelet used fully")
+            timings["upgrade picked up (s)"] = time.monotonic() - upgraded_at
+            assert upgraded.by("podresources_devices_allocated", "numa_node", resource=GPU) == {
+                "0": 4, "1": 3}
+
+            # 3. a restart shorter than --interval, coming back without Get: only the
+            #    re-created socket tells; its device plugins register again 3 s later
+            await post("/faults", {"get": "unimplemented"})
+            await post("/restart", {"downtime": 0.1})
+            restarted = await until(lambda s: api_info(s) == ("v1", "true", "false", "true"),
+                                    "the restart noticed")
+            await until(lambda s: gpus_unavailable(s) == {"0": 0, "1": 0}
+                        and s.series("podresources_devices_allocatable", resource=GPU),
+                        "plugins registered after the restart")
+
+            # 4. where does a pod still fit? The demo ships two shapes. By hand from the
+            #    profile: node 1 has 3 free CPUs, 44992Mi of memory, 24Gi of 1Gi hugepages and
+            #    11 VFs; node 0 has 1 CPU and no memory left; no GPU is free.
+            shaped = await until(lambda s: s.series("podresources_shape_capacity"),
+                                 "the demo's shapes")
+            assert shaped.by("podresources_shape_fits", "shape", "numa_node") == {
+                ("dpdk-upf-small", "0"): 0, ("dpdk-upf-small", "1"): 1,
+                ("gpu-infer", "0"): 0, ("gpu-infer", "1"): 0}
+            assert shaped.by("podresources_shape_capacity", "shape") == {
+                "dpdk-upf-small": 1, "gpu-infer": 0}
+            # filling NUMA node 1 (2 of its 3 free CPUs) kills the fit of dpdk-upf-small
+            await post("/pods", {"namespace": "demo", "name": "filler", "numa": 1,
+                                 "containers": [{"name": "c", "cpus": 2, "memory": "2Gi"}]})
+            filled = await until(lambda s: s.get("podresources_shape_capacity",
+                                                 shape="dpdk-upf-small") == 0, "node 1 filled")
+            assert filled.value("podresources_numa_free", numa_node="1", resource="cpu") == 1
+            assert filled.by("podresources_shape_shortfall", "resource",
+                             shape="dpdk-upf-small", numa_node="1") == {
+                "cpu": 1, "memory": 0, "hugepages-1Gi": 0, "intel.com/sriov_netdevice": 0}
+            # a pod asking for a GPU is rejected at admission: no NUMA node has a free GPU
+            async with session.post(base + "/pods", json={
+                    "namespace": "demo", "name": "gpu-job", "containers": [
+                        {"name": "c", "cpus": 1, "memory": "1Gi",
+                         "devices": {GPU: 1}}]}) as response:
+                assert response.status == 409
+                assert (await response.json())["reason"] == "TopologyAffinityError"
+            await until(lambda s: s.by("podresources_admission_failures_total", "reason",
+                                       "blocking_resource") == {("TopologyAffinityError", GPU): 1},
+                        "the rejection counted")
+            async with session.get(base + "/state") as response:
+                state = await response.json()
+        text = scrapes[-1].text
+    finally:
+        await terminate(proc)
+    log = (await proc.stderr.read()).decode()
+    print(timings)
+    assert proc.returncode == 0
+    assert state["restarts"] == 1
+    assert restarted.value("podresources_up") == 1
+    # a refresh that happens to land in the 0.1 s gap finds no socket and learns of the restart
+    # from the failure ("unreachable", then "reachable again"); otherwise no call failed and
+    # only the re-created socket told
+    failed_lists = restarted.get("podresources_api_requests_total", method="List",
+                                 code="UNAVAILABLE") or 0
+    assert log.count("was re-created (kubelet restarted)") == (0 if failed_lists else 1), log
+    # the whole tour: not one data issue
+    assert {issue_total(s) for s in scrapes} == {0}
+    # the exposition stays valid and documented
+    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit"})
+    assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
+           "resource nvidia.com/gpu: no NUMA node has 1 free nvidia.com/gpu" in log
+    promtool = require_tool("promtool", "apt-get install prometheus")
+    result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                            capture_output=True)
+    assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), \
+        result.stdout + result.stderr

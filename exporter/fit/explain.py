@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..kubeapi.records import Rejection, exclusive_requests, rejection
+from ..podspec import Rejection, exclusive_requests, rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
 from .section import blocking_resource
 

@@ -21,8 +21,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from .. import catalog
 from ..accounting import Accounting
 from ..catalog import MetricDef
-from ..kubeapi.records import Rejection
 from ..model import KubeletSnapshot, Topology
+from ..podspec import Rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
 from .kubeletconfig import KubeletConfig, KubeletConfigError, KubeletConfigFile
 from .shapes import ShapeError, ShapeFile

@@ -44,17 +44,16 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
             kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
 
         def announce(port: int, refresher: Refresher) -> None:
-            if refresher.fit is not None and refresher.fit.rejections is None:
-                # no Kubernetes API in the demo: the simulator's rejected pods stand in for it
-                refresher.fit.rejections = kubelet_sim.rejections
             log.info("demo: simulated node %s (%s profile) -> %s", spec.name, profile,
                      demo_url(address[0], port))
             log.info("demo: read it once with: %s snapshot --socket %s --sysfs-root %s", PROG,
                      shlex.quote(str(kubelet_sim.socket_path)),
                      shlex.quote(str(kubelet_sim.sysfs_root)))
 
+        # without the Kubernetes API, the simulator's rejected pods stand in for it
         return await serve(settings, address, started=announce,
-                           web_config=load_web_config(web_config_file))
+                           web_config=load_web_config(web_config_file),
+                           rejections=kubelet_sim.rejections)
 
 
 def demo_url(host: str, port: int) -> str:

@@ -24,7 +24,7 @@ from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView
+    from ..fit.section import FitView, Rejections
     from ..kubeapi.view import KubeView
     from ..web.webconfig import WebConfig
 
@@ -56,23 +56,23 @@ def read_sysfs_topology(sysfs_root: str) -> Topology:
         raise UsageError(f"--sysfs-root: {error}") from None
 
 
-def build_refresher(settings: Settings, topology: Topology | None = None) -> Refresher:
-    """The refresh loop, with the Kubernetes-API view if asked for; both report into one
-    :class:`Health`."""
+def build_refresher(settings: Settings, topology: Topology | None = None,
+                    rejections: Rejections | None = None) -> Refresher:
+    """The refresh loop, with the Kubernetes-API view if asked for and the fit answers; all
+    report into one :class:`Health`. ``rejections``: where rejected pods come from when there
+    is no view (the demo's simulator)."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health) if settings.kube_api else None
-    refresher = Refresher(settings, health, topology=topology, kube_view=view)
-    refresher.fit = build_fit(settings, health, view)
-    return refresher
+    fit = build_fit(settings, health, view.rejections if view is not None else rejections)
+    return Refresher(settings, health, topology=topology, kube_view=view, fit=fit)
 
 
-def build_fit(settings: Settings, health: Health, view: KubeView | None) -> FitView:
-    """The fit answers: shapes, the kubelet's configuration, rejections from the view."""
+def build_fit(settings: Settings, health: Health, rejections: Rejections | None) -> FitView:
+    """The fit answers: shapes, the kubelet's configuration, rejections (from the view)."""
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
-                              settings.full_pcpus_only, health.registry,
-                              view.rejections if view is not None else None)
+                              settings.full_pcpus_only, health.registry, rejections)
     except FitSetupError as error:
         raise UsageError(str(error)) from None
 
@@ -99,13 +99,13 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
-                web_config: WebConfig | None = None) -> int:
+                web_config: WebConfig | None = None, rejections: Rejections | None = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
     stop = stop or asyncio.Event()
-    refresher = build_refresher(settings, topology)
+    refresher = build_refresher(settings, topology, rejections)
     install_signal_handlers(stop)
     host, port = address
     try:

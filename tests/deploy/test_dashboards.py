@@ -17,6 +17,7 @@ import yaml
 
 from dashboards import generate, panels as building_blocks
 
+from ..support.docs import documented_metrics, metric_names
 from ..support.harness import REPO, require_tool
 
 DASHBOARDS = {path.stem: json.loads(path.read_text(encoding="utf-8"))
@@ -42,21 +43,9 @@ def targets(model: dict) -> list[tuple[dict, dict]]:
     return [(panel, target) for panel in panels(model) for target in panel["targets"]]
 
 
-def documented_metrics() -> set[str]:
-    text = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^\| `(podresources_\w+)` \|", text, re.MULTILINE))
-
-
 def recorded_metrics() -> set[str]:
     groups = yaml.safe_load(generate.RULES.read_text(encoding="utf-8"))["groups"]
     return {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric names in a PromQL expression: exporter series and recording rules."""
-    without_strings = re.sub(r'"[^"]*"', '""', expr)
-    return {name for name in re.findall(r"[a-zA-Z_:][\w:]*", without_strings)
-            if name.startswith("podresources_") or ":" in name}
 
 
 def test_regenerating_gives_the_committed_files():

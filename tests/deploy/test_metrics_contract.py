@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
@@ -13,22 +12,8 @@ from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.topology import read_topology
 
-from ..support.harness import REPO, Exporter, Node, require_tool
-
-ROW = re.compile(r"^\| `(podresources_\w+)` \| (\w+) \| ([^|]*) \|")
-PROCESS_FAMILIES = {"process_resident_memory_bytes", "process_virtual_memory_bytes",
-                    "process_cpu_seconds", "process_open_fds", "process_max_fds",
-                    "process_start_time_seconds"}
-
-
-def documented() -> dict[str, tuple[str, tuple[str, ...]]]:
-    rows = {}
-    for line in (REPO / "docs" / "metrics.md").read_text().splitlines():
-        match = ROW.match(line)
-        if match:
-            labels = tuple(re.findall(r"`(\w+)`", match.group(3)))
-            rows[match.group(1)] = (match.group(2), labels)
-    return rows
+from ..support.docs import assert_live_matches_docs, documented
+from ..support.harness import Exporter, Node, require_tool
 
 
 def test_docs_list_exactly_the_catalogue():
@@ -38,28 +23,6 @@ def test_docs_list_exactly_the_catalogue():
 def test_help_texts_render_the_same_in_both_formats():
     for metric in CATALOG:
         assert '"' not in metric.help, metric.name  # keeps gauges identical in both formats
-
-
-def assert_live_matches_docs(scrape, groups: set[str]) -> None:
-    """The scrape has exactly the documented families of ``groups``, with their labels."""
-    group = {m.name: m.group for m in CATALOG}
-    docs = {name: row for name, row in documented().items() if group[name] in groups}
-    # prometheus_client's parser names counter families without _total
-    expected = {name.removesuffix("_total") if kind == "counter" else name
-                for name, (kind, _) in docs.items()}
-    if "health" in groups:  # prometheus_client's process collector (docs: Process metrics)
-        expected |= PROCESS_FAMILIES
-    assert set(scrape.families) == expected
-    for (sample, labels), _ in scrape.samples.items():
-        if sample.startswith("process_"):
-            continue
-        base = re.sub(r"_(bucket|count|sum)$", "", sample)
-        _kind, allowed = docs.get(sample) or docs[base]
-        names = {name for name, _ in labels} - {"le"}
-        if sample == "podresources_dra_device_info":
-            assert names <= set(allowed)
-        else:
-            assert names == set(allowed), (sample, names)
 
 
 async def test_live_metrics_match_the_docs():

@@ -13,8 +13,8 @@ import yaml
 
 from dashboards import generate, rules
 
+from ..support.docs import documented_metrics, metric_names
 from ..support.harness import REPO, require_tool
-from .test_dashboards import documented_metrics, metric_names
 
 RULES = generate.RULES
 UNIT_TESTS = RULES.parent / "tests" / "podresources-exporter.tests.yaml"

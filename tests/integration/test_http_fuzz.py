@@ -29,7 +29,7 @@ from exporter.web import webconfig
 from exporter.web.negotiation import choose_coding, choose_format
 
 from ..support.harness import REPO, free_port, short_tmpdir
-from .test_webconfig import CA
+from ..support.pki import CA
 
 PASSWORD = "fuzz-password"
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,

@@ -26,7 +26,7 @@ from exporter.cli import main, parse_args
 from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
 
-from ..deploy.test_metrics_contract import assert_live_matches_docs
+from ..support.docs import assert_live_matches_docs
 from ..support.fake_apiserver import (
     FakeApiServer,
     container,
@@ -46,8 +46,8 @@ from ..support.harness import (
     small_profile,
     terminate,
 )
-from ..unit.test_kubeapi_config import PLUGIN, without_kubernetes
-from .test_webconfig import CA
+from ..support.kubeconfig import PLUGIN, without_kubernetes
+from ..support.pki import CA, server_pki
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"
@@ -491,9 +491,7 @@ def b64(path: Path) -> str:
 @pytest.fixture
 def pki(tmp_path):
     """A cluster CA and the API server's certificate (for localhost and 127.0.0.1)."""
-    ca = CA(tmp_path, "cluster-ca")
-    cert, key = ca.issue("apiserver")
-    return ca, cert, key
+    return server_pki(tmp_path, "cluster-ca", "apiserver")
 
 
 async def status_without_credentials(server: FakeApiServer, ca: CA, **headers: str) -> int:

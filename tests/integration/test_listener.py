@@ -23,7 +23,7 @@ from exporter.web import listener as listener_module
 from exporter.web.listener import Limits
 from exporter.web.server import start_http
 
-from .test_webconfig import CA
+from ..support.pki import CA
 
 SHORT = Limits(max_connections=100, request_timeout=1.0, idle_timeout=1.0,
                tls_handshake_timeout=1.0, write_timeout=1.0, accept_retry=0.2)

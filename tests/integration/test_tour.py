@@ -21,7 +21,7 @@ import time
 
 import aiohttp
 
-from ..deploy.test_metrics_contract import assert_live_matches_docs
+from ..support.docs import assert_live_matches_docs
 from ..support.harness import REPO, Scrape, free_port, require_tool, scrape_port_until, terminate
 
 GPU = "nvidia.com/gpu"

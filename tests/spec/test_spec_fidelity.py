@@ -11,7 +11,7 @@ from exporter.model import ContainerAssignment, DraDevice
 from exporter.simulator import Faults
 
 from ..support.harness import Exporter, GiB, Node, small_profile
-from .test_spec_scenarios import (
+from ..support.spec import (
     dev,
     issues,
     mem,

@@ -29,7 +29,7 @@ import textwrap
 from exporter.model import ContainerAssignment
 
 from ..support.harness import REPO, GiB, Node, free_port, scrape_port_until, small_profile
-from .test_spec_scenarios import dev, mem, put_pod, set_allocatable, small_allocatable_memory
+from ..support.spec import dev, mem, put_pod, set_allocatable, small_allocatable_memory
 
 MiB = 1 << 20
 C = ContainerAssignment

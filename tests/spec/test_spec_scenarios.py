@@ -23,77 +23,27 @@ import dataclasses
 import pytest
 
 from exporter.model import (
-    Allocatable,
     ContainerAssignment,
-    DeviceEntry,
     DraDevice,
-    MemoryBlock,
-    PodAssignment,
 )
 from exporter.simulator import Faults
 from exporter.simulator.profile import parse_pod
 
 from ..support.harness import Exporter, GiB, Node, small_profile
+from ..support.spec import (
+    dev,
+    issue,
+    issues,
+    mem,
+    nodes_profile,
+    put_pod,
+    set_allocatable,
+    small_allocatable_memory,
+    util,
+)
 
 MiB = 1 << 20
 C = ContainerAssignment
-
-
-# ---- helpers ------------------------------------------------------------------------------
-
-
-def dev(resource: str, device_id: str, numa) -> DeviceEntry:
-    return DeviceEntry(resource, (device_id,), None if numa is None else tuple(numa))
-
-
-def mem(size: int, numa, memory_type: str = "memory") -> MemoryBlock:
-    return MemoryBlock(memory_type, size, None if numa is None else tuple(numa))
-
-
-def put_pod(node: Node, namespace: str, name: str, *containers: ContainerAssignment,
-            cpu_ids=(), memory=()) -> None:
-    """Replace (or create) a pod's assignment, as the kubelet would report it in List."""
-    state = node.simulator.state
-    key = (namespace, name)
-    if key not in state.pods:
-        state.admit(parse_pod({"namespace": namespace, "name": name, "containers": []}))
-    state.pods[key].assignment = PodAssignment(namespace, name, tuple(containers),
-                                               tuple(cpu_ids), tuple(memory))
-    state.version += 1
-
-
-def set_allocatable(node: Node, cpu_ids=(), memory=(), devices=()) -> None:
-    allocatable = Allocatable(tuple(cpu_ids), tuple(memory), tuple(devices))
-    node.simulator.state.allocatable = lambda: allocatable
-    node.simulator.state.version += 1
-
-
-def small_allocatable_memory() -> list[MemoryBlock]:
-    """What small_profile's memory manager reports: one block per (node, type)."""
-    return [mem(16 * GiB, [0]), mem(GiB, [0], "hugepages-2Mi"),
-            mem(16 * GiB, [1]), mem(GiB, [1], "hugepages-2Mi")]
-
-
-def nodes_profile(ids, memory: str = "10Gi", cpus_per_node: int = 2, **overrides) -> dict:
-    """A machine with the given NUMA ids, ``cpus_per_node`` CPUs each (numbered in id order)."""
-    numa_nodes = []
-    for index, numa_id in enumerate(ids):
-        first = index * cpus_per_node
-        numa_nodes.append({"id": numa_id, "cpus": f"{first}-{first + cpus_per_node - 1}",
-                           "memory": memory})
-    return small_profile(numa_nodes=numa_nodes, reserved_cpus="", **overrides)
-
-
-def issues(s) -> dict[str, float]:
-    return s.by("podresources_data_issues_total", "kind")
-
-
-def issue(s, kind: str) -> float:
-    return issues(s).get(kind, 0.0)
-
-
-def util(s, resource: str) -> dict[str, float]:
-    return s.by("podresources_numa_utilization_ratio", "numa_node", resource=resource)
 
 
 # ---- 1. CPUs ------------------------------------------------------------------------------

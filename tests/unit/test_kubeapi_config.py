@@ -1,53 +1,26 @@
 """The Kubernetes-API view's configuration without a server: kubeconfig files as kubectl reads
-them, the in-cluster service account, and credentials from the optional kubernetes package
-(exporter/kubeapi/config.py, exporter/kubeapi/plugins.py)."""
+them and the in-cluster service account (exporter/kubeapi/config.py, exporter/kubeapi/auth.py).
+Credentials from the optional kubernetes package, which run plugin processes, are in
+tests/integration/test_kubeapi_plugins.py."""
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-import exporter.kubeapi
 from exporter.kubeapi import config
 from exporter.kubeapi.auth import Auth, ConfigError, CredentialsError
 from exporter.kubeapi.config import from_kubeconfig, in_cluster, load_config, ssl_context
 
-from ..integration.test_webconfig import CA
-
-SERVER = "https://api.example.com:6443"
-
-
-def kubeconfig(path: Path, user: dict | None = None, cluster: dict | None = None,
-               **document) -> Path:
-    """A one-context kubeconfig (JSON is YAML) at ``path``."""
-    body = {"apiVersion": "v1", "kind": "Config", "current-context": "work",
-            "clusters": [{"name": "c", "cluster": {"server": SERVER, **(cluster or {})}}],
-            "users": [{"name": "u", "user": user or {}}],
-            "contexts": [{"name": "work", "context": {"cluster": "c", "user": "u"}}]}
-    body.update(document)
-    path.write_text(json.dumps(body))
-    return path
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-async def auth_of(path: Path) -> Auth:
-    return await from_kubeconfig(str(path)).credentials.current()
+from ..support.kubeconfig import SERVER, auth_of, b64, kubeconfig
+from ..support.pki import client_pki
 
 
 @pytest.fixture
 def pki(tmp_path):
-    ca = CA(tmp_path, "ca")
-    cert, key = ca.issue("exporter", client=True)
-    return ca, cert, key
+    return client_pki(tmp_path)
 
 
 # ---- kubeconfig ---------------------------------------------------------------------------
@@ -275,96 +248,3 @@ def test_outside_a_cluster_without_kubeconfig():
     assert str(caught.value) == (
         "no Kubernetes API configuration: not running in a pod (KUBERNETES_SERVICE_HOST and "
         "KUBERNETES_SERVICE_PORT are not set) and $KUBECONFIG is not set")
-
-
-# ---- exec plugins and auth providers (the kube extra) ---------------------------------------
-
-PLUGIN = """
-import json, pathlib, sys
-runs = pathlib.Path(sys.argv[1])
-runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
-print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-                  "status": json.loads(sys.argv[2])}))
-"""
-
-
-def exec_user(runs: Path, status: dict) -> dict:
-    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
-                     "args": ["-c", PLUGIN, str(runs), json.dumps(status)],
-                     "interactiveMode": "Never"}}
-
-
-def timestamp(seconds_from_now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds_from_now))
-
-
-async def test_an_exec_plugin_runs_once_until_its_token_expires_or_is_rejected(tmp_path):
-    runs = tmp_path / "runs"
-    path = kubeconfig(tmp_path / "config", exec_user(
-        runs, {"token": "exec-token", "expirationTimestamp": timestamp(3600)}))
-    credentials = from_kubeconfig(str(path)).credentials
-    assert [await credentials.current() for _ in range(3)] == [Auth("Bearer exec-token")] * 3
-    assert runs.read_text() == "1"
-    credentials.rejected()  # a 401: the next request runs the plugin again
-    assert await credentials.current() == Auth("Bearer exec-token")
-    assert runs.read_text() == "2"
-
-
-async def test_an_exec_token_close_to_expiry_is_renewed(tmp_path):
-    runs = tmp_path / "runs"
-    path = kubeconfig(tmp_path / "config", exec_user(
-        runs, {"token": "short", "expirationTimestamp": timestamp(30)}))  # < 60 s margin
-    credentials = from_kubeconfig(str(path)).credentials
-    await credentials.current()
-    await credentials.current()
-    assert runs.read_text() == "2"
-
-
-async def test_an_exec_plugin_may_hand_out_a_client_certificate(tmp_path, pki):
-    _, cert, key = pki
-    path = kubeconfig(tmp_path / "config", exec_user(
-        tmp_path / "runs", {"clientCertificateData": cert.read_text(),
-                            "clientKeyData": key.read_text()}))
-    assert await auth_of(path) == Auth(None, cert.read_bytes(), key.read_bytes())
-
-
-async def test_a_failing_exec_plugin(tmp_path):
-    path = kubeconfig(tmp_path / "config", {"exec": {
-        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
-        "args": ["-c", "import sys; sys.exit('no session: run aws sso login')"]}})
-    credentials = from_kubeconfig(str(path)).credentials
-    with pytest.raises(CredentialsError) as caught:
-        await credentials.current()
-    assert str(caught.value) == (f"exec plugin {sys.executable}: exec: process returned 1. "
-                                 "no session: run aws sso login")
-
-
-def without_kubernetes(monkeypatch) -> None:
-    """As if the kube extra were not installed: importing kubernetes raises ImportError."""
-    for name in [n for n in sys.modules if n.split(".")[0] == "kubernetes"] + ["kubernetes"]:
-        monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, "exporter.kubeapi.plugins", raising=False)
-    monkeypatch.delattr(exporter.kubeapi, "plugins", raising=False)
-
-
-def test_an_exec_plugin_without_the_kubernetes_package(tmp_path, monkeypatch):
-    without_kubernetes(monkeypatch)
-    path = kubeconfig(tmp_path / "config", exec_user(tmp_path / "runs", {"token": "t"}))
-    with pytest.raises(ConfigError) as caught:
-        from_kubeconfig(str(path))
-    message = str(caught.value)
-    assert message.startswith(f"kubeconfig {path}: user 'u' gets its credentials from an exec "
-                              f"credential plugin ({sys.executable}), which needs the "
-                              "kubernetes package (")
-    assert message.endswith("); install podresources-exporter[kube]")
-    assert "\n" not in message
-
-
-async def test_an_oidc_auth_provider(tmp_path):
-    claims = b64(json.dumps({"iss": "https://idp.example.com", "exp": time.time() + 3600})
-                 .encode()).rstrip("=").replace("+", "-").replace("/", "_")
-    id_token = f"eyJhbGciOiJSUzI1NiJ9.{claims}.c2lnbmF0dXJl"
-    path = kubeconfig(tmp_path / "config", {"auth-provider": {"name": "oidc", "config": {
-        "client-id": "exporter", "idp-issuer-url": "https://idp.example.com",
-        "id-token": id_token}}})
-    assert await auth_of(path) == Auth(f"Bearer {id_token}")

@@ -1,0 +1,57 @@
+"""The test tree, and which tests to run for a change.
+
+    tests/unit/         pure and fast, no process, socket or server: the inner loop
+    tests/integration/  the real simulator and exporter over a real unix socket, HTTP, TLS
+    tests/spec/         the SPEC's rules, black box: simulated kubelet in, /metrics out
+    tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
+    tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
+                        fake API server); test modules never import each other
+
+Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
+
+Changing ...                              run (besides ``pytest tests/unit``)
+  exporter/accounting/, model.py           tests/spec
+  exporter/kubelet/ (client, decode)       tests/integration/test_faults.py test_hostile_replies.py
+  exporter/kubelet/reader.py               tests/integration/test_faults.py
+  exporter/refresh/                        tests/integration/test_faults.py test_watch.py
+                                           test_refresh_worker.py test_integration.py
+  exporter/exposition/, catalog.py         tests/integration/test_exposition.py test_http.py
+                                           tests/deploy/test_metrics_contract.py, docs/metrics.md
+  exporter/fit/, podspec.py                tests/spec/test_spec_fit.py
+                                           tests/integration/test_fit_explain.py
+                                           test_rejections.py
+  exporter/web/                            tests/integration/test_http.py test_http_fuzz.py
+                                           test_listener.py test_webconfig.py
+  exporter/kubeapi/                        tests/integration/test_kubeapi.py
+                                           test_kubeapi_plugins.py
+  exporter/simulator/                      tests/integration/test_simulator.py test_rejections.py
+                                           tests/spec
+  exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
+  charts/, Dockerfile, dashboards/, mixin/ tests/deploy
+  anything, before a commit                bash tests/run.sh (ruff, mypy, every test)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .support.pki import CA, server_pki
+
+LAYERS = ("unit", "integration", "spec", "deploy")
+_ROOT = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the directory it is in."""
+    for item in items:
+        parts = Path(item.fspath).relative_to(_ROOT).parts
+        if parts and parts[0] in LAYERS:
+            item.add_marker(parts[0])
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> tuple[CA, Path, Path]:
+    """A CA and a server certificate for localhost (a file may ask for other ones)."""
+    return server_pki(tmp_path)

@@ -12,9 +12,9 @@ password) fared meanwhile:
                 (over TLS when TLS is on)
     auth-flood  wrong passwords at --flood-rate requests a second, each a new password
 
-    python benchmarks/connections.py                      # every scenario, plain and TLS
-    python benchmarks/connections.py --scenario silent --tls on --connections 1500
-    python benchmarks/connections.py --json out.json
+    python -m benchmarks.connections                      # every scenario, plain and TLS
+    python -m benchmarks.connections --scenario silent --tls on --connections 1500
+    python -m benchmarks.connections --json out.json
 
 Not part of the test suite: it takes minutes and reports figures rather than asserting them.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -40,21 +41,10 @@ from pathlib import Path
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import contextlib  # noqa: E402
-
-from common import free_port, rss_kib, terminate  # noqa: E402
+from .harness import REPO, cpu_seconds, free_port, rss_kib, terminate
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
 SCENARIOS = ("silent", "handshake", "slowloris", "auth-flood")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def write_tls_files(directory: Path) -> Path:

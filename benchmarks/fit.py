@@ -6,7 +6,7 @@ accounting of the same snapshot. The fit section is recomputed only when the acc
 allocatable view, the shapes or the kubelet configuration changed; this is the cost when they
 did. Prints a table and writes JSON with ``--json PATH``.
 
-    python benchmarks/fit.py
+    python -m benchmarks.fit
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ case runs in a child process (so its peak RSS is its own) with a time limit, thr
 refresh's own pipeline (decode, ledger, render) on a two-NUMA-node topology. Prints one line per
 case; no budget is checked.
 
-    python benchmarks/hostile_replies.py               # every case, 120 s limit each
-    python benchmarks/hostile_replies.py --limit 30 numa_ids_one_entry
+    python -m benchmarks.hostile_replies               # every case, 120 s limit each
+    python -m benchmarks.hostile_replies --limit 30 numa_ids_one_entry
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from exporter._proto.v1 import api_pb2 as v1
+from exporter.model import NumaNode, Topology
 
-from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
-from exporter.model import NumaNode, Topology  # noqa: E402
+from .harness import REPO
 
 
 def _pod(name: str, containers: list[v1.ContainerResources], **fields: object) -> v1.PodResources:
@@ -109,8 +107,9 @@ def main() -> int:
         return 0
     for name in args.cases:
         try:
-            output = subprocess.run([sys.executable, __file__, "--child", name],
-                                    capture_output=True, text=True, timeout=args.limit)
+            output = subprocess.run([sys.executable, "-m", "benchmarks.hostile_replies",
+                                     "--child", name], cwd=REPO, capture_output=True, text=True,
+                                    timeout=args.limit)
         except subprocess.TimeoutExpired:
             print(f"{name:22} did not finish within {args.limit:.0f} s")
             continue

@@ -3,7 +3,7 @@
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
   it watching the fake API server of the tests serving the profile's node as a cluster shows it
-  (``python -m tests.fake_apiserver``), and with the API holding nothing for the node; median
+  (``python -m tests.support.fake_apiserver``), and with the API holding nothing for the node; median
   of ``--runs`` runs each;
 * the import cost of the view's modules (and, for comparison, of the official ``kubernetes``
   client when it is installed): RSS of a fresh interpreter that has imported the exporter,
@@ -13,8 +13,8 @@
   venv, pip and setuptools left out, as the image removes pip), and what the ``kube`` extra
   (and, with ``--lightkube``, lightkube) would add.
 
-    python benchmarks/kube_api.py                       # about 6 minutes
-    python benchmarks/kube_api.py --runs 1 --installed-size --lightkube
+    python -m benchmarks.kube_api                       # about 6 minutes
+    python -m benchmarks.kube_api --runs 1 --installed-size --lightkube
 
 ``benchmarks/run.py`` runs the same measurements for its report.
 """
@@ -35,10 +35,7 @@ from pathlib import Path
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from common import free_port  # noqa: E402
-from run import Simulator, rss_mib, scrape, stop, wait_up  # noqa: E402
+from .harness import REPO, Simulator, free_port, rss_mib, scrape, stop, wait_up
 
 PROFILE = "large"
 SETTLE_SECONDS = 8
@@ -53,12 +50,12 @@ BASE_IMPORTS = (
 # ---- resident memory on large ---------------------------------------------------------------
 
 class FakeApiServer:
-    """``python -m tests.fake_apiserver`` serving the profile's node, and its kubeconfig."""
+    """``python -m tests.support.fake_apiserver`` serving the profile's node, and its kubeconfig."""
 
     def __init__(self, profile: str, directory: Path):
         self.kubeconfig = directory / "kubeconfig"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fake_apiserver", "--profile", profile, "--port",
+            [sys.executable, "-m", "tests.support.fake_apiserver", "--profile", profile, "--port",
              str(free_port()), "--kubeconfig", str(self.kubeconfig)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None

@@ -6,19 +6,15 @@ This is how a first exporter is usually written with ``prometheus_client``: modu
 accounting, so the comparison isolates the design (incremental refresh, rendering once per
 refresh) rather than the rules.
 
-    python benchmarks/naive.py --socket S --sysfs-root D --listen-address 127.0.0.1:PORT
+    python -m benchmarks.naive --socket S --sysfs-root D --listen-address 127.0.0.1:PORT
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import contextlib
+import sys
 
 from aiohttp import web
 from prometheus_client import REGISTRY, Gauge
@@ -26,7 +22,7 @@ from prometheus_client.exposition import choose_encoder
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.accounting import account
-from exporter.exposition.rendering import CATALOG
+from exporter.catalog import CATALOG
 from exporter.kubelet.client import KubeletClient
 from exporter.kubelet.decode import allocatable_from_v1, pod_from_v1
 from exporter.model import KubeletSnapshot

@@ -18,8 +18,8 @@ Measures, for the profiles small, dual-socket-gpu, large and huge:
 Prints a table and the budget checks, and writes JSON (``--json``, default
 ``benchmarks/results/<date>.json``).
 
-    python benchmarks/run.py                  # everything, about 20 minutes
-    python benchmarks/run.py --quick          # shorter phases, about 6 minutes
+    python -m benchmarks.run                  # everything, about 20 minutes
+    python -m benchmarks.run --quick          # shorter phases, about 6 minutes
 """
 
 from __future__ import annotations
@@ -32,140 +32,39 @@ import platform
 import random
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import aiohttp
 
-import aiohttp  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from exporter._proto.v1 import api_pb2 as v1
+from exporter.exposition.bodies import Exposition, HealthSections, Section
+from exporter.exposition.health import Health
+from exporter.kubelet.client import KubeletClient
+from exporter.kubelet.decode import Replies
+from exporter.kubelet.status import KubeletStatus
+from exporter.refresh.pipeline import Pipeline
+from exporter.topology import read_topology
 
-from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
-from exporter.exposition.bodies import Exposition, HealthSections, Section  # noqa: E402
-from exporter.exposition.health import Health  # noqa: E402
-from exporter.kubelet.client import KubeletClient  # noqa: E402
-from exporter.kubelet.decode import Replies  # noqa: E402
-from exporter.kubelet.status import KubeletStatus  # noqa: E402
-from exporter.refresh.pipeline import Pipeline  # noqa: E402
-from exporter.topology import read_topology  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from common import free_port, rss_kib, slope  # noqa: E402
-from naive import naive_refresh  # noqa: E402
+from .harness import (
+    PROMETHEUS_HEADERS,
+    REPO,
+    Simulator,
+    cpu_seconds,
+    rss_mib,
+    scrape,
+    series_count,
+    slope,
+    start_exporter,
+    stop,
+    wait_up,
+)
+from .naive import naive_refresh
 
 PROFILES = ("small", "dual-socket-gpu", "large", "huge")
-PROMETHEUS_HEADERS = {
-    "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-              "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
-    "Accept-Encoding": "gzip",
-}
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-# ---- processes ----------------------------------------------------------------------------
-
-def rss_mib(pid: int) -> float:
-    kib = rss_kib(pid)
-    return float("nan") if kib is None else kib / 1024
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-class Simulator:
-    """A simulator process with its control endpoint, socket, sysfs tree and state files."""
-
-    def __init__(self, profile: str, churn_interval: float | None = None, churn_pods: int = 1):
-        self.profile = profile
-        self.dir = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
-        self.socket = self.dir / "pod-resources" / "kubelet.sock"
-        self.sysfs = self.dir / "sys"
-        self.state_dir = self.dir / "kubelet"
-        self.control_port = free_port()
-        args = [sys.executable, "-m", "exporter", "simulate", "--profile", profile,
-                "--socket", str(self.socket), "--sysfs-root", str(self.sysfs),
-                "--control-address", f"127.0.0.1:{self.control_port}",
-                "--state-dir", str(self.state_dir), "--seed", "1", "--log-level", "warning"]
-        if churn_interval:
-            args += ["--churn-interval", str(churn_interval), "--churn-pods", str(churn_pods)]
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not (self.socket.exists() and (self.state_dir / "cpu_manager_state").exists()):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"simulator for {profile} did not start")
-            time.sleep(0.1)
-
-    async def control(self, session, path: str, body: dict | None = None) -> dict:
-        url = f"http://127.0.0.1:{self.control_port}{path}"
-        method = session.get if body is None else session.post
-        kwargs = {} if body is None else {"json": body}
-        async with method(url, **kwargs) as response:
-            return await response.json()
-
-    def stop(self) -> None:
-        stop(self.proc)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def start_exporter(sim: Simulator, *extra: str, naive: bool = False,
-                   tree: Path = REPO) -> tuple[subprocess.Popen, int]:
-    """The exporter of source tree ``tree`` (default this one), or the naive design."""
-    port = free_port()
-    if naive:
-        args = [sys.executable, str(REPO / "benchmarks" / "naive.py")]
-    else:
-        args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
-    args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
-             "--listen-address", f"127.0.0.1:{port}", *extra]
-    proc = subprocess.Popen(args, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, port
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def scrape(session, port: int) -> dict[tuple, float]:
-    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-        text = await response.text()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-async def wait_up(session, port: int, naive: bool = False, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            samples = await scrape(session, port)
-            if naive and any(k[0] == "podresources_numa_node_cpus" for k in samples):
-                return samples
-            if samples.get(("podresources_up", ())) == 1.0:
-                return samples
-        except aiohttp.ClientError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("exporter did not come up")
-        await asyncio.sleep(0.25)
-
-
-def series_count(samples: dict) -> int:
-    return len(samples)
 
 
 # ---- phase 1: CPU per refresh, in process, on real reply bytes ----------------------------
@@ -446,10 +345,10 @@ def report(results: dict) -> str:
                       f"p99 {w['watch_delay_p99_s']} s over {w['measured']} changes; "
                       f"{w['refreshes_per_second']} refreshes/s (ceiling 1)"]
     if "stress" in results or "fleet" in results:
-        from serving import report as serving_report
+        from .serving import report as serving_report
         lines += ["", serving_report(results)]
     if "kube_api" in results:
-        from kube_api import report as kube_api_report
+        from .kube_api import report as kube_api_report
         lines += ["", kube_api_report(results["kube_api"])]
     lines += ["", "Budgets (profile large):"]
     for title, value_of, limit in BUDGETS:
@@ -497,14 +396,14 @@ async def main() -> int:
     print(f"[{watch_profile}] --watch-path ...", file=sys.stderr)
     results["watch"] = await measure_watch(watch_profile, 15 if quick else 40)
     if {"small", "large"} <= set(args.profiles):
-        from serving import measure_fleet, measure_stress
+        from .serving import measure_fleet, measure_stress
         print("stress: 320 scrapes/s while refreshing every 0.5 s ...", file=sys.stderr)
         results["stress"] = {p: await measure_stress(p, {"this": None}, 10 if quick else 30)
                              for p in ("small", "large")}
         print("fleet: large at the defaults, two replicas every 15 s ...", file=sys.stderr)
         results["fleet"] = await measure_fleet({"this": None}, 2 if quick else 5)
     if "large" in args.profiles:
-        from kube_api import measure as measure_kube_api
+        from .kube_api import measure as measure_kube_api
         results["kube_api"] = await measure_kube_api(1 if quick else 3, installed=True)
     print(report(results))
     target = args.json or REPO / "benchmarks" / "results" / time.strftime("%Y-%m-%d-%H%M.json")

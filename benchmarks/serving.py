@@ -17,8 +17,8 @@ Three measurements, each against real exporter processes and the kubelet simulat
 ``git archive``'d) beside this one, in the same run, so that the ratios compare like with like.
 ``benchmarks/naive.py`` (global gauges, rendered per scrape) is the baseline of the fleet figure.
 
-    python benchmarks/serving.py                       # all three, about 8 minutes
-    python benchmarks/serving.py --tree /tmp/before    # and the same for another tree
+    python -m benchmarks.serving                       # all three, about 8 minutes
+    python -m benchmarks.serving --tree /tmp/before    # and the same for another tree
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ from pathlib import Path
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from run import (  # noqa: E402
+from .harness import (
     PROMETHEUS_HEADERS,
+    REPO,
     Simulator,
     cpu_seconds,
     rss_mib,

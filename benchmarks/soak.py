@@ -6,8 +6,8 @@ kubelet, while scraping ``/metrics`` once a second. Prints (and with ``--json`` 
 scrapes, exporter restarts, the maximum snapshot age, the calls the exporter made during each
 storm, and the exporter's memory over time with its growth trend.
 
-    python benchmarks/soak.py                  # 10 minutes, dual-socket-gpu profile
-    python benchmarks/soak.py --duration 120 --json soak.json
+    python -m benchmarks.soak                  # 10 minutes, dual-socket-gpu profile
+    python -m benchmarks.soak --duration 120 --json soak.json
 
 Not part of the test suite: it takes minutes and reports figures rather than asserting them.
 """
@@ -29,10 +29,7 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from common import free_port, rss_kib, slope, terminate  # noqa: E402
+from .harness import REPO, free_port, rss_kib, slope, terminate
 
 
 class Soak:

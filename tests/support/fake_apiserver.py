@@ -24,7 +24,7 @@ status), and :meth:`stop` / :meth:`start` on the same port (an unreachable API s
 
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
 
-    python -m tests.fake_apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
+    python -m tests.support.fake_apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ import tempfile
 import time
 
 from exporter.accounting import account
+from exporter.exposition.rendering import render_text
 from exporter.fit.engine import Shape, evaluate, free_capacity
-from exporter.fit.section import render, shape_families
+from exporter.fit.section import shape_families
 from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs
@@ -46,7 +47,7 @@ def measure(profile: str, rounds: int) -> dict[str, float]:
         started = time.perf_counter()
         free = free_capacity(snapshot, topology, accounting)
         assert free is not None
-        render(shape_families([evaluate(shape, free) for shape in SHAPES]))
+        render_text(shape_families([evaluate(shape, free) for shape in SHAPES]))
         fit_times.append(time.perf_counter() - started)
     fit_ms = statistics.median(fit_times) * 1000
     account_ms = statistics.median(account_times) * 1000

@@ -3,8 +3,8 @@
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
   it watching the fake API server of the tests serving the profile's node as a cluster shows it
-  (``python -m tests.support.fake_apiserver``), and with the API holding nothing for the node; median
-  of ``--runs`` runs each;
+  (``python -m tests.support.fake_apiserver``), and with the API holding nothing for the node;
+  median of ``--runs`` runs each;
 * the import cost of the view's modules (and, for comparison, of the official ``kubernetes``
   client when it is installed): RSS of a fresh interpreter that has imported the exporter,
   before and after;

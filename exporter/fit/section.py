@@ -13,14 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import Metric
 
 from .. import catalog
 from ..accounting import Accounting
-from ..catalog import MetricDef
+from ..exposition.rendering import gauge_family, render_text
 from ..model import KubeletSnapshot, Topology
 from ..podspec import Rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
@@ -140,7 +139,7 @@ class FitView:
             self.fits = ([evaluate(shape, self.free) for shape in shapes]
                          if self.free is not None else [])
         if self._judge() or changed:
-            self._rendered = render(self.families(config))
+            self._rendered = render_text(self.families(config))
         return self._rendered
 
     def _judge(self) -> bool:
@@ -174,15 +173,15 @@ class FitView:
         self._counter.labels(judged.reason, judged.blocking).inc()
 
     def families(self, config: KubeletConfig) -> list[Metric]:
-        families: list[Metric] = [gauge(catalog.KUBELET_CONFIG_INFO, {config.labels(): 1})]
+        families: list[Metric] = [gauge_family(catalog.KUBELET_CONFIG_INFO, {config.labels(): 1})]
         free = self.free
         if free is not None:
-            families.append(gauge(catalog.NUMA_FREE, free.series()))
-            families.append(gauge(catalog.NUMA_FREE_FULL_CORES, free.full_cores_series()))
+            families.append(gauge_family(catalog.NUMA_FREE, free.series()))
+            families.append(gauge_family(catalog.NUMA_FREE_FULL_CORES, free.full_cores_series()))
         families.extend(shape_families(self.fits))
         info: dict[tuple[str, ...], float] = {
             (key[0], key[1], j.reason, j.blocking): 1 for key, j in self.judged.items()}
-        families.append(gauge(catalog.ADMISSION_FAILURE_INFO, info))
+        families.append(gauge_family(catalog.ADMISSION_FAILURE_INFO, info))
         return [f for f in families if f.samples]
 
 
@@ -201,32 +200,7 @@ def shape_families(fits: Iterable[ShapeFit]) -> list[Metric]:
             capacity[(name,)] = fit.capacity
         if fit.min_numa_nodes is not None:
             smallest[(name,)] = fit.min_numa_nodes
-    return [gauge(catalog.SHAPE_FITS, fits_series), gauge(catalog.SHAPE_SHORTFALL, shortfall),
-            gauge(catalog.SHAPE_CAPACITY, capacity),
-            gauge(catalog.SHAPE_MIN_NUMA_NODES, smallest)]
-
-
-def gauge(metric: MetricDef, values: Mapping[Any, float]) -> GaugeMetricFamily:
-    """The family of ``metric``; keys are label values (a single label's value may stand
-    alone)."""
-    family = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
-    rows: list[tuple[tuple[str, ...], float]] = [
-        ((key,) if isinstance(key, str) else tuple(key), value) for key, value in values.items()]
-    for labels, value in sorted(rows):
-        family.add_metric(list(labels), value)
-    return family
-
-
-class _Families:
-    def __init__(self, families: list[Metric]):
-        self._families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return iter(self._families)
-
-
-def render(families: list[Metric]) -> bytes:
-    """Gauges only, so the text is the same in both exposition formats."""
-    if not families:
-        return b""
-    return generate_latest(_Families(families))
+    return [gauge_family(catalog.SHAPE_FITS, fits_series),
+            gauge_family(catalog.SHAPE_SHORTFALL, shortfall),
+            gauge_family(catalog.SHAPE_CAPACITY, capacity),
+            gauge_family(catalog.SHAPE_MIN_NUMA_NODES, smallest)]

@@ -7,7 +7,8 @@ import subprocess
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from exporter.accounting import account
-from exporter.exposition.rendering import CATALOG, _Families, data_families, render_text
+from exporter.catalog import CATALOG
+from exporter.exposition.rendering import _Families, data_families, render_text
 from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.topology import read_topology

@@ -4,7 +4,11 @@ answer; a failure is one line and exit status 1."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletError
@@ -12,6 +16,9 @@ from ..model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
 from ..refresh.loop import Refresher, Settings
 from ..topology import format_cpulist
 from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
+
+if TYPE_CHECKING:
+    from ..fit.explain import PodQuestion
 
 
 async def snapshot(settings: Settings, output_format: str, log_level: str,
@@ -92,7 +99,7 @@ def _fit_question(shape: str | None, why: str | None) -> object:
 
 async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
     from ..fit.engine import Shape
-    from ..fit.explain import ExplainError, read_pod, shape_report, why_report
+    from ..fit.explain import ExplainError, shape_report, why_report
 
     free = refresher.fit.free if refresher.fit is not None else None
     if free is None:
@@ -110,6 +117,34 @@ async def _answer(question: object, refresher: Refresher, output_format: str) ->
         return 1
     sys.stdout.write(why_report(pod, free, output_format))
     return 0
+
+
+async def read_pod(namespace: str, name: str,
+                   environ: Mapping[str, str] | None = None) -> PodQuestion:
+    """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
+    from ..fit.explain import ExplainError, PodQuestion
+    from ..kubeapi.auth import ConfigError
+    from ..kubeapi.client import ApiClient, ApiError, describe
+    from ..kubeapi.config import load_config
+
+    try:
+        config = load_config(os.environ if environ is None else environ)
+    except ConfigError as error:
+        raise ExplainError(f"--why needs the Kubernetes API: {error}") from None
+    client = ApiClient(config)
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    try:
+        obj = await client.list(path, {})
+    except ApiError as error:
+        if error.status == 404:
+            raise ExplainError(f"pod {namespace}/{name} not found") from None
+        raise ExplainError(f"cannot read pod {namespace}/{name}: {error}") from None
+    except Exception as error:  # connection refused, TLS, credentials: say which
+        raise ExplainError(f"cannot read pod {namespace}/{name}: "
+                           f"{describe(error, config.server)}") from None
+    finally:
+        await client.close()
+    return PodQuestion.of(namespace, name, obj)
 
 
 def _one_shot_failure(error: KubeletError | None, settings: Settings, target: str) -> str:

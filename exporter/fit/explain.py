@@ -1,20 +1,17 @@
 """The operator's two questions in words: ``snapshot --shape`` and ``snapshot --why``.
 
 ``--shape 'cpu=8,nvidia.com/gpu=2'`` holds a shape against the snapshot just read;
-``--why NAMESPACE/POD`` reads the pod from the Kubernetes API, takes its exclusive requests
-from its spec (as the kubelet's admission counts them) and holds those against the same
-snapshot. Both print a per-NUMA table of request, free and shortfall, and a verdict sentence;
-``--format json`` prints the same as one JSON object.
+``--why NAMESPACE/POD`` takes the pod read from the Kubernetes API (by the ``snapshot``
+command), its exclusive requests from its spec (as the kubelet's admission counts them), and
+holds those against the same snapshot. Both print a per-NUMA table of request, free and
+shortfall, and a verdict sentence; ``--format json`` prints the same as one JSON object.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from ..podspec import Rejection, exclusive_requests, rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
@@ -37,42 +34,20 @@ class PodQuestion:
     rejection: Rejection | None
     requests: tuple[tuple[str, int], ...]
 
+    @classmethod
+    def of(cls, namespace: str, name: str, obj: dict[str, Any]) -> PodQuestion:
+        """The question about a pod object as the API server returned it."""
+        status = obj.get("status") or {}
+        return cls(namespace, name, str(status.get("phase", "")),
+                   str(status.get("reason", "")), str(status.get("message", "")),
+                   rejection(obj), exclusive_requests(obj.get("spec") or {}))
+
 
 def parse_pod_name(text: str) -> tuple[str, str]:
     namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
         raise ValueError(f"expected NAMESPACE/POD, got {text!r}")
     return namespace, name
-
-
-async def read_pod(namespace: str, name: str,
-                   environ: Mapping[str, str] | None = None) -> PodQuestion:
-    """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
-    from ..kubeapi.auth import ConfigError
-    from ..kubeapi.client import ApiClient, ApiError, describe
-    from ..kubeapi.config import load_config
-
-    try:
-        config = load_config(os.environ if environ is None else environ)
-    except ConfigError as error:
-        raise ExplainError(f"--why needs the Kubernetes API: {error}") from None
-    client = ApiClient(config)
-    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
-    try:
-        obj = await client.list(path, {})
-    except ApiError as error:
-        if error.status == 404:
-            raise ExplainError(f"pod {namespace}/{name} not found") from None
-        raise ExplainError(f"cannot read pod {namespace}/{name}: {error}") from None
-    except Exception as error:  # connection refused, TLS, credentials: say which
-        raise ExplainError(f"cannot read pod {namespace}/{name}: "
-                           f"{describe(error, config.server)}") from None
-    finally:
-        await client.close()
-    status = obj.get("status") or {}
-    return PodQuestion(namespace, name, str(status.get("phase", "")),
-                       str(status.get("reason", "")), str(status.get("message", "")),
-                       rejection(obj), exclusive_requests(obj.get("spec") or {}))
 
 
 def explain_shape(shape: Shape, free: FreeCapacity) -> ShapeFit:

@@ -1,0 +1,147 @@
+"""The layers of exporter/ (README "Development"): who may import whom, and no import circle,
+read from the source (every import, also those inside functions and under TYPE_CHECKING).
+benchmarks/ is held to no circle as well."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# layer -> the layers it must not import (a layer is a package of exporter/ or a top module)
+FORBIDDEN = {
+    "kubelet": {"exposition", "refresh", "web", "fit", "kubeapi", "commands", "simulator"},
+    "fit": {"kubeapi", "refresh", "web", "commands", "simulator"},
+    "exposition": {"refresh", "web", "fit", "kubeapi", "commands", "simulator"},
+    "web": {"refresh", "fit", "kubeapi", "commands", "simulator"},
+    "refresh": {"web", "commands", "simulator"},
+    "kubeapi": {"refresh", "web", "fit", "commands", "simulator"},
+    "simulator": {"kubeapi", "fit", "refresh", "web", "exposition", "commands"},
+}
+# the core vocabulary: these import nothing of ours but what is listed
+ONLY = {
+    "model": set(),
+    "issues": {"model"},
+    "catalog": {"model"},
+    "podspec": {"model"},
+    "accounting": {"model", "issues"},
+}
+
+
+def modules(root: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file under ``root`` (a package)."""
+    found = {}
+    for path in sorted((REPO / root).rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that ``name`` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
+            targets.add(module)
+            targets.update(f"{module}.{alias.name}" for alias in node.names)
+    resolved = set()
+    for target in targets:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            resolved.add(target)
+    return resolved
+
+
+def graph(root: str) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in edges.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+EXPORTER = graph("exporter")
+
+
+def test_the_graph_is_read():
+    assert "exporter.refresh.loop" in EXPORTER
+    assert "exporter.kubelet.reader" in EXPORTER["exporter.refresh.loop"]
+
+
+@pytest.mark.parametrize("source", sorted(FORBIDDEN))
+def test_a_layer_imports_only_the_layers_below_it(source):
+    wrong = sorted((module, target) for module, targets in EXPORTER.items()
+                   if layer(module) == source for target in targets
+                   if layer(target) in FORBIDDEN[source])
+    assert wrong == []
+
+
+@pytest.mark.parametrize("source", sorted(ONLY))
+def test_the_core_vocabulary_imports_only_the_core(source):
+    wrong = sorted((module, target) for module, targets in EXPORTER.items()
+                   if layer(module) == source for target in targets
+                   if layer(target) not in ONLY[source] | {source, "_proto"})
+    assert wrong == []
+
+
+def test_no_import_circle_between_modules():
+    assert circles(EXPORTER) == []
+
+
+def test_no_import_circle_between_layers():
+    layers: dict[str, set[str]] = {}
+    for module, targets in EXPORTER.items():
+        layers.setdefault(layer(module), set()).update(
+            layer(t) for t in targets if layer(t) != layer(module))
+    assert circles(layers) == []
+
+
+def test_no_import_circle_in_the_benchmarks():
+    assert circles(graph("benchmarks")) == []

@@ -1,1 +1,14 @@
-"""TODO map."""
+"""From figures to /metrics bodies, every format and coding finished before a scrape asks.
+
+- ``rendering``: the kubelet figures as metric families and text (:class:`Renderer`, per pod;
+  ``gauge_family``, ``render_text``, ``sample_lines``: the helpers every section uses);
+- ``health``: the exporter's own metrics (:class:`Health`), rendered from
+  :mod:`exporter.kubelet.status`; ``instruments``: its counters and histograms;
+- ``bodies``: :class:`Exposition`, the four /metrics variants assembled from sections,
+  per-section gzip;
+- ``sections``: :class:`Sections`, which sections are due again (fit answers, the
+  Kubernetes-API view, health) and ``metrics_body()``.
+
+Every metric's name, help and labels come from :mod:`exporter.catalog`. Never imports
+refresh/ or web/ (tests/unit/test_layers.py).
+"""

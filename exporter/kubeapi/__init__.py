@@ -7,7 +7,9 @@ extended resources a departed device plugin left at capacity 0, and DRA capacity
 ResourceSlices publish. Knowing the pods' phases also lets the refresh drop the assignments of
 terminated pods that kubelets before 1.34 still list.
 
-- ``records``: pure parsing of Node, Pod and ResourceSlice JSON into small records;
+- ``records``: pure parsing of Node, Pod and ResourceSlice JSON into small records (the
+  resource rules they apply are :mod:`exporter.podspec`'s);
+- ``auth``: what a request authenticates with, and the configuration's two errors;
 - ``config``: where the API server is and the credentials for it (in-cluster or kubeconfig);
 - ``client``: list and watch requests over aiohttp;
 - ``plugins``: credentials from exec plugins and auth providers, through the optional

@@ -1,1 +1,12 @@
-"""TODO map."""
+"""HTTP: /metrics, /healthz, /readyz and the landing page.
+
+- ``server``: the endpoints; they serve a ``MetricsSource`` (the refresh loop), never the
+  kubelet;
+- ``negotiation``: the format (text or OpenMetrics) and coding (gzip) a request accepts;
+- ``listener``: the connections: cap, timeouts, slow readers, TLS handshakes;
+- ``webconfig``: ``--web-config-file`` (TLS, client certificates, users), re-read when changed;
+- ``basicauth``: bcrypt checks at a bounded cost.
+
+Nothing here is imported eagerly that plain HTTP does not need: ``webconfig`` (YAML, bcrypt)
+is imported only for a web config. Never imports refresh/ (tests/unit/test_layers.py).
+"""

@@ -1,8 +1,9 @@
 """Plain data the exporter works on: what the kubelet reported, and what sysfs says.
 
-The kubelet client turns protobuf messages into these types, and everything downstream
-(accounting, rendering, the snapshot command) sees only them. Keeping protobuf out of the
-accounting makes it testable with hand-written data and independent of the wire format.
+The kubelet's replies are decoded into these types (:mod:`exporter.kubelet.decode`), and
+everything downstream (accounting, rendering, the snapshot command) sees only them. Keeping
+protobuf out of the accounting makes it testable with hand-written data and independent of the
+wire format.
 
 NUMA locality is kept exactly as reported: ``numa_ids`` is ``None`` when the kubelet sent no
 topology, otherwise the tuple of ids it named (possibly empty, possibly with unknown or negative

@@ -1,4 +1,4 @@
-"""Client for the kubelet podresources gRPC API, and conversion of its replies to plain data.
+"""Client for the kubelet podresources gRPC API: the calls, their raw replies, their errors.
 
 One long-lived ``grpc.aio`` channel over the unix socket. gRPC reconnects on its own when the
 kubelet re-creates the socket; the reconnect back-off is kept short so a restarted kubelet is
@@ -118,14 +118,13 @@ def socket_path(socket: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    """A reply, undecoded (the pipeline decodes it; the observer hears how long it took)."""
+    """A reply, undecoded (:mod:`exporter.kubelet.decode` decodes it)."""
 
     raw: bytes
 
 
-
 class KubeletClient:
-    """The three podresources calls (and the v1alpha1 List), returning plain data.
+    """The three podresources calls (and the v1alpha1 List), returning the raw replies.
 
     ``observer(method, code, seconds)`` is called after every call, successful or not, so the
     caller can count requests by gRPC status without this class knowing about metrics.

@@ -2,7 +2,7 @@
 
 A profile describes what a cluster operator would know about a node: its NUMA nodes, the
 device plugins on it, the CPU/memory manager policies, and the pods scheduled to it with their
-*requests*. The simulator's allocator (``state.py``) turns requests into concrete CPU ids,
+*requests*. The simulator's allocator (``allocator.py``) turns requests into concrete CPU ids,
 memory blocks and device ids the way the kubelet's resource managers would, so profiles stay
 readable and the numbers in them can be checked by hand.
 

@@ -455,6 +455,3 @@ class LiveWebConfig:
                 raise
         response.headers.update(headers)
         return response
-
-
-# ---- basic auth ---------------------------------------------------------------------------

@@ -126,9 +126,7 @@ async def serve(settings: Settings, address: tuple[str, int],
              __version__, host or "*", bound, refresher.client.target,
              len(topology.numa_nodes))
     if web_config is not None:
-        log.info("web config %s: %s, basic auth %s", web_config.path,
-                 "HTTPS" if web_config.tls else "plain HTTP",
-                 f"for {len(web_config.users)} users" if web_config.users else "off")
+        log.info("web config %s: %s", web_config.path, web_config.summary())
     if started is not None:
         started(bound, refresher)
     loop_task = asyncio.create_task(refresher.run())

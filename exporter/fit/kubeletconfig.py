@@ -10,10 +10,11 @@ override the file are not visible here; the docs say so.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..files import FileStamp
 
 UNKNOWN = "unknown"
 FULL_PCPUS_ONLY = "full-pcpus-only"
@@ -97,21 +98,12 @@ class KubeletConfigFile:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._seen = self._identity()
+        self._stamp = FileStamp(self.path)
         self.config = load_kubelet_config(self.path)
         self.problem: str | None = None
 
-    def _identity(self) -> tuple[int, int, int] | None:
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            return None
-        return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
     def current(self) -> KubeletConfig:
-        identity = self._identity()
-        if identity != self._seen:
-            self._seen = identity
+        if self._stamp.changed():
             try:
                 self.config = load_kubelet_config(self.path)
                 self.problem = None

@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..files import FileStamp
 from ..podspec import is_extended_resource, parse_quantity
 from .engine import CPU, Shape, is_memory_resource
 
@@ -153,15 +153,6 @@ def load_shapes(path: str | Path) -> tuple[Shape, ...]:
         raise ShapeError(f"{path}: {error}") from None
 
 
-def _identity(path: Path) -> tuple[int, int, int, int] | None:
-    """What changes when the file (or the ConfigMap symlink behind it) is replaced."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_ino, stat.st_dev, stat.st_mtime_ns, stat.st_size)
-
-
 class ShapeFile:
     """The shapes of a ``--fit-shapes`` file, re-read when it changes.
 
@@ -172,14 +163,12 @@ class ShapeFile:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._seen = _identity(self.path)
+        self._stamp = FileStamp(self.path)
         self.shapes = load_shapes(self.path)
         self.reloads = 0
 
     def current(self) -> tuple[Shape, ...]:
-        identity = _identity(self.path)
-        if identity != self._seen:
-            self._seen = identity
+        if self._stamp.changed():
             try:
                 shapes = load_shapes(self.path)
             except ShapeError as error:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from pathlib import Path
+
+from ..files import FileStamp
 
 WATCH_POLL_SECONDS = 0.2
 WATCH_DEBOUNCE_SECONDS = 0.1
@@ -36,12 +37,10 @@ class StateFileWatcher:
             return
         targets = ([self.path] if self.path.is_file()
                    else [self.path / name for name in WATCHED_FILES])
-        last = [_stat(path) for path in targets]
+        stamp = FileStamp(*targets)
         while True:
             await asyncio.sleep(WATCH_POLL_SECONDS)
-            current = [_stat(path) for path in targets]
-            if current != last:
-                last = current
+            if stamp.changed():
                 self.changed.set()
 
     async def settle(self, last_started: float, stop: asyncio.Event) -> None:
@@ -54,10 +53,3 @@ class StateFileWatcher:
             await asyncio.wait_for(stop.wait(), timeout=pause)
         self.changed.clear()
 
-
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        result = os.stat(path)
-    except OSError:
-        return None
-    return (result.st_mtime_ns, result.st_size)

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from ..files import FileStamp
 from .basicauth import REALM, BasicAuth
 
 log = logging.getLogger(__name__)
@@ -337,19 +338,6 @@ def _build_context(tls: TLSSettings) -> ssl.SSLContext:
     return context
 
 
-def _stamp(*paths: Path | None) -> tuple[Any, ...]:
-    """What changes when a file is rewritten or a Secret volume swaps its ``..data`` link."""
-    stamp = []
-    for path in paths:
-        try:
-            info = os.stat(path) if path is not None else None
-        except (OSError, ValueError):
-            info = None
-        stamp.append((info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
-                     if info else None)
-    return tuple(stamp)
-
-
 class _TLSFiles:
     """The TLS context, rebuilt when the certificate, key or CA file changes.
 
@@ -360,16 +348,11 @@ class _TLSFiles:
 
     def __init__(self, tls: TLSSettings):
         self.tls = tls
-        self._stamp = self._files()
+        self._stamp = FileStamp(tls.cert_file, tls.key_file, tls.client_ca_file)
         self._context = _build_context(tls)
 
-    def _files(self) -> tuple[Any, ...]:
-        return _stamp(self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file)
-
     def context(self) -> ssl.SSLContext:
-        stamp = self._files()
-        if stamp != self._stamp:
-            self._stamp = stamp
+        if self._stamp.changed():
             try:
                 self._context = _build_context(self.tls)
                 log.info("web config: reloaded TLS certificate files")
@@ -395,7 +378,7 @@ class LiveWebConfig:
 
     def __init__(self, config: WebConfig):
         self.path = config.path
-        self._stamp = _stamp(self.path)
+        self._stamp = FileStamp(self.path)
         self.config = config
         self.auth: BasicAuth | None = None
         self.tls: _TLSFiles | None = None
@@ -413,10 +396,8 @@ class LiveWebConfig:
         self.config = config
 
     def refresh(self) -> None:
-        stamp = _stamp(self.path)
-        if stamp == self._stamp:
+        if not self._stamp.changed():
             return
-        self._stamp = stamp
         try:
             config = load(self.path)
             self._install(config)

@@ -51,7 +51,7 @@ async def test_unavailable_device_takes_no_capacity_and_group_counts_on_both_mem
     no_issues(s)
 
 
-async def test_device_registered_without_numa_nodes_is_unknown_and_unavailable():
+async def test_device_listed_without_topology_and_not_allocatable_is_unknown_and_unavailable():
     r = "vendor.com/nt"
     async with Node(small_profile()) as node:
         set_allocatable(node, cpu_ids=range(1, 8), memory=small_allocatable_memory(), devices=[])

@@ -84,10 +84,15 @@ class SimDevice:
 
 @dataclass
 class DraPool:
+    """A DRA driver's pool on the node. ``published``: what its ResourceSlice says of a device
+    beyond its name (``attributes``, ``taints``), as the driver publishes it; the kubelet's
+    podresources API never shows it (SPEC section 2 fact 7)."""
+
     driver: str
     pool: str
     devices: list[str]
     cdi_prefix: str
+    published: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,6 +165,8 @@ class NodeSpec:
     reserved_memory: dict[tuple[int, str], int] = field(default_factory=dict)
     devices: list[SimDevice] = field(default_factory=list)
     dra_pools: list[DraPool] = field(default_factory=list)
+    # PCI address -> NUMA node as sysfs bus/pci/devices/<BDF>/numa_node holds it (-1: none)
+    pci_numa: dict[str, int] = field(default_factory=dict)
     pods: list[PodSpec] = field(default_factory=list)
     generate: GenerateSpec | None = None
     seed: int = 1
@@ -269,9 +276,7 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
     for device in devices:
         if device.device_id in unhealthy:
             device.healthy = False
-    dra_pools = [DraPool(p["driver"], p["pool"], list(p["devices"]),
-                         p.get("cdi_prefix", p["driver"] + "/device"))
-                 for p in data.get("dra_pools", [])]
+    dra_pools = [_dra_pool(p) for p in data.get("dra_pools", [])]
     pods = [parse_pod(p) for p in data.get("pods", [])]
     generate = None
     if "generate" in data:
@@ -292,6 +297,7 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
         reserved_memory=reserved_memory,
         devices=devices,
         dra_pools=dra_pools,
+        pci_numa={str(k): int(v) for k, v in data.get("pci_numa", {}).items()},
         pods=pods,
         generate=generate,
         seed=seed,
@@ -391,3 +397,18 @@ def _phase(value: Any) -> str:
     if value not in PHASES:
         raise ProfileError(f"bad pod phase {value!r}; one of {', '.join(PHASES)}")
     return str(value)
+
+
+def _dra_pool(data: dict[str, Any]) -> DraPool:
+    """A pool; a device is a name, or ``{"name", "attributes", "taints"}`` as its slice shows
+    it (attribute values in the API's form: ``{"int": 0}``, ``{"ints": [1, 0]}``, ...)."""
+    names: list[str] = []
+    published: dict[str, dict[str, Any]] = {}
+    for item in data["devices"]:
+        if isinstance(item, str):
+            names.append(item)
+        else:
+            names.append(str(item["name"]))
+            published[str(item["name"])] = {k: v for k, v in item.items() if k != "name"}
+    return DraPool(data["driver"], data["pool"], names,
+                   data.get("cdi_prefix", data["driver"] + "/device"), published)

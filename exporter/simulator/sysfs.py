@@ -5,7 +5,10 @@ Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,meminfo,hug
 ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
 threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
 sysfs-devices-system-cpu), and cAdvisor reads it to build the CPU topology that the kubelet's CPU
-manager allocates whole cores from (``full-pcpus-only``).
+manager allocates whole cores from (``full-pcpus-only``). And for the PCI devices the
+profile names, ``bus/pci/devices/<BDF>/numa_node``: the kernel's NUMA node of the device, ``-1``
+when the platform gives none (Documentation/ABI/testing/sysfs-bus-pci); the exporter reads it
+for DRA devices published with only a ``resource.kubernetes.io/pciBusID``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
         topology_dir = cpu_root / f"cpu{cpu}" / "topology"
         topology_dir.mkdir(parents=True, exist_ok=True)
         (topology_dir / "thread_siblings_list").write_text(format_cpulist(siblings) + "\n")
+    for bus_id, numa in spec.pci_numa.items():
+        device_dir = root / "bus" / "pci" / "devices" / bus_id
+        device_dir.mkdir(parents=True, exist_ok=True)
+        (device_dir / "numa_node").write_text(f"{numa}\n")
     for node in spec.numa_nodes:
         directory = node_root / f"node{node.numa_id}"
         directory.mkdir(exist_ok=True)

@@ -93,7 +93,7 @@ def build_kube_view(settings: Settings, health: Health) -> KubeView:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
     from ..kubeapi.view import KubeView, ViewError
     try:
-        return KubeView(settings.node_name, health)
+        return KubeView(settings.node_name, health, sysfs_root=settings.sysfs_root)
     except ViewError as error:
         raise UsageError(f"--kube-api: {error}") from None
 

@@ -33,7 +33,7 @@ from ..issues import IssueKind
 from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletClient, KubeletError
 from ..kubelet.status import CAPABILITY_NAMES, KubeletStatus
-from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
+from ..model import Allocatable, DraInventory, KubeletSnapshot, PodAssignment, Topology
 from ..topology import TopologyError, read_topology
 from .issuelog import IssueLog
 from .pipeline import Pipeline, Replies, Result
@@ -165,12 +165,13 @@ class Refresher:
         try:
             self._maybe_reread_topology()
             replies = await self._read_kubelet()
-            kept = None
-            if self.kube_view is not None:  # the view's state is the loop's: filter here
+            kept = dra = None
+            if self.kube_view is not None:  # the view's state is the loop's: read it here
                 kept = self.kube_view.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
+                dra = self.kube_view.dra_inventory()
             result, data = await self._worker.run(self.core.account, replies, self.topology,
-                                                  kept)
+                                                  kept, dra)
             self._publish(result)
             delay = self._succeeded()
         except KubeletError as error:
@@ -503,12 +504,14 @@ class RefreshCore:
         return self.pipeline.allocatable(raw)
 
     def account(self, replies: Replies, topology: Topology,
-                kept: tuple[PodAssignment, ...] | None) -> tuple[Result, Section | None]:
+                kept: tuple[PodAssignment, ...] | None,
+                dra: DraInventory | None = None) -> tuple[Result, Section | None]:
         """One refresh through the pipeline, and the data section, None when it did not change
         (the ledger returns the same object for an unchanged snapshot). ``kept``: the listed
-        pods that have not ended, as the Kubernetes-API view says (None: all of them)."""
+        pods that have not ended, as the Kubernetes-API view says (None: all of them); ``dra``:
+        the DRA devices the node's ResourceSlices publish (None without the view)."""
         result = self.pipeline.run(replies, topology,
-                                   (lambda _pods: kept) if kept is not None else None)
+                                   (lambda _pods: kept) if kept is not None else None, dra)
         if result.accounting is self._published:
             return result, None
         self._published = result.accounting

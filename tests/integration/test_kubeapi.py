@@ -25,6 +25,7 @@ import pytest
 from exporter.cli import main, parse_args
 from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
+from exporter.simulator.slices import resource_slices
 
 from ..deploy.test_metrics_contract import assert_live_matches_docs
 from ..support.fake_apiserver import (
@@ -115,7 +116,8 @@ def cluster(server: FakeApiServer, name: str = NODE) -> None:
 
 def synced(scrape: Scrape) -> bool:
     return scrape.by("podresources_kube_api_up", "resource") == {
-        "node": 1, "pods": 1, "resourceslices": 1} and scrape.get("podresources_up") == 1
+        "node": 1, "pods": 1, "resourceslices": 1, "devicetaintrules": 1} \
+        and scrape.get("podresources_up") == 1
 
 
 async def test_view_reports_use_staleness_and_dra_capacity(api):
@@ -136,19 +138,24 @@ async def test_view_reports_use_staleness_and_dra_capacity(api):
         assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
             (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
         assert s.by("podresources_kube_api_errors_total", "resource") == {
-            "node": 0, "pods": 0, "resourceslices": 0}
+            "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 0}
         # the kubelet side is untouched
         assert s.by("podresources_devices_allocated", "numa_node", resource="nvidia.com/gpu") \
             == {"0": 1}
     # node-scoped: every list and watch selected this node, resource.k8s.io/v1 was enough
     assert {(path, query["fieldSelector"]) for path, query in api.requests} == {
         ("/api/v1/nodes", f"metadata.name={NODE}"), ("/api/v1/pods", f"spec.nodeName={NODE}"),
-        ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}")}
+        ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}"),
+        # cluster-scoped, and not served by this API server: each version asked once
+        *((f"/apis/resource.k8s.io/{v}/devicetaintrules", "") for v in ("v1", "v1beta2",
+                                                                         "v1alpha3"))}
 
 
 async def test_live_metrics_with_the_view_on_match_the_docs(api):
     async with Node("dual-socket-gpu") as kubelet:
         cluster(api, kubelet.spec.name)
+        for obj in resource_slices(kubelet.spec):  # its drivers' devices, one of them tainted
+            api.put("resourceslices", obj)
         async with Exporter(kubelet.settings(kube_api=True)) as exporter:
             s = await exporter.wait_for(synced, what="the view to sync")
     assert_live_matches_docs(s, {"node", "workload", "health", "kube-api"})
@@ -188,12 +195,13 @@ async def test_resource_slices_fall_back_to_older_versions(api, caplog, served, 
         s = await exporter.wait_for(synced, what="the view to sync")
         assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
             (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
-    paths = [path for path, _ in api.requests if "resource.k8s.io" in path]
+    paths = [path for path, _ in api.requests if path.endswith("/resourceslices")]
     tried = ["v1", "v1beta2", "v1beta1"][:["v1", "v1beta2", "v1beta1"].index(used) + 1]
     assert paths[:len(tried)] == [f"/apis/resource.k8s.io/{v}/resourceslices" for v in tried]
     assert paths[len(tried):] == [f"/apis/resource.k8s.io/{used}/resourceslices"] * \
         (len(paths) - len(tried))  # the watch stays on the version found
-    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()] == [
+    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()
+            and "devicetaintrules" not in r.getMessage()] == [
         f"Kubernetes API: resourceslices: resource.k8s.io/v1 is not served; using {used}"]
 
 
@@ -207,7 +215,8 @@ async def test_no_resource_slice_api_means_no_dra_series(api, caplog):
         assert not s.series("podresources_dra_devices_allocatable")
         assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
         assert s.value("podresources_kube_api_errors_total", resource="resourceslices") == 0
-    assert sum("serves none of resource.k8s.io" in r.getMessage() for r in caplog.records) == 1
+    assert sum("resourceslices: the API server serves none of resource.k8s.io" in r.getMessage()
+               for r in caplog.records) == 1
 
 
 async def test_watch_events_update_the_metrics(api):
@@ -330,7 +339,7 @@ async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff)
         await api.stop()
         s = await exporter.wait_for(
             lambda s: s.by("podresources_kube_api_up", "resource") == {
-                "node": 0, "pods": 0, "resourceslices": 0}
+                "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 1}
             and s.get("podresources_kube_api_errors_total", resource="node") >= 3,
             what="the view to notice, and retry")
         for name in ("podresources_extended_resource_capacity",
@@ -451,13 +460,15 @@ async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, tmp_path):
 
 # ---- where the API is and who the exporter is to it --------------------------------------
 
+# the resources this fake API server serves (it serves no DeviceTaintRules: that reflector
+# finds no version, reports itself synced with nothing, and asks again only after 10 minutes)
 RESOURCES = ("node", "pods", "resourceslices")
 COLLECTIONS = ("nodes", "pods", "resourceslices")
 
 
 def all_up(value: int):
-    return lambda s: s.by("podresources_kube_api_up", "resource") == dict.fromkeys(RESOURCES,
-                                                                                   value)
+    return lambda s: all(s.get("podresources_kube_api_up", resource=r) == value
+                         for r in RESOURCES)
 
 
 async def until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
@@ -533,7 +544,7 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
                 server, ca, Authorization="Bearer token-1") == 401
             s = await exporter.scrape()
             assert s.by("podresources_kube_api_errors_total", "resource") == dict.fromkeys(
-                RESOURCES, 0)
+                (*RESOURCES, "devicetaintrules"), 0)
             # a token that expired before the file was renewed: 401s until it is
             server.tokens = {"token-3"}
             server.end_watches()

@@ -351,10 +351,14 @@ def test_kubernetes_api_view_gets_exactly_its_read_only_rbac(helm):
     assert "Role" not in kinds(docs)
     no_rbac = render(helm, "--set", "kubeApi.enabled=true", "--set", "rbac.create=false")
     assert "ClusterRole" not in kinds(no_rbac)
-    # the Kubernetes client's code needs more memory: kubeApi.resources is merged over resources
+    # kubeApi.resources is merged over resources (sized from benchmarks/kube_api.py)
     assert exporter_container(docs)["resources"] == {
-        "requests": {"cpu": "25m", "memory": "128Mi"},
-        "limits": {"cpu": "250m", "memory": "256Mi"}}
+        "requests": {"cpu": "25m", "memory": "96Mi"},
+        "limits": {"cpu": "250m", "memory": "192Mi"}}
+    custom = render(helm, "--set", "kubeApi.enabled=true",
+                    "--set", "kubeApi.resources.requests.memory=128Mi")
+    assert exporter_container(custom)["resources"]["requests"] == {"cpu": "25m",
+                                                                  "memory": "128Mi"}
 
 
 def test_the_view_mounts_pci_sysfs_read_only_and_only_with_the_view(helm, defaults):

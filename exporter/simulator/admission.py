@@ -51,15 +51,21 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
 from ..topology import hugepage_resource_name
-from .profile import ContainerSpec, NodeSpec, PodSpec
+from .profile import (
+    QOS_CLASSES,
+    TOPOLOGY_MANAGER_POLICIES,
+    TOPOLOGY_MANAGER_SCOPES,
+    ContainerSpec,
+    NodeSpec,
+    PodSpec,
+)
 
-POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
-SCOPES = ("container", "pod")
-QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
+POLICIES = TOPOLOGY_MANAGER_POLICIES
+SCOPES = TOPOLOGY_MANAGER_SCOPES
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
@@ -91,6 +97,84 @@ class AdmissionConfig:
         if self.topology_manager_scope not in SCOPES:
             raise ValueError(f"topologyManagerScope must be one of {', '.join(SCOPES)}, "
                              f"got {self.topology_manager_scope!r}")
+
+
+_TRUE_FALSE = {"true": True, "false": False}
+
+
+def _option(value: object, name: str) -> bool:
+    """A policy option's value: the kubelet config file writes ``"true"``/``"false"``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE_FALSE:
+        return _TRUE_FALSE[value.strip().lower()]
+    raise ValueError(f"{name} must be \"true\" or \"false\", got {value!r}")
+
+
+# The options that change admission; the others only change which CPUs are picked, so they
+# are accepted and ignored (kubelet cpumanager/policy_options.go, topologymanager/
+# policy_options.go).
+CPU_MANAGER_OPTIONS = ("full-pcpus-only", "distribute-cpus-across-numa", "align-by-socket",
+                       "distribute-cpus-across-cores", "strict-cpu-reservation",
+                       "prefer-align-cpus-by-uncorecache")
+TOPOLOGY_MANAGER_OPTIONS = ("prefer-closest-numa-nodes", "max-allowable-numa-nodes")
+
+
+def updated_config(config: AdmissionConfig, changes: Mapping[str, object]) -> AdmissionConfig:
+    """``config`` with the kubelet-config-style ``changes`` applied: ``topologyManagerPolicy``,
+    ``topologyManagerScope``, ``cpuManagerPolicyOptions``, ``topologyManagerPolicyOptions``
+    (maps of option name to ``"true"``/``"false"``) and ``featureGates``
+    (``PodLevelResourceManagers``). Unknown keys, options or values raise ValueError."""
+    known = {"topologyManagerPolicy", "topologyManagerScope", "cpuManagerPolicyOptions",
+             "topologyManagerPolicyOptions", "featureGates"}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ValueError(f"unknown setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    values: dict[str, object] = {}
+    for key, field_name in (("topologyManagerPolicy", "topology_manager_policy"),
+                            ("topologyManagerScope", "topology_manager_scope")):
+        if key in changes:
+            if not isinstance(changes[key], str):
+                raise ValueError(f"{key} must be a string, got {changes[key]!r}")
+            values[field_name] = changes[key]
+    for key, allowed in (("cpuManagerPolicyOptions", CPU_MANAGER_OPTIONS),
+                         ("topologyManagerPolicyOptions", TOPOLOGY_MANAGER_OPTIONS)):
+        options = changes.get(key, {})
+        if not isinstance(options, Mapping):
+            raise ValueError(f"{key} must be an object of option names to \"true\"/\"false\"")
+        for name, value in options.items():
+            if name not in allowed:
+                raise ValueError(f"unknown {key} option {name!r}; known: {', '.join(allowed)}")
+            if name == "max-allowable-numa-nodes":
+                if not str(value).isdigit():
+                    raise ValueError(f"max-allowable-numa-nodes must be a whole number, "
+                                     f"got {value!r}")
+                continue
+            enabled = _option(value, name)
+            if name == "full-pcpus-only":
+                values["full_pcpus_only"] = enabled
+            elif name == "prefer-closest-numa-nodes":
+                values["prefer_closest_numa_nodes"] = enabled
+    gates = changes.get("featureGates", {})
+    if not isinstance(gates, Mapping):
+        raise ValueError("featureGates must be an object of gate names to true/false")
+    if "PodLevelResourceManagers" in gates:
+        values["pod_level_resource_managers"] = _option(gates["PodLevelResourceManagers"],
+                                                        "PodLevelResourceManagers")
+    return replace(config, **values)  # type: ignore[arg-type]
+
+
+def config_from_spec(spec: NodeSpec) -> AdmissionConfig:
+    """The admission configuration a simulator profile describes (the kubelet config file the
+    simulator writes says the same)."""
+    return updated_config(AdmissionConfig(), {
+        "topologyManagerPolicy": spec.topology_manager_policy,
+        "topologyManagerScope": spec.topology_manager_scope,
+        "cpuManagerPolicyOptions": spec.cpu_manager_policy_options,
+        "topologyManagerPolicyOptions": spec.topology_manager_policy_options,
+        "featureGates": {"PodLevelResourceManagers":
+                         spec.feature_gates.get("PodLevelResourceManagers", False)},
+    })
 
 
 @dataclass(frozen=True)
@@ -934,8 +1018,8 @@ def take_assignment(node: AdmissionNode, pod: PodAssignment) -> None:
 
 
 def _container(spec: ContainerSpec, sidecar: bool = False) -> ContainerRequest:
-    millis = spec.cpus * 1000 if spec.exclusive_cpus else 0
-    return ContainerRequest(spec.name, millis, dict(spec.memory), dict(spec.devices), sidecar)
+    return ContainerRequest(spec.name, spec.cpu_millis, dict(spec.memory), dict(spec.devices),
+                            sidecar)
 
 
 def pod_from_spec(pod: PodSpec) -> PodRequest:
@@ -974,6 +1058,7 @@ __all__ = [
     "Hint",
     "PodRequest",
     "admit",
+    "config_from_spec",
     "cpu_hints",
     "device_hints",
     "effective_request",
@@ -986,4 +1071,5 @@ __all__ = [
     "pod_from_spec",
     "take_assignment",
     "to_assignment",
+    "updated_config",
 ]

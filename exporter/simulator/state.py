@@ -27,7 +27,9 @@ from ..model import (
     PodAssignment,
 )
 from ..topology import hugepage_resource_name
-from .profile import ContainerSpec, NodeSpec, PodSpec, ProfileError, SimDevice, parse_pod
+from .admission import config_from_spec
+from .podobjects import pod_object
+from .profile import NodeSpec, PodSpec, ProfileError, SimDevice, parse_pod
 
 PodKey = tuple[str, str]
 
@@ -82,6 +84,11 @@ class NodeState:
         self.rejected: list[str] = []
         # pods refused at admission, as the Kubernetes API shows them (phase Failed)
         self.rejected_pods: dict[PodKey, dict[str, object]] = {}
+        # what POST /pods admits under (admitting.py); the profile's kubelet configuration
+        try:
+            self.admission_config = config_from_spec(spec)
+        except ValueError as error:
+            raise ProfileError(f"profile {spec.name}: {error}") from None
         self._templates = spec.generate.templates if spec.generate else []
         self._generated = 0
         for pod in spec.pods:
@@ -143,41 +150,6 @@ class NodeState:
             self._release(sim)
         self.version += 1
         return True
-
-    def admit_single_numa(self, pod: PodSpec) -> str | None:
-        """Admit ``pod`` as the kubelet does under Topology Manager ``single-numa-node``:
-        the Topology Manager admits a Guaranteed pod only when one NUMA node holds all of its
-        aligned resources (exclusive CPUs, memory-manager memory, devices), else it fails
-        admission with ``TopologyAffinityError`` before any resource is assigned
-        (pkg/kubelet/cm/topologymanager). Returns None when admitted, else the reason; a
-        rejected pod is remembered as the API server would show it (phase Failed)."""
-        key = (pod.namespace, pod.name)
-        if key in self.pods:
-            raise ProfileError(f"pod {pod.namespace}/{pod.name} already exists")
-        self.rejected_pods.pop(key, None)
-        listed = [*pod.sidecars, *pod.containers]
-        static_cpu = self.spec.cpu_manager_policy == "static"
-        static_mem = self.spec.memory_manager_policy == "Static"
-        cpus = sum(c.cpus for c in listed if pod.guaranteed and c.exclusive_cpus and static_cpu)
-        memory: dict[str, int] = {}
-        devices: dict[str, int] = {}
-        for container in listed:
-            if pod.guaranteed and static_mem:
-                for memory_type, amount in container.memory.items():
-                    memory[memory_type] = memory.get(memory_type, 0) + amount
-            for resource, count in container.devices.items():
-                devices[resource] = devices.get(resource, 0) + count
-        aligned = cpus or memory or devices
-        if aligned and pod.placement != "spread" and \
-                self._fitting_numa(pod.numa, cpus, memory, devices) is None:
-            reason = "TopologyAffinityError"
-        elif self.admit(pod):
-            return None
-        else:
-            reason = "UnexpectedAdmissionError"
-        self.rejected_pods[key] = rejected_pod_object(pod, reason, self.spec.name)
-        self.version += 1
-        return reason
 
     def remove(self, namespace: str, name: str) -> bool:
         sim = self.pods.pop((namespace, name), None)
@@ -473,38 +445,13 @@ def _renamed(spec: PodSpec, rng: random.Random) -> PodSpec:
 _ADMISSION_MESSAGES = {
     "TopologyAffinityError": "Pod was rejected: Resources cannot be allocated with Topology "
                              "locality",
-    "UnexpectedAdmissionError": "Pod was rejected: Allocate failed due to not enough free "
-                                "resources",
 }
 
 
-def rejected_pod_object(pod: PodSpec, reason: str, node_name: str) -> dict[str, object]:
+def rejected_pod_object(pod: PodSpec, reason: str, node_name: str,
+                        message: str | None = None) -> dict[str, object]:
     """The pod as the API server shows it after the kubelet rejected it at admission:
-    ``status.phase`` Failed, ``status.reason`` the admission reason, requests equal to limits
-    for a Guaranteed pod."""
-
-    def container(spec: ContainerSpec) -> dict[str, object]:
-        amounts: dict[str, str] = {}
-        if spec.cpus:
-            amounts["cpu"] = str(spec.cpus) if spec.exclusive_cpus else f"{spec.cpus * 1000}m"
-        amounts["memory"] = str(spec.memory.get("memory", 128 << 20))
-        for memory_type, size in spec.memory.items():
-            if memory_type != "memory":
-                amounts[memory_type] = str(size)
-        for resource, count in spec.devices.items():
-            amounts[resource] = str(count)
-        resources = {"limits": dict(amounts)}
-        if pod.guaranteed:
-            resources["requests"] = dict(amounts)
-        return {"name": spec.name, "resources": resources}
-
-    return {
-        "metadata": {"namespace": pod.namespace, "name": pod.name,
-                     "uid": str(uuid.uuid4())},
-        "spec": {"nodeName": node_name,
-                 "containers": [container(c) for c in pod.containers],
-                 "initContainers": [{**container(c), "restartPolicy": "Always"}
-                                    for c in pod.sidecars]},
-        "status": {"phase": "Failed", "reason": reason,
-                   "message": _ADMISSION_MESSAGES.get(reason, "Pod was rejected")},
-    }
+    ``status.phase`` Failed, ``status.reason`` the admission reason, ``status.message`` the
+    kubelet's (``"Pod was rejected: "`` and the reason's message)."""
+    return pod_object(pod, node_name, "Failed", reason,
+                      message or _ADMISSION_MESSAGES.get(reason, "Pod was rejected"))

@@ -765,8 +765,8 @@ def _allocate_cpus(node: AdmissionNode, pod: PodRequest, container: ContainerReq
 
 def _take_by_topology(node: AdmissionNode, available: set[int], count: int) -> set[int]:
     """cpu_assignment ``takeByTopologyNUMAPacked`` with one socket per NUMA node: whole free
-    cores first, from the NUMA nodes with the fewest free CPUs, then single CPUs from the
-    cores with the fewest free CPUs."""
+    NUMA nodes first, then whole free cores, from the NUMA nodes with the fewest free CPUs,
+    then single CPUs from the cores with the fewest free CPUs."""
     if count <= 0:
         return set()
     free_per_numa: dict[int, int] = {}
@@ -781,10 +781,15 @@ def _take_by_topology(node: AdmissionNode, available: set[int], count: int) -> s
         return free_per_numa[numa], numa
 
     taken: set[int] = set()
+    # whole NUMA nodes (sockets) first, when the request needs at least one
+    for numa in sorted(free_per_numa):
+        node_cpus = {c for c, n in node.cpu_numa.items() if n == numa}
+        if node_cpus <= available and count - len(taken) >= len(node_cpus):
+            taken |= node_cpus
     whole = sorted((c for c, free in cores.items() if len(free) == len(c)),
                    key=lambda c: (numa_rank(c), min(c)))
     for core in whole:
-        if count - len(taken) >= len(core):
+        if count - len(taken) >= len(core) and not core & taken:
             taken |= core
     if len(taken) < count:
         partial = sorted(((core, sorted(set(free) - taken)) for core, free in cores.items()),

@@ -1002,8 +1002,13 @@ def take_assignment(node: AdmissionNode, pod: PodAssignment) -> None:
     cpus = set(pod.cpu_ids).union(*(c.cpu_ids for c in containers))
     node.free_cpus -= cpus
     blocks = [b for c in containers for b in c.memory]
-    listed_types = {b.memory_type for b in blocks}
-    blocks += [b for b in pod.memory if b.memory_type not in listed_types]
+    # a pod-level block covers the containers' blocks of its type and what the pod holds
+    # beyond them (SPEC section 2, fact 3): only that excess is taken again
+    for pod_block in pod.memory:
+        inside = sum(b.size for b in blocks if b.memory_type == pod_block.memory_type)
+        if pod_block.size > inside:
+            blocks.append(MemoryBlock(pod_block.memory_type, pod_block.size - inside,
+                                      pod_block.numa_ids))
     for block in blocks:
         mask = frozenset(block.numa_ids or ())
         left = block.size

@@ -12,8 +12,7 @@ from exporter.kubeapi.records import (
     parse_quantity,
     pod_requests,
 )
-
-from ..support.fake_apiserver import container, pod
+from exporter.simulator.apiserver import container, pod
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"

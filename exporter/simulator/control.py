@@ -5,12 +5,18 @@ code); ``POST /faults`` with a JSON object changes fault switches (``{"rate_limi
 ``{"plugin_disconnect": "nvidia.com/gpu"}``); ``POST /restart`` with ``{"downtime": 2}`` restarts
 the simulated kubelet (``"reregister_seconds"``: when its device plugins register again);
 ``POST /churn`` with ``{"pods": 5}`` replaces that many pods; ``POST /health`` with
-``{"device": "<id>", "healthy": false}`` flips a device's health. ``POST /pods`` with a pod
-in profile form (``{"namespace": "demo", "name": "p", "numa": 1, "containers": [{"name": "c",
-"cpus": 2, "memory": "2Gi"}]}``) admits it as the kubelet does under ``single-numa-node``
-(200), or rejects it at admission with ``TopologyAffinityError`` (409) and keeps it as a failed
-pod, as the Kubernetes API would show it; ``POST /pods/delete`` with ``{"namespace", "name"}``
-removes either. Bad input is answered 400 with the reason, an unknown device or pod 404.
+``{"device": "<id>", "healthy": false}`` flips a device's health.
+
+``POST /pods`` with a pod in profile form (``{"namespace": "demo", "name": "p", "qos":
+"Guaranteed", "containers": [{"name": "c", "cpus": 2, "memory": "2Gi", "devices": {...}}]}``,
+``sidecars`` and ``init_containers`` alike) admits it as the kubelet would under the admission
+configuration in use (:mod:`.admitting`): 200 with each container's NUMA nodes, CPUs, memory
+blocks and devices, or 409 with the kubelet's ``reason`` and ``message``, the pod then kept as
+the failed pod the Kubernetes API would show. ``POST /pods/delete`` with ``{"namespace",
+"name"}`` removes either. ``GET /config`` shows the admission configuration in the kubelet
+config file's terms, ``POST /config`` changes it (``topologyManagerPolicy``,
+``topologyManagerScope``, ``cpuManagerPolicyOptions``, ``topologyManagerPolicyOptions``,
+``featureGates``). Bad input is answered 400 with the reason, an unknown device or pod 404.
 """
 
 from __future__ import annotations

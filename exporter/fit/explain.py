@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..kubeapi.records import Rejection, exclusive_requests, rejection
+from ..podspec import Rejection, exclusive_requests, rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
 from .section import blocking_resource
 
@@ -48,8 +48,9 @@ def parse_pod_name(text: str) -> tuple[str, str]:
 async def read_pod(namespace: str, name: str,
                    environ: Mapping[str, str] | None = None) -> PodQuestion:
     """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
+    from ..kubeapi.auth import ConfigError
     from ..kubeapi.client import ApiClient, ApiError, describe
-    from ..kubeapi.config import ConfigError, load_config
+    from ..kubeapi.config import load_config
 
     try:
         config = load_config(os.environ if environ is None else environ)

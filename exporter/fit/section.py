@@ -21,8 +21,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from .. import catalog
 from ..accounting import Accounting
 from ..catalog import MetricDef
-from ..kubeapi.records import Rejection
 from ..model import KubeletSnapshot, Topology
+from ..podspec import Rejection
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
 from .kubeletconfig import KubeletConfig, KubeletConfigError, KubeletConfigFile
 from .shapes import ShapeError, ShapeFile
@@ -40,8 +40,7 @@ class FitSetupError(Exception):
 
 def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpus_only: bool,
                    registry: CollectorRegistry | None = None,
-                   rejections: Callable[[], Mapping[RejectionKey, Rejection]] | None = None
-                   ) -> FitView:
+                   rejections: Rejections | None = None) -> FitView:
     """The fit view of the flags; :class:`FitSetupError` names the flag and the reason."""
     try:
         shapes = ShapeFile(fit_shapes) if fit_shapes else None
@@ -55,6 +54,8 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
 
 NONE, MULTIPLE = "none", "multiple"
 RejectionKey = tuple[str, str]
+# where rejected pods come from: the Kubernetes-API view, or the demo's simulator
+Rejections = Callable[[], Mapping[RejectionKey, Rejection]]
 
 
 def blocking_resource(fit: ShapeFit) -> str:
@@ -85,7 +86,7 @@ class FitView:
     kubelet_config: KubeletConfigFile | None = None
     full_pcpus_only: bool = False
     # where rejected pods come from (the Kubernetes-API view), None without --kube-api
-    rejections: Callable[[], Mapping[RejectionKey, Rejection]] | None = None
+    rejections: Rejections | None = None
     registry: CollectorRegistry | None = None  # the health registry, for the counter
     free: FreeCapacity | None = None
     fits: list[ShapeFit] = field(default_factory=list)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..kubeapi.records import is_extended_resource, parse_quantity
+from ..podspec import is_extended_resource, parse_quantity
 from .engine import CPU, Shape, is_memory_resource
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,10 @@ from .admission import (
     pod_from_spec,
     to_assignment,
 )
+from .allocator import NoFit, SimPod
+from .pods import rejected_pod_object
 from .profile import PodSpec, ProfileError
-from .state import NodeState, SimPod, rejected_pod_object
+from .state import NodeState
 
 
 def node_from_state(state: NodeState) -> AdmissionNode:
@@ -30,10 +32,10 @@ def node_from_state(state: NodeState) -> AdmissionNode:
     pods = [p.assignment for p in state.listed_pods(active_only=True)]
     node = node_from_spec(state.spec, pods, unregistered=state.unregistered)
     node.free_cpus = set().union(*state.free_cpus.values()) if node.cpu_static else set()
-    node.memory_free = {key: free for key, free in state.free_memory.items()}
+    node.memory_free = dict(state.resources.free_memory)
     by_id = {d.device_id: d for d in state.devices}
     node.allocated_devices = {(by_id[d].resource, d) for d in by_id
-                              if d not in state.free_devices and by_id[d].healthy
+                              if d not in state.resources.free_devices and by_id[d].healthy
                               and by_id[d].resource not in state.unregistered}
     node.allocated_devices |= {(d.resource, d.device_id) for p in state.pods.values()
                                if not p.released for d in p.devices}
@@ -68,19 +70,19 @@ def admit_pod(state: NodeState, pod: PodSpec,
     for (numa, memory_type), free in before.memory_free.items():
         used = free - after.memory_free.get((numa, memory_type), free)
         if used > 0:
-            state.free_memory[(numa, memory_type)] -= used
+            state.resources.free_memory[(numa, memory_type)] -= used
             sim.memory.append((numa, memory_type, used))
     taken_devices = {(d.resource, i) for a in result.allocations for d in a.devices
                      for i in d.device_ids}
     for device in state.devices:
         if (device.resource, device.device_id) in taken_devices:
-            state.free_devices.discard(device.device_id)
+            state.resources.free_devices.discard(device.device_id)
             sim.devices.append(device)
     # DRA claims are prepared after admission and never aligned (SPEC section 7.2.1); a
     # claim that cannot be served leaves the pod admitted, as the kubelet would, holding none
     try:
-        claims = state._allocate_claims(pod, sim)
-    except Exception:  # the simulator's "does not fit"
+        claims = state.resources._allocate_claims(pod, sim)
+    except NoFit:
         claims = {}
     if claims:
         containers = tuple(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from exporter import cli
-from exporter.commands import app
+from exporter.commands.snapshot import snapshot
 from exporter.fit.section import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes, parse_shape_argument
 from exporter.simulator.apiserver import FakeApiServer, pod
@@ -224,7 +224,7 @@ async def test_rejected_pods_are_counted_with_the_blocking_resource(
 async def test_snapshot_why_explains_a_rejected_pod(
         api: FakeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
+        assert await snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
         out = capsys.readouterr().out
         assert out.startswith("Pod ml/two-gpus: rejected at admission: TopologyAffinityError")
         assert "Exclusive requests: cpu=2, memory=1Gi, nvidia.com/gpu=2" in out
@@ -235,19 +235,19 @@ async def test_snapshot_why_explains_a_rejected_pod(
         assert rows == [["0", "cpu", "2", "3", "0"], ["0", "memory", "1Gi", "16Gi", "0"],
                         ["0", GPU, "2", "1", "1"], ["1", "cpu", "2", "2", "0"],
                         ["1", "memory", "1Gi", "12Gi", "0"], ["1", GPU, "2", "1", "1"]]
-        assert await app.snapshot(node.settings(), "table", "info", why="ml/missing") == 1
+        assert await snapshot(node.settings(), "table", "info", why="ml/missing") == 1
         assert "pod ml/missing not found" in capsys.readouterr().err
 
 
 async def test_snapshot_shape_prints_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(), "table", "info",
+        assert await snapshot(node.settings(), "table", "info",
                                   shape="cpu=8,nvidia.com/gpu=2") == 0
         out = capsys.readouterr().out
         assert ("Verdict: no NUMA node has 2 free nvidia.com/gpu together with 8 CPUs: node 0 "
                 "lacks 1 nvidia.com/gpu and 5 CPUs, node 1 lacks 1 nvidia.com/gpu and 6 CPUs; "
                 "not even the whole node has enough.") in out
-        assert await app.snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
+        assert await snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
         import json
         document = json.loads(capsys.readouterr().out)
         assert document["capacity"] == 2 and document["blocking_resource"] == "none"
@@ -258,7 +258,7 @@ async def test_plain_snapshot_ends_with_free_table_and_shapes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shapes = write(tmp_path / "shapes.yaml", SHAPES)
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
+        assert await snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
     out = capsys.readouterr().out
     free = out[out.index("Free for new exclusive requests, per NUMA node:"):].splitlines()
     assert free[1].split() == ["NUMA", "cpu", GPU, "hugepages-2Mi", "memory", "FULL-CORE",

@@ -67,13 +67,13 @@ async def test_group_rule_rejects_single_numa_memory_then_best_effort_spans_the_
         status, config = await call("POST", "/config", {"topologyManagerPolicy": "best-effort"})
         assert (status, config["topologyManagerPolicy"], config["topologyManagerScope"]) == (
             200, "best-effort", "container")
-        free_before = state.free_memory[(1, "memory")]
+        free_before = state.resources.free_memory[(1, "memory")]
         status, answer = await call("POST", "/pods", DB_CLIENT)
         assert status == 200 and answer["admitted"]
         # the memory hint is the group {0,1}; node 0 has no memory left, node 1 gives it
         assert answer["containers"][0]["memory"] == [
             {"type": "memory", "size": GiB, "numa": [0, 1]}]
-        assert state.free_memory[(1, "memory")] == free_before - GiB
+        assert state.resources.free_memory[(1, "memory")] == free_before - GiB
         assert ("demo", "db-client") not in state.rejected_pods
         pod = await listed(node, "demo", "db-client")
         memory = pod.containers[0].memory

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..podspec import Rejection, rejection
 from .apiserver import FakeApiServer, SimulatedCluster
 from .control import control_app
 from .profile import NodeSpec
@@ -71,8 +70,10 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     await simulator.stop()
 
 
-# The demo's fit shapes: one that the dual-socket-gpu node still admits (on NUMA node 1), one it
-# no longer does; filling node 1 through the control endpoint (POST /pods) moves both.
+# The demo's fit shapes. On dual-socket-gpu under single-numa-node the kubelet admits neither:
+# analytics/inmem-db-0's 150 GiB block over NUMA nodes 0 and 1 makes them one memory group, so
+# no single-node memory request is served; deleting that pod (POST /pods/delete) lets
+# dpdk-upf-small in on node 0, while gpu-infer still finds no node with a free GPU and 4 CPUs.
 DEMO_SHAPES = """\
 shapes:
   dpdk-upf-small: {cpu: 2, memory: 2Gi, hugepages-1Gi: 4Gi, intel.com/sriov_netdevice: 2}
@@ -93,14 +94,6 @@ class DemoKubelet:
     state: NodeState
     kubeconfig: Path
     api_url: str
-
-    def rejections(self) -> dict[tuple[str, str], Rejection]:
-        found = {}
-        for key, obj in self.state.rejected_pods.items():
-            record = rejection(obj)
-            if record is not None:
-                found[key] = record
-        return found
 
 
 @asynccontextmanager

@@ -2,8 +2,8 @@
 
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
-  it watching the fake API server of the tests serving the profile's node as a cluster shows it
-  (tests/support/fake_apiserver.py, in this process) plus ``--dra-devices`` more DRA devices
+  it watching the simulator's fake API server serving the profile's node as a cluster shows it
+  (``exporter.simulator.apiserver``, in this process) plus ``--dra-devices`` more DRA devices
   published in ResourceSlices (the standard ``numaNode`` attribute, every 16th device tainted;
   the profile's own DRA devices get a ``numaNode`` too), and with the API holding nothing for
   the node; median of ``--runs`` runs each;
@@ -50,9 +50,12 @@ from exporter.accounting.figures import dra_figures  # noqa: E402
 from exporter.accounting.numa import TopologyView  # noqa: E402
 from exporter.kubeapi.resourceslices import inventory, slice_record  # noqa: E402
 from exporter.simulator import load_profile  # noqa: E402
+from exporter.simulator.apiserver import (  # noqa: E402
+    FakeApiServer as SimulatedApiServer,
+    cluster_from_profile,
+)
 from exporter.simulator.sysfs import write_sysfs  # noqa: E402
 from exporter.topology import read_topology  # noqa: E402
-from tests.support import fake_apiserver  # noqa: E402
 
 PROFILE = "large"
 SETTLE_SECONDS = 8
@@ -99,18 +102,18 @@ def published_slices(profile: str, extra: int) -> list[dict]:
 
 
 class FakeApiServer:
-    """The tests' fake API server in this process, serving the profile's node with its DRA
+    """The simulator's fake API server in this process, serving the profile's node with its DRA
     devices published, and its kubeconfig."""
 
     def __init__(self, profile: str, directory: Path, dra_devices: int):
         self.kubeconfig = directory / "kubeconfig"
         self.profile = profile
         self.dra_devices = dra_devices
-        self.server = fake_apiserver.FakeApiServer()
+        self.server = SimulatedApiServer()
         self.banner = ""
 
     async def start(self) -> None:
-        name = fake_apiserver.cluster_from_profile(self.server, self.profile)
+        name = cluster_from_profile(self.server, self.profile)
         for obj in list(self.server.objects["resourceslices"].values()):
             self.server.delete("resourceslices", obj["metadata"]["name"])
         for obj in published_slices(self.profile, self.dra_devices):

@@ -18,6 +18,8 @@ from pathlib import Path
 from ..topology import format_cpulist
 from .profile import NodeSpec
 
+ADMISSION_FEATURE_GATES = ("PodLevelResourceManagers",)
+
 
 def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
     """Create (or refresh) the tree under ``root``; returns ``root``."""
@@ -57,14 +59,25 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
 
 def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
     """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
-    holds it), with the profile's resource-manager policies."""
+    holds it), with the profile's resource-manager policies, their options and feature gates:
+    the configuration the simulator's admission follows."""
     path = Path(path)
-    path.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
-        "kind: KubeletConfiguration\n"
-        f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
-        f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
-        f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
-        f"topologyManagerScope: {spec.topology_manager_scope}\n"
-        f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    text = ("apiVersion: kubelet.config.k8s.io/v1beta1\n"
+            "kind: KubeletConfiguration\n"
+            f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
+            f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
+            f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
+            f"topologyManagerScope: {spec.topology_manager_scope}\n"
+            f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    for key, options in (("cpuManagerPolicyOptions", spec.cpu_manager_policy_options),
+                         ("topologyManagerPolicyOptions", spec.topology_manager_policy_options)):
+        if options:
+            text += f"{key}:\n" + "".join(f"  {name}: \"{value}\"\n"
+                                          for name, value in sorted(options.items()))
+    # the gates that change admission (the profile's others describe the podresources API)
+    gates = {g: on for g, on in spec.feature_gates.items() if g in ADMISSION_FEATURE_GATES}
+    if gates:
+        text += "featureGates:\n" + "".join(f"  {gate}: {str(on).lower()}\n"
+                                             for gate, on in sorted(gates.items()))
+    path.write_text(text)
     return path

@@ -21,9 +21,15 @@ from __future__ import annotations
 
 import pytest
 
+from exporter.simulator.apiserver import (
+    FakeApiServer,
+    container,
+    device_taint_rule,
+    node,
+    pod,
+)
 from exporter.simulator.slices import resource_slices
 
-from ..support.fake_apiserver import FakeApiServer, container, node, pod
 from ..support.harness import Exporter, Node, Scrape
 
 FPGA, RDMA, GPU = "fpga.example.com", "rdma.example.com", "gpu.nvidia.com"
@@ -122,3 +128,33 @@ async def test_a_new_pool_generation_moves_devices_and_taints_apply_at_once(api)
                    container="trainer") == 1
     # node 1: gpu-8 prepared and allocatable, gpu-9 prepared but tainted: 1 of 1
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) == {"1": 1.0}
+
+
+async def test_a_device_taint_rule_takes_the_devices_it_selects_out_of_allocatable(api):
+    async with Node("dual-socket-gpu") as kubelet:
+        publish(api, kubelet)
+        async with Exporter(kubelet.settings(kube_api=True)) as exporter:
+            await exporter.wait_for(synced, what="the view to sync")
+            # every RDMA device drained (NoExecute), fpga-1 marked (None: informational only)
+            api.put("devicetaintrules", device_taint_rule("drain", "NoExecute", driver=RDMA))
+            api.put("devicetaintrules", device_taint_rule("note", "None", driver=FPGA,
+                                                          pool=FPGA_POOL, device="fpga-1"))
+            s = await exporter.wait_for(
+                lambda s: bool(s.series("podresources_dra_devices_tainted", effect="None")),
+                what="the rules")
+            assert s.by("podresources_dra_devices_tainted", "driver", "numa_node", "effect") == {
+                (FPGA, "1", "NoSchedule"): 1, (FPGA, "1", "None"): 1,
+                (RDMA, "0", "NoExecute"): 1, (RDMA, "1", "NoExecute"): 1}
+            assert not s.series("podresources_dra_devices_allocatable", driver=RDMA)
+            assert s.by("podresources_dra_devices_allocatable", "numa_node", driver=FPGA) == {
+                "0": 1, "1": 1, "unknown": 1}
+            # mlx5_0 is still prepared for its two pods: allocated, but no utilization series
+            assert s.by("podresources_dra_devices_allocated", "numa_node", driver=RDMA) == {
+                "0": 1}
+            assert not s.series("podresources_numa_utilization_ratio", resource=RDMA)
+            api.delete("devicetaintrules", "drain")
+            s = await exporter.wait_for(
+                lambda s: bool(s.series("podresources_dra_devices_allocatable", driver=RDMA)),
+                what="the rule's removal")
+    assert s.by("podresources_dra_devices_allocatable", "numa_node", driver=RDMA) == {
+        "0": 1, "1": 1}

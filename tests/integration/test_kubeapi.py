@@ -1,6 +1,6 @@
 """The Kubernetes-API view (--kube-api): the exporter's API client against a fake API server.
 
-The fake (tests/support/fake_apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
+The fake (exporter/simulator/apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
 client certificates; the client finds it through ``$KUBECONFIG`` or, as in a pod, through
 ``KUBERNETES_SERVICE_HOST``/``PORT`` and a service-account directory. The kubelet side is the
 simulator, as everywhere else.
@@ -25,10 +25,7 @@ import pytest
 from exporter.cli import main, parse_args
 from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
-from exporter.simulator.slices import resource_slices
-
-from ..deploy.test_metrics_contract import assert_live_matches_docs
-from ..support.fake_apiserver import (
+from exporter.simulator.apiserver import (
     FakeApiServer,
     container,
     node,
@@ -36,6 +33,9 @@ from ..support.fake_apiserver import (
     resource_slice,
     tls_context,
 )
+from exporter.simulator.slices import resource_slices
+
+from ..deploy.test_metrics_contract import assert_live_matches_docs
 from ..support.harness import (
     REPO,
     Exporter,
@@ -146,9 +146,7 @@ async def test_view_reports_use_staleness_and_dra_capacity(api):
     assert {(path, query["fieldSelector"]) for path, query in api.requests} == {
         ("/api/v1/nodes", f"metadata.name={NODE}"), ("/api/v1/pods", f"spec.nodeName={NODE}"),
         ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}"),
-        # cluster-scoped, and not served by this API server: each version asked once
-        *((f"/apis/resource.k8s.io/{v}/devicetaintrules", "") for v in ("v1", "v1beta2",
-                                                                         "v1alpha3"))}
+        ("/apis/resource.k8s.io/v1/devicetaintrules", "")}  # cluster-scoped
 
 
 async def test_live_metrics_with_the_view_on_match_the_docs(api):
@@ -339,7 +337,7 @@ async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff)
         await api.stop()
         s = await exporter.wait_for(
             lambda s: s.by("podresources_kube_api_up", "resource") == {
-                "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 1}
+                "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 0}
             and s.get("podresources_kube_api_errors_total", resource="node") >= 3,
             what="the view to notice, and retry")
         for name in ("podresources_extended_resource_capacity",
@@ -460,15 +458,13 @@ async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, tmp_path):
 
 # ---- where the API is and who the exporter is to it --------------------------------------
 
-# the resources this fake API server serves (it serves no DeviceTaintRules: that reflector
-# finds no version, reports itself synced with nothing, and asks again only after 10 minutes)
-RESOURCES = ("node", "pods", "resourceslices")
-COLLECTIONS = ("nodes", "pods", "resourceslices")
+RESOURCES = ("node", "pods", "resourceslices", "devicetaintrules")
+COLLECTIONS = ("nodes", "pods", "resourceslices", "devicetaintrules")
 
 
 def all_up(value: int):
-    return lambda s: all(s.get("podresources_kube_api_up", resource=r) == value
-                         for r in RESOURCES)
+    return lambda s: s.by("podresources_kube_api_up", "resource") == dict.fromkeys(RESOURCES,
+                                                                                   value)
 
 
 async def until(predicate, timeout: float = 10.0, what: str = "condition") -> None:
@@ -535,16 +531,16 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
             project(account, {"token": b"token-2", "ca.crt": ca.path.read_bytes()})
             server.tokens = {"token-2"}
             renewed = len(server.identities)
-            assert server.end_watches() == 3
+            assert server.end_watches() == 4
             await until(lambda: all(len(server.watches(c)) == 2 for c in COLLECTIONS),
                         what="the watches to resume")
-            assert server.identities[renewed:] == ["token:token-2"] * 3
+            assert server.identities[renewed:] == ["token:token-2"] * 4
             assert server.rejected == []
             assert await status_without_credentials(
                 server, ca, Authorization="Bearer token-1") == 401
             s = await exporter.scrape()
             assert s.by("podresources_kube_api_errors_total", "resource") == dict.fromkeys(
-                (*RESOURCES, "devicetaintrules"), 0)
+                RESOURCES, 0)
             # a token that expired before the file was renewed: 401s until it is
             server.tokens = {"token-3"}
             server.end_watches()
@@ -723,7 +719,7 @@ def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, s
 VIEW_ON = """
 import asyncio, os, sys, tempfile
 from pathlib import Path
-from tests.support.fake_apiserver import FakeApiServer, node
+from exporter.simulator.apiserver import FakeApiServer, node
 from tests.support.harness import Exporter, Node, small_profile
 
 async def main():

@@ -31,9 +31,9 @@ from __future__ import annotations
 import pytest
 
 from exporter.model import ContainerAssignment as C, DraDevice
+from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.slices import resource_slices
 
-from ..support.fake_apiserver import FakeApiServer
 from ..support.harness import Exporter, Node, small_profile
 from .test_spec_scenarios import put_pod
 

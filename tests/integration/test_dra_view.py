@@ -12,8 +12,8 @@ The profile's drivers publish every locality form (dual-socket-gpu.json, ``dra_p
 * gpu.nvidia.com, pool gpu-node-01-dra: gpu-8 the standard list form [0, 1]; gpu-9 only a PCI
   address whose sysfs ``numa_node`` is 1.
 
-The kubelet prepared fpga-0 for encoder-0, mlx5_0 for rdma-bench-0 and rdma-bench-1 (a shared
-claim each: two share_ids), gpu-8 for dra-train-0 (its CPUs 61-62 are on node 1) and gpu-9 for
+The kubelet prepared fpga-0 for encoder-0, mlx5_0 for rdma-bench-0 and rdma-probe-0 (a shared
+claim each: two share_ids), gpu-8 for llm-infer-1 (its CPUs 24-31 are on node 1) and gpu-9 for
 dra-infer-0 (its nvidia.com/gpu, served by DRA).
 """
 
@@ -90,14 +90,14 @@ async def test_dra_devices_per_numa_node_with_shares_taints_and_alignment(api):
         {"0": 1.0, "1": 1.0}
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=FPGA) == \
         {"0": 1.0, "1": 0.0}
-    # dra-train-0: CPUs and memory on node 1, its DRA GPU on node 0
-    assert s.value("podresources_container_numa_nodes", namespace="ml", pod="dra-train-0",
-                   container="trainer") == 2
+    # llm-infer-1: CPUs and memory on node 1, its DRA GPU on node 0
+    assert s.value("podresources_container_numa_nodes", namespace="ml", pod="llm-infer-1",
+                   container="server") == 2
     assert s.value("podresources_container_numa_nodes", namespace="net", pod="rdma-bench-0",
                    container="bench") == 1
     assert s.value("podresources_dra_device_info", driver=GPU, pool=GPU_POOL, device="gpu-8",
-                   numa_node="0", claim="dra-train-0-gpu", namespace="ml", pod="dra-train-0",
-                   container="trainer") == 1
+                   numa_node="0", claim="llm-infer-1-gpu", namespace="ml", pod="llm-infer-1",
+                   container="server") == 1
     # dra-infer-0's GPU is served by DRA: only llm-infer-1's counts as a device-plugin request
     assert s.value("podresources_extended_resource_requested", resource="nvidia.com/gpu") == 1
 
@@ -124,8 +124,8 @@ async def test_a_new_pool_generation_moves_devices_and_taints_apply_at_once(api)
     assert s.by("podresources_dra_devices_allocatable", "numa_node", driver=GPU) == {"1": 1}
     assert s.by("podresources_dra_devices_tainted", "numa_node", "effect", driver=GPU) == {
         ("1", "NoExecute"): 1}
-    assert s.value("podresources_container_numa_nodes", namespace="ml", pod="dra-train-0",
-                   container="trainer") == 1
+    assert s.value("podresources_container_numa_nodes", namespace="ml", pod="llm-infer-1",
+                   container="server") == 1
     # node 1: gpu-8 prepared and allocatable, gpu-9 prepared but tainted: 1 of 1
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) == {"1": 1.0}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..podspec import Rejection, exclusive_requests, rejection
+from ..podspec import Rejection, exclusive_requests, rejection, without_dra_served
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
 from .section import blocking_resource
 
@@ -70,6 +70,7 @@ async def read_pod(namespace: str, name: str,
     finally:
         await client.close()
     status = obj.get("status") or {}
+    obj = without_dra_served(obj)  # DRA devices are never aligned (KEP-5004)
     return PodQuestion(namespace, name, str(status.get("phase", "")),
                        str(status.get("reason", "")), str(status.get("message", "")),
                        rejection(obj), exclusive_requests(obj.get("spec") or {}))

@@ -21,11 +21,10 @@ from .. import catalog
 from ..exposition.health import KUBE_API_RESOURCES, Health
 from ..exposition.rendering import gauge_family, render_text
 from ..model import Allocatable, DraInventory, PodAssignment
-from ..podspec import Rejection
+from ..podspec import Rejection, without_dra_served
 from .auth import ConfigError
 from .client import ApiClient
 from .config import load_config
-from .draserved import without_dra_served
 from .records import node_record, pod_record, total_requests
 from .reflector import Reflector
 from .resourceslices import inventory, pci_reader, slice_record, taint_rule_record

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporter.kubeapi.draserved import dra_served, without_dra_served
 from exporter.kubeapi.records import pod_record
 from exporter.kubeapi.resourceslices import (
     inventory,
@@ -15,6 +14,7 @@ from exporter.kubeapi.resourceslices import (
     taint_rule_record,
 )
 from exporter.model import PublishedDevice
+from exporter.podspec import dra_served, without_dra_served
 
 
 def no_pci(bus_id: str) -> tuple[int, ...] | None:

@@ -231,8 +231,8 @@ def exclusive_requests(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
 
 def dra_served(obj: dict[str, Any]) -> set[tuple[str, str]]:
     """(container, resource) pairs of the pod whose extended resource DRA serves."""
-    status = obj.get("status") or {}
-    claim_status = status.get("extendedResourceClaimStatus") or {}
+    status = obj.get("status")
+    claim_status = status.get("extendedResourceClaimStatus") if isinstance(status, dict) else None
     mappings = claim_status.get("requestMappings") if isinstance(claim_status, dict) else None
     served = set()
     for mapping in mappings if isinstance(mappings, list) else ():
@@ -247,10 +247,10 @@ def without_dra_served(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod with the requests and limits DRA serves taken out of its containers (the same
     object when there are none), so what remains is what device plugins serve."""
     served = dra_served(obj)
-    if not served:
+    if not served or not isinstance(obj.get("spec"), dict):
         return obj
     pod = copy.copy(obj)
-    spec = pod["spec"] = dict(obj.get("spec") or {})
+    spec = pod["spec"] = dict(obj["spec"])
     for kind in ("containers", "initContainers"):
         containers = []
         for container in spec.get(kind) or ():

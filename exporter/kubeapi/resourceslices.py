@@ -133,29 +133,36 @@ def _device(obj: Mapping[str, Any], driver: str) -> SliceDevice | None:
     return SliceDevice(name, numa_ids, bus_id, _effects(body.get("taints")))
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def slice_record(obj: dict[str, Any]) -> tuple[str, SliceRecord]:
-    """A ResourceSlice (any served version) as the view keeps it, keyed by its name."""
-    spec = obj.get("spec") or {}
-    pool = spec.get("pool") or {}
+    """A ResourceSlice (any served version) as the view keeps it, keyed by its name; parts of
+    the wrong shape count as absent."""
+    spec = _mapping(obj.get("spec"))
+    pool = _mapping(spec.get("pool"))
     driver = str(spec.get("driver") or "")
     try:
         generation = int(pool.get("generation") or 0)
     except (TypeError, ValueError):
         generation = 0
-    devices = tuple(d for d in (_device(o, driver) for o in spec.get("devices") or ()
+    listed = spec.get("devices")
+    devices = tuple(d for d in (_device(o, driver) for o in
+                                (listed if isinstance(listed, list) else ())
                                 if isinstance(o, Mapping)) if d is not None)
-    name: str = (obj.get("metadata") or {}).get("name", "")
+    name = str(_mapping(obj.get("metadata")).get("name", ""))
     return name, SliceRecord(driver, str(pool.get("name") or ""), generation, devices)
 
 
 def taint_rule_record(obj: dict[str, Any]) -> tuple[str, TaintRule]:
     """A DeviceTaintRule, keyed by its name. Its selector's ``driver``, ``pool`` and
     ``device`` are matched; a rule also selecting by device class or CEL is not usable."""
-    spec = obj.get("spec") or {}
-    selector = spec.get("deviceSelector") or {}
-    taint = spec.get("taint") or {}
+    spec = _mapping(obj.get("spec"))
+    selector = _mapping(spec.get("deviceSelector"))
+    taint = _mapping(spec.get("taint"))
     usable = not (selector.get("deviceClassName") or selector.get("selectors"))
-    name: str = (obj.get("metadata") or {}).get("name", "")
+    name = str(_mapping(obj.get("metadata")).get("name", ""))
     return name, TaintRule(str(selector.get("driver") or ""), str(selector.get("pool") or ""),
                            str(selector.get("device") or ""), str(taint.get("effect") or ""),
                            usable and bool(taint.get("effect")))

@@ -136,3 +136,13 @@ def test_extended_resources_dra_serves_are_not_device_plugin_requests():
     # container b's GPU comes from a device plugin; a's from DRA
     assert dict(record.requests) == {"nvidia.com/gpu": 1.0, "example.com/fpga": 1.0}
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+
+
+def test_slices_of_the_wrong_shape_count_as_empty_not_as_a_crash():
+    for obj in ({"spec": []}, {"spec": {"pool": "p", "devices": "abc"}}, {"metadata": None},
+                {"spec": {"driver": "d", "pool": {"name": "p", "generation": "x"},
+                          "devices": [None, {"name": 3}, {"name": "ok", "attributes": []}]}}):
+        _, record = slice_record(obj)
+        assert all(device.name == "ok" and device.numa_ids is None for device in record.devices)
+    _, rule = taint_rule_record({"spec": {"deviceSelector": "all", "taint": None}})
+    assert not rule.usable  # no effect: applies to nothing

@@ -46,10 +46,11 @@ sys.path.insert(0, str(REPO))
 from common import free_port  # noqa: E402
 from run import Simulator, rss_mib, scrape, stop, wait_up  # noqa: E402
 
+from exporter.accounting import Ledger  # noqa: E402
 from exporter.accounting.figures import dra_figures  # noqa: E402
 from exporter.accounting.numa import TopologyView  # noqa: E402
 from exporter.kubeapi.resourceslices import inventory, slice_record  # noqa: E402
-from exporter.simulator import load_profile  # noqa: E402
+from exporter.simulator import NodeState, load_profile  # noqa: E402
 from exporter.simulator.apiserver import (  # noqa: E402
     FakeApiServer as SimulatedApiServer,
     cluster_from_profile,
@@ -200,8 +201,19 @@ def measure_inventory(dra_devices: int) -> dict:
         figures = dra_figures(inventory(records.values(), [], lambda _: None), view)
         timings.append(time.perf_counter() - started)
     assert figures is not None
+    # a changed slice hands the ledger a new inventory: every pod is counted again
+    pods = tuple(sim.assignment for sim in NodeState(spec).pods.values())
+    ledger = Ledger()
+    inventories = [inventory(records.values(), [], lambda _: None) for _ in range(6)]
+    ledger.update(pods, None, view.topology, "v1", inventories[0])
+    recounts = []
+    for fresh in inventories[1:]:
+        started = time.perf_counter()
+        ledger.update(pods, None, view.topology, "v1", fresh)
+        recounts.append(time.perf_counter() - started)
     return {"inventory_devices": sum(len(r.devices) for r in records.values()),
-            "inventory_ms": round(min(timings) * 1000, 2)}
+            "inventory_ms": round(min(timings) * 1000, 2),
+            "ledger_recount_ms": round(min(recounts) * 1000, 2), "ledger_pods": len(pods)}
 
 
 # ---- import cost ------------------------------------------------------------------------------
@@ -326,6 +338,8 @@ def report(result: dict) -> str:
              f"  the view adds                 {result['rss_added_mib']} MiB",
              f"  DRA inventory of {result['inventory_devices']} devices "
              f"{result['inventory_ms']} ms (parse, newest generation, NUMA, per-NUMA figures)",
+             f"  a changed slice: the ledger counts {result['ledger_pods']} pods again in "
+             f"{result['ledger_recount_ms']} ms",
              f"  import of the view's modules  {result['import_view_mib']} MiB",
              f"  import of kubernetes (extra)  {result['import_kubernetes_mib']} MiB"]
     for key, title in (("installed_default_mb", "installed, default image   "),

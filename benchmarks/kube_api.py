@@ -2,9 +2,13 @@
 
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
-  it watching the fake API server of the tests serving the profile's node as a cluster shows it
-  (``python -m tests.support.fake_apiserver``), and with the API holding nothing for the node;
-  median of ``--runs`` runs each;
+  it watching the simulator's fake API server serving the profile's node as a cluster shows it
+  (``exporter.simulator.apiserver``, in this process) plus ``--dra-devices`` more DRA devices
+  published in ResourceSlices (the standard ``numaNode`` attribute, every 16th device tainted;
+  the profile's own DRA devices get a ``numaNode`` too), and with the API holding nothing for
+  the node; median of ``--runs`` runs each;
+* the time to turn those slices into the DRA inventory and its per-NUMA figures (what a
+  change of a ResourceSlice costs the view and the next refresh);
 * the import cost of the view's modules (and, for comparison, of the official ``kubernetes``
   client when it is installed): RSS of a fresh interpreter that has imported the exporter,
   before and after;
@@ -15,8 +19,9 @@
 
     python -m benchmarks.kube_api                       # about 6 minutes
     python -m benchmarks.kube_api --runs 1 --installed-size --lightkube
+    python -m benchmarks.kube_api --runs 1 --dra-devices 4096
 
-``benchmarks/run.py`` runs the same measurements for its report.
+``python -m benchmarks.run`` runs the same measurements for its report.
 """
 
 from __future__ import annotations
@@ -35,6 +40,18 @@ from pathlib import Path
 
 import aiohttp
 
+from exporter.accounting import Ledger
+from exporter.accounting.figures import dra_figures
+from exporter.accounting.numa import TopologyView
+from exporter.kubeapi.resourceslices import inventory, slice_record
+from exporter.simulator import NodeState, load_profile
+from exporter.simulator.apiserver import (
+    FakeApiServer as SimulatedApiServer,
+    cluster_from_profile,
+)
+from exporter.simulator.sysfs import write_sysfs
+from exporter.topology import read_topology
+
 from .harness import REPO, Simulator, free_port, rss_mib, scrape, stop, wait_up
 
 PROFILE = "large"
@@ -49,19 +66,62 @@ BASE_IMPORTS = (
 
 # ---- resident memory on large ---------------------------------------------------------------
 
-class FakeApiServer:
-    """``python -m tests.support.fake_apiserver`` serving the profile's node, and its kubeconfig."""
+SLICE_DEVICES = 128  # devices per published ResourceSlice, as drivers split big pools
+DRA_DEVICES = 1024
 
-    def __init__(self, profile: str, directory: Path):
+
+def published_slices(profile: str, extra: int) -> list[dict]:
+    """The profile's DRA pools with a ``numaNode`` on every device, and ``extra`` devices of
+    a driver of their own; every 16th device tainted NoSchedule."""
+    spec = load_profile(profile)
+    numa = [n.numa_id for n in spec.numa_nodes]
+    pools = [(p.driver, p.pool, list(p.devices)) for p in spec.dra_pools]
+    pools.append(("gpu.bench.example.com", f"{spec.name}-bench",
+                  [f"dev-{i}" for i in range(extra)]))
+    slices = []
+    for driver, pool, names in pools:
+        parts = [names[i:i + SLICE_DEVICES] for i in range(0, len(names), SLICE_DEVICES)]
+        for index, part in enumerate(parts):
+            devices = []
+            for name in part:
+                n = len(devices) + index * SLICE_DEVICES
+                device: dict = {"name": name, "attributes": {
+                    "resource.kubernetes.io/numaNode": {"int": numa[n % len(numa)]}}}
+                if n % 16 == 15:
+                    device["taints"] = [{"key": "bench", "effect": "NoSchedule"}]
+                devices.append(device)
+            slices.append({"metadata": {"name": f"{spec.name}-{driver}-{index}"},
+                           "spec": {"driver": driver, "nodeName": spec.name,
+                                    "pool": {"name": pool, "generation": 1,
+                                             "resourceSliceCount": len(parts)},
+                                    "devices": devices}})
+    return slices
+
+
+class FakeApiServer:
+    """The simulator's fake API server in this process, serving the profile's node with its DRA
+    devices published, and its kubeconfig."""
+
+    def __init__(self, profile: str, directory: Path, dra_devices: int):
         self.kubeconfig = directory / "kubeconfig"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.fake_apiserver", "--profile", profile, "--port",
-             str(free_port()), "--kubeconfig", str(self.kubeconfig)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert self.proc.stdout is not None
-        self.banner = self.proc.stdout.readline().strip()  # printed once it serves
-        if not self.banner:
-            raise RuntimeError("the fake API server did not start")
+        self.profile = profile
+        self.dra_devices = dra_devices
+        self.server = SimulatedApiServer()
+        self.banner = ""
+
+    async def start(self) -> None:
+        name = cluster_from_profile(self.server, self.profile)
+        for obj in list(self.server.objects["resourceslices"].values()):
+            self.server.delete("resourceslices", obj["metadata"]["name"])
+        for obj in published_slices(self.profile, self.dra_devices):
+            self.server.put("resourceslices", obj)
+        await self.server.start()
+        self.server.write_kubeconfig(self.kubeconfig)
+        self.banner = (f"node {name}: {len(self.server.objects['pods'])} pods, "
+                       f"{len(self.server.objects['resourceslices'])} ResourceSlices")
+
+    async def stop(self) -> None:
+        await self.server.stop()
 
 
 async def exporter_rss(sim: Simulator, session: aiohttp.ClientSession,
@@ -97,12 +157,13 @@ async def exporter_rss(sim: Simulator, session: aiohttp.ClientSession,
         stop(proc)
 
 
-async def measure_rss(runs: int) -> dict:
+async def measure_rss(runs: int, dra_devices: int) -> dict:
     sim = Simulator(PROFILE)
     with tempfile.TemporaryDirectory(prefix="bench-kube-") as directory:
-        api = FakeApiServer(PROFILE, Path(directory))
+        api = FakeApiServer(PROFILE, Path(directory), dra_devices)
+        await api.start()
         try:
-            node_name = api.banner.split("for node ", 1)[1].split(" ", 1)[0]
+            node_name = load_profile(PROFILE).name
             figures: dict[str, list[float]] = {"without": [], "with": [], "with_empty": []}
             async with aiohttp.ClientSession() as session:
                 for _ in range(runs):  # interleaved, so drift hits all three alike
@@ -111,14 +172,44 @@ async def measure_rss(runs: int) -> dict:
                     figures["with_empty"].append(await exporter_rss(sim, session, api,
                                                                     ELSEWHERE))
         finally:
-            stop(api.proc)
+            await api.stop()
             sim.stop()
-    result: dict = {"api_server": api.banner}
+    result: dict = {"api_server": api.banner, "dra_devices_published": dra_devices}
     for name, values in figures.items():
         result[f"rss_{name}_mib"] = round(statistics.median(values), 1)
         result[f"rss_{name}_range_mib"] = [round(min(values), 1), round(max(values), 1)]
     result["rss_added_mib"] = round(result["rss_with_mib"] - result["rss_without_mib"], 1)
     return result
+
+
+# ---- the DRA inventory -------------------------------------------------------------------------
+
+def measure_inventory(dra_devices: int) -> dict:
+    """Seconds to parse the slices, build the inventory and its per-NUMA figures; best of 5."""
+    spec = load_profile(PROFILE)
+    objects = published_slices(PROFILE, dra_devices)
+    with tempfile.TemporaryDirectory(prefix="bench-sysfs-") as directory:
+        view = TopologyView(read_topology(str(write_sysfs(spec, directory))))
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        records = dict(slice_record(obj) for obj in objects)
+        figures = dra_figures(inventory(records.values(), [], lambda _: None), view)
+        timings.append(time.perf_counter() - started)
+    assert figures is not None
+    # a changed slice hands the ledger a new inventory: every pod is counted again
+    pods = tuple(sim.assignment for sim in NodeState(spec).pods.values())
+    ledger = Ledger()
+    inventories = [inventory(records.values(), [], lambda _: None) for _ in range(6)]
+    ledger.update(pods, None, view.topology, "v1", inventories[0])
+    recounts = []
+    for fresh in inventories[1:]:
+        started = time.perf_counter()
+        ledger.update(pods, None, view.topology, "v1", fresh)
+        recounts.append(time.perf_counter() - started)
+    return {"inventory_devices": sum(len(r.devices) for r in records.values()),
+            "inventory_ms": round(min(timings) * 1000, 2),
+            "ledger_recount_ms": round(min(recounts) * 1000, 2), "ledger_pods": len(pods)}
 
 
 # ---- import cost ------------------------------------------------------------------------------
@@ -220,9 +311,11 @@ def measure_installed(lightkube: bool) -> dict:
 
 # ---- all of it --------------------------------------------------------------------------------
 
-async def measure(runs: int, installed: bool, lightkube: bool = False) -> dict:
+async def measure(runs: int, installed: bool, lightkube: bool = False,
+                  dra_devices: int = DRA_DEVICES) -> dict:
     print(f"[{PROFILE}] --kube-api: RSS, {runs} run(s) ...", file=sys.stderr)
-    result = await measure_rss(runs)
+    result = await measure_rss(runs, dra_devices)
+    result.update(measure_inventory(dra_devices))
     result.update(measure_imports())
     if installed:
         print("installed size: fresh venvs ...", file=sys.stderr)
@@ -239,6 +332,10 @@ def report(result: dict) -> str:
              f"  RSS with the view, no objects {result['rss_with_empty_mib']} MiB "
              f"(range {result['rss_with_empty_range_mib']})",
              f"  the view adds                 {result['rss_added_mib']} MiB",
+             f"  DRA inventory of {result['inventory_devices']} devices "
+             f"{result['inventory_ms']} ms (parse, newest generation, NUMA, per-NUMA figures)",
+             f"  a changed slice: the ledger counts {result['ledger_pods']} pods again in "
+             f"{result['ledger_recount_ms']} ms",
              f"  import of the view's modules  {result['import_view_mib']} MiB",
              f"  import of kubernetes (extra)  {result['import_kubernetes_mib']} MiB"]
     for key, title in (("installed_default_mb", "installed, default image   "),
@@ -257,9 +354,11 @@ async def main() -> int:
                         help="also install the image's packages into fresh venvs and size them")
     parser.add_argument("--lightkube", action="store_true",
                         help="with --installed-size: also size and import lightkube")
+    parser.add_argument("--dra-devices", type=int, default=DRA_DEVICES,
+                        help="DRA devices published beyond the profile's own")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    result = await measure(args.runs, args.installed_size, args.lightkube)
+    result = await measure(args.runs, args.installed_size, args.lightkube, args.dra_devices)
     print(report(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -80,11 +80,17 @@ DEVICES_ALLOCATED_UNAVAILABLE = _define(
 NUMA_UTILIZATION = _define(
     "podresources_numa_utilization_ratio", "gauge",
     "Allocated over allocatable per single NUMA node, capped at 1; resource is cpu, a memory "
-    "type or a device resource. Memory spanning nodes is apportioned (an estimate).",
+    "type, a device resource, or a DRA driver (with the Kubernetes-API view). Memory spanning "
+    "nodes is apportioned (an estimate).",
     ("numa_node", "resource"))
 DRA_DEVICES_ALLOCATED = _define(
     "podresources_dra_devices_allocated", "gauge",
-    "Distinct DRA devices prepared for containers.", ("driver", "pool"))
+    "Distinct DRA devices prepared for containers; numa_node from the device's ResourceSlice "
+    "(unknown without the Kubernetes-API view).", ("driver", "pool", "numa_node"))
+DRA_DEVICE_SHARES = _define(
+    "podresources_dra_device_shares", "gauge",
+    "Allocations of shared (consumable) DRA devices, one per device and share_id.",
+    ("driver", "pool", "numa_node"))
 MISALIGNED_CONTAINERS = _define(
     "podresources_misaligned_containers", "gauge",
     "Containers whose exclusive CPUs, memory and devices need more than one NUMA node.")
@@ -120,7 +126,8 @@ DEVICE_INFO = _define(
 DRA_DEVICE_INFO = _define(
     "podresources_dra_device_info", "gauge",
     "1 per DRA device prepared for a container; share_id is set for shared devices.",
-    ("driver", "pool", "device", "claim", "namespace", "pod", "container", "share_id"),
+    ("driver", "pool", "device", "numa_node", "claim", "namespace", "pod", "container",
+     "share_id"),
     "workload")
 
 # ---- exporter health ----
@@ -178,11 +185,17 @@ EXTENDED_RESOURCE_STALE = _define(
     ("resource",), "kube-api")
 DRA_DEVICES_ALLOCATABLE = _define(
     "podresources_dra_devices_allocatable", "gauge",
-    "Devices published in the ResourceSlices of this node (spec.nodeName), per driver and pool; "
-    "only the newest generation of a pool counts.", ("driver", "pool"), "kube-api")
+    "Untainted devices published in the ResourceSlices of this node (spec.nodeName); only the "
+    "newest generation of a pool counts.", ("driver", "pool", "numa_node"), "kube-api")
+DRA_DEVICES_TAINTED = _define(
+    "podresources_dra_devices_tainted", "gauge",
+    "Published DRA devices carrying a taint with this effect, from their ResourceSlice or a "
+    "DeviceTaintRule; NoSchedule and NoExecute keep a device out of allocatable.",
+    ("driver", "pool", "numa_node", "effect"), "kube-api")
 KUBE_API_UP = _define(
     "podresources_kube_api_up", "gauge",
-    "1 if the last list or watch of the resource (node, pods, resourceslices) in the Kubernetes "
+    "1 if the last list or watch of the resource (node, pods, resourceslices, devicetaintrules) "
+    "in the Kubernetes "
     "API succeeded, else 0.", ("resource",), "kube-api")
 KUBE_API_ERRORS = _define(
     "podresources_kube_api_errors_total", "counter",

@@ -52,6 +52,49 @@ class DraDevice:
     cdi_devices: tuple[str, ...] = ()
 
 
+DraKey = tuple[str, str, str]  # driver, pool, device
+
+# DRA device taint effects that keep a device from new claims (KEP-5055); ``None`` only informs
+EXCLUDING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedDevice:
+    """A device one of this node's ResourceSlices publishes (the newest generation of its pool).
+
+    ``numa_ids`` is the device's NUMA node as its slice (or sysfs, through its PCI address)
+    names it, not yet checked against sysfs' NUMA nodes; ``None`` when nothing names one.
+    ``effects``: the effects of its taints, from the slice and from DeviceTaintRules.
+    """
+
+    driver: str
+    pool: str
+    device: str
+    numa_ids: NumaIds = None
+    effects: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> DraKey:
+        return (self.driver, self.pool, self.device)
+
+    @property
+    def allocatable(self) -> bool:
+        """Offered to new claims: no ``NoSchedule`` or ``NoExecute`` taint."""
+        return not (self.effects & EXCLUDING_EFFECTS)
+
+
+@dataclass(frozen=True, slots=True)
+class DraInventory:
+    """The DRA devices this node publishes, as the Kubernetes API shows them (``--kube-api``).
+
+    The kubelet's podresources API names DRA devices but says nothing of their locality or
+    taints; the accounting takes both from here. One object per state of the slices: the
+    accounting recomputes DRA figures only when it is handed a different object.
+    """
+
+    devices: tuple[PublishedDevice, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerAssignment:
     """The exclusive resources of one container (sidecars included, in kubelet order)."""

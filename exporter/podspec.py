@@ -1,5 +1,6 @@
 """What the kubelet's admission and the scheduler count in a pod spec: Kubernetes quantities,
-extended-resource names, effective pod requests, exclusive requests and admission rejections.
+extended-resource names, effective pod requests, exclusive requests, admission rejections, and
+which extended-resource requests DRA serves.
 
 Plain rules over pod JSON (``dict``), no I/O; shared by the fit answers, the Kubernetes-API view
 and the simulator (each keeps its own logic on top). Quantities and extended-resource names
@@ -9,6 +10,7 @@ scheduler's ``resourcehelper.PodRequests``.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -217,3 +219,51 @@ def exclusive_requests(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     guaranteed = is_guaranteed(spec)
     total = held_at_once(spec, lambda container: _exclusive(container, guaranteed))
     return tuple(sorted((name, int(amount)) for name, amount in total.items() if amount >= 1))
+
+
+# ---- extended resources served by DRA (KEP-5004) --------------------------------------------
+# When a DeviceClass names an extended resource (nvidia.com/gpu), the scheduler may satisfy a
+# container's request for it with a ResourceClaim it creates for the pod
+# (``<pod>-extended-resources-…``); the pod's ``status.extendedResourceClaimStatus
+# .requestMappings`` then names each (container, resource) so served, and the devices reach the
+# kubelet as DRA devices. Such a request is no device-plugin request: the Topology Manager
+# never aligns it, and it is no use of a device plugin's resource.
+
+def dra_served(obj: dict[str, Any]) -> set[tuple[str, str]]:
+    """(container, resource) pairs of the pod whose extended resource DRA serves."""
+    status = obj.get("status")
+    claim_status = status.get("extendedResourceClaimStatus") if isinstance(status, dict) else None
+    mappings = claim_status.get("requestMappings") if isinstance(claim_status, dict) else None
+    served = set()
+    for mapping in mappings if isinstance(mappings, list) else ():
+        if isinstance(mapping, dict):
+            container, resource = mapping.get("containerName"), mapping.get("resourceName")
+            if isinstance(container, str) and isinstance(resource, str):
+                served.add((container, resource))
+    return served
+
+
+def without_dra_served(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod with the requests and limits DRA serves taken out of its containers (the same
+    object when there are none), so what remains is what device plugins serve."""
+    served = dra_served(obj)
+    if not served or not isinstance(obj.get("spec"), dict):
+        return obj
+    pod = copy.copy(obj)
+    spec = pod["spec"] = dict(obj["spec"])
+    for kind in ("containers", "initContainers"):
+        containers = []
+        for container in spec.get(kind) or ():
+            name = container.get("name") if isinstance(container, dict) else None
+            names = {resource for who, resource in served if who == name}
+            if names:
+                resources = dict(container.get("resources") or {})
+                for part in ("requests", "limits"):
+                    if isinstance(resources.get(part), dict):
+                        resources[part] = {k: v for k, v in resources[part].items()
+                                           if k not in names}
+                container = {**container, "resources": resources}
+            containers.append(container)
+        if kind in spec:
+            spec[kind] = containers
+    return pod

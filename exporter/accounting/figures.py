@@ -9,18 +9,27 @@ entries counted as data issues.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..issues import IssueKind, Issues
-from ..model import Allocatable, MemoryBlock, NumaIds, PodAssignment, shared
+from ..model import (
+    Allocatable,
+    DraInventory,
+    DraKey,
+    MemoryBlock,
+    NumaIds,
+    PodAssignment,
+    shared,
+)
 from .numa import UNKNOWN, TopologyView, group_label, min_numa_nodes
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
 PodKey = tuple[str, str]  # namespace, pod
 Device = tuple[str, str]  # resource, device id
-DraKey = tuple[str, str, str]  # driver, pool, device
+DraShare = tuple[DraKey, str]  # a device and one share_id it is allocated under
+DraInfoRow = tuple[str, str, str, str, str, str, str, str, str | None]
 T = TypeVar("T")
 
 
@@ -35,6 +44,7 @@ class PodFigures:
     devices: dict[Device, frozenset[int]] = field(default_factory=dict)  # -> reported NUMA ids
     memory: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, type) -> bytes
     dra: frozenset[DraKey] = frozenset()
+    dra_shares: frozenset[DraShare] = frozenset()
     issues: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     pod_level: bool = False
@@ -48,15 +58,20 @@ class PodFigures:
     pod_cpus: dict[tuple[str, str, str], int] = field(default_factory=dict)
     pod_memory: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     device_info: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
-    dra_device_info: list[tuple[str, str, str, str, str, str, str, str | None]] = field(
-        default_factory=list)
+    dra_device_info: list[DraInfoRow] = field(default_factory=list)
 
 
-def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True) -> PodFigures:
+NO_DRA_NUMA: dict[DraKey, tuple[int, ...]] = {}
+
+
+def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True,
+                dra_numa: Mapping[DraKey, tuple[int, ...]] = NO_DRA_NUMA) -> PodFigures:
     """One pod's contribution; ``with_topology`` is False for v1alpha1 (devices only).
 
     Each resource is read on its own: CPUs, memory blocks, devices and DRA devices per
-    container, then the pod's rows and node-level contributions from them.
+    container, then the pod's rows and node-level contributions from them. ``dra_numa``: the
+    known NUMA ids of each published DRA device (:func:`dra_figures`); a DRA device not in it
+    is of unknown locality.
     """
     figures = PodFigures((pod.namespace, pod.name), with_topology)
     issues = Issues()
@@ -66,14 +81,15 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
     cpus = _read_cpus(pod, names, issues)
     memory = _read_memory(pod, names, issues)
     devices = _read_devices(pod, names, issues, with_topology)
-    _dra_figures(figures, pod, issues)
+    dra = _dra_figures(figures, pod, issues, dra_numa)
     _device_figures(figures, names, devices, view, issues)
     if with_topology:
         _cpu_figures(figures, pod, cpus, view, issues)
         figures.pod_level = bool(pod.cpu_ids or pod.memory)
         _pod_memory(figures, pod, names, memory, view, issues)
         for ctr in names:
-            nodes = _container_numa_nodes(cpus[ctr], memory[ctr], devices[ctr], view)
+            nodes = _container_numa_nodes(cpus[ctr], memory[ctr], devices[ctr], view,
+                                          dra.get(ctr, ()))
             if nodes is not None:
                 figures.container_numa_nodes[(pod.namespace, pod.name, ctr)] = nodes
                 figures.misaligned += nodes > 1
@@ -168,21 +184,33 @@ def _read_devices(pod: PodAssignment, names: list[str], issues: Issues,
     return devices
 
 
-def _dra_figures(figures: PodFigures, pod: PodAssignment, issues: Issues) -> None:
-    """The DRA devices prepared for the pod's containers, each once."""
+def _dra_figures(figures: PodFigures, pod: PodAssignment, issues: Issues,
+                 dra_numa: Mapping[DraKey, tuple[int, ...]]) -> dict[str, list[frozenset[int]]]:
+    """The DRA devices prepared for the pod's containers, each once, and each share once;
+    returns each container's DRA devices of known NUMA node (for the alignment rule)."""
     dra: set[DraKey] = set()
-    info: set[tuple[str, str, str, str, str, str, str, str | None]] = set()
+    shares: set[DraShare] = set()
+    info: set[DraInfoRow] = set()
+    local: dict[str, list[frozenset[int]]] = {}
     for container in pod.containers:
         for item in container.dra_devices:
             if not item.driver or not item.device:
                 issues.add(IssueKind.INVALID_ENTRY, f"{_where(pod, container.name)} has a DRA "
                                                     "device without driver or device name")
                 continue
-            dra.add((item.driver, item.pool, item.device))
-            info.add((item.driver, item.pool, item.device, item.claim_name, pod.namespace,
-                      pod.name, container.name, item.share_id))
+            key = (item.driver, item.pool, item.device)
+            ids = dra_numa.get(key, ())
+            dra.add(key)
+            if item.share_id:
+                shares.add((key, item.share_id))
+            if ids:
+                local.setdefault(container.name, []).append(shared(frozenset(ids)))
+            info.add((item.driver, item.pool, item.device, group_label(ids), item.claim_name,
+                      pod.namespace, pod.name, container.name, item.share_id or None))
     figures.dra = frozenset(dra)
+    figures.dra_shares = frozenset(shares)
     figures.dra_device_info = sorted(info, key=lambda row: tuple(x or "" for x in row))
+    return local
 
 
 def _device_figures(figures: PodFigures, names: list[str],
@@ -310,8 +338,11 @@ def _narrowest_cover(memory_type: str, ids: tuple[int, ...],
 
 
 def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
-                          devices: dict[Device, set[int]], view: TopologyView) -> int | None:
-    """The alignment rule; ``None`` when nothing of known locality is exclusive to it."""
+                          devices: dict[Device, set[int]], view: TopologyView,
+                          dra_sets: Iterable[frozenset[int]] = ()) -> int | None:
+    """The alignment rule; ``None`` when nothing of known locality is exclusive to it. DRA
+    devices of known NUMA node count like device-plugin devices: the Topology Manager never
+    aligns them, which is why a misplaced one must show here."""
     required: set[int] = set()
     for cpu in cpus:
         label = view.cpu_label.get(cpu)
@@ -324,6 +355,7 @@ def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
         ids = view.resolve(tuple(sorted(raw)))[0]
         if ids:
             device_sets.append(frozenset(ids))
+    device_sets.extend(dra_sets)
     if not required and not device_sets:
         return None
     return min_numa_nodes(frozenset(required), device_sets)
@@ -401,6 +433,60 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
             figures.device_capacity[(node, resource)] += 1
     figures.devices = dict(devices)
     figures.listed = frozenset(numa)
+    figures.issues = issues.counts
+    figures.examples = issues.examples
+    return figures
+
+
+# ---- what the ResourceSlices publish -------------------------------------------------------
+
+DraGroup = tuple[str, str, str]  # driver, pool, NUMA label
+
+
+@dataclass(eq=False)
+class DraFigures:
+    """The node's published DRA devices attributed to NUMA nodes; computed once per
+    :class:`~exporter.model.DraInventory` and topology."""
+
+    numa: dict[DraKey, tuple[int, ...]] = field(default_factory=dict)  # known NUMA ids
+    allocatable: dict[DraGroup, int] = field(default_factory=dict)
+    tainted: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # + effect
+    listed: frozenset[DraKey] = frozenset()  # devices offered to new claims
+    capacity: Counter[tuple[int, str]] = field(default_factory=Counter)  # (node, driver)
+    issues: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+
+def dra_figures(inventory: DraInventory | None, view: TopologyView) -> DraFigures | None:
+    """Published devices per (driver, pool, NUMA label): untainted ones as allocatable, each
+    taint effect a device carries counted under that effect. An id sysfs does not know is
+    dropped, as for any other item (a data issue). ``None`` without the Kubernetes API."""
+    if inventory is None:
+        return None
+    figures = DraFigures()
+    issues = Issues()
+    allocatable: Counter[DraGroup] = Counter()
+    tainted: Counter[tuple[str, str, str, str]] = Counter()
+    listed: set[DraKey] = set()
+    for device in inventory.devices:
+        key = device.key
+        if key in figures.numa:
+            issues.add(IssueKind.DUPLICATE_ENTRY,
+                       f"DRA device {'/'.join(key)} published twice in one pool generation")
+            continue
+        ids = view.ids(device.numa_ids, issues, f"DRA device {'/'.join(key)}")
+        figures.numa[key] = shared(ids)
+        label = group_label(ids)
+        for effect in device.effects:
+            tainted[(device.driver, device.pool, label, effect)] += 1
+        if device.allocatable:
+            allocatable[(device.driver, device.pool, label)] += 1
+            listed.add(key)
+            for node in ids:
+                figures.capacity[(node, device.driver)] += 1
+    figures.allocatable = dict(allocatable)
+    figures.tainted = dict(tainted)
+    figures.listed = frozenset(listed)
     figures.issues = issues.counts
     figures.examples = issues.examples
     return figures

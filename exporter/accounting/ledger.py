@@ -15,15 +15,27 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from ..issues import IssueKind, Issues
-from ..model import Allocatable, ContainerAssignment, KubeletSnapshot, PodAssignment, Topology
+from ..model import (
+    Allocatable,
+    ContainerAssignment,
+    DraInventory,
+    DraKey,
+    KubeletSnapshot,
+    PodAssignment,
+    Topology,
+)
 from .figures import (
+    NO_DRA_NUMA,
     AllocatableFigures,
     ContainerKey,
     Device,
-    DraKey,
+    DraGroup,
+    DraInfoRow,
+    DraShare,
     PodFigures,
     PodKey,
     allocatable_figures,
+    dra_figures,
     pod_figures,
 )
 from .numa import (
@@ -60,8 +72,12 @@ class Accounting:
     # of those, the ones GetAllocatableResources does not list; None without that call
     devices_allocated_unavailable: dict[tuple[str, str], int] | None = None
     utilization: dict[tuple[str, str], float] = field(default_factory=dict)  # (numa, resource)
-    # (driver, pool)
-    dra_devices_allocated: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (driver, pool, numa) -> distinct devices, and (device, share_id) pairs
+    dra_devices_allocated: dict[DraGroup, int] = field(default_factory=dict)
+    dra_device_shares: dict[DraGroup, int] = field(default_factory=dict)
+    # what this node's ResourceSlices publish; None without the Kubernetes-API view
+    dra_devices_allocatable: dict[DraGroup, int] | None = None
+    dra_devices_tainted: dict[tuple[str, str, str, str], int] | None = None  # + effect
     misaligned_containers: int | None = None
     pod_figures: list[PodFigures] = field(default_factory=list)
     data_issues: Counter[str] = field(default_factory=Counter)
@@ -108,7 +124,7 @@ class Accounting:
         return sorted(row for pod in self.pod_figures for row in pod.device_info)
 
     @cached_property
-    def dra_device_info(self) -> list[tuple[str, str, str, str, str, str, str, str | None]]:
+    def dra_device_info(self) -> list[DraInfoRow]:
         return sorted((row for pod in self.pod_figures for row in pod.dra_device_info),
                       key=lambda row: tuple(x or "" for x in row))
 
@@ -123,16 +139,20 @@ class Ledger:
     """
 
     def __init__(self) -> None:
-        self._reset(None, TopologyView(Topology({}, {})), "v1")
+        self._reset(None, TopologyView(Topology({}, {})), "v1", None)
         self._result: Accounting | None = None
         self._pod_ids: frozenset[int] = frozenset()
         self._allocatable: Allocatable | None = None
         self._allocatable_figures = AllocatableFigures()
 
-    def _reset(self, topology: Topology | None, view: TopologyView, api_version: str) -> None:
+    def _reset(self, topology: Topology | None, view: TopologyView, api_version: str,
+               dra: DraInventory | None) -> None:
         self._topology = topology
         self._view = view
         self._api_version = api_version
+        self._dra_inventory = dra
+        self._dra_figures = dra_figures(dra, view)
+        self._dra_numa = self._dra_figures.numa if self._dra_figures else NO_DRA_NUMA
         self._pods: dict[PodKey, tuple[PodAssignment, PodFigures]] = {}
         self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
         self._order: list[PodKey] = []  # keys of held pods, sorted
@@ -151,7 +171,10 @@ class Ledger:
         self._memory: Counter[tuple[str, str]] = Counter()  # (group, type)
         self._memory_holders: Counter[tuple[str, str]] = Counter()  # -> pods with a block
         self._dra_holders: Counter[DraKey] = Counter()
-        self._dra: Counter[tuple[str, str]] = Counter()  # (driver, pool)
+        self._dra: Counter[DraGroup] = Counter()
+        self._share_holders: Counter[DraShare] = Counter()
+        self._shares: Counter[DraGroup] = Counter()
+        self._dra_use: Counter[tuple[int, str]] = Counter()  # (node, driver): allocatable ones
         self._issues: Counter[str] = Counter()
         # kind -> the example of each held pod with that kind, oldest first
         self._examples: dict[str, dict[PodKey, str]] = {}
@@ -163,15 +186,21 @@ class Ledger:
         self._result = None
 
     def update(self, pods: Sequence[PodAssignment], allocatable: Allocatable | None,
-               topology: Topology, api_version: str = "v1") -> Accounting:
-        """The accounting of this snapshot, reusing everything that did not change."""
+               topology: Topology, api_version: str = "v1",
+               dra: DraInventory | None = None) -> Accounting:
+        """The accounting of this snapshot, reusing everything that did not change. ``dra``:
+        the devices this node's ResourceSlices publish (``None`` without the Kubernetes-API
+        view: every DRA device is then of unknown NUMA node); a new inventory object makes
+        every pod count again, as the pods' DRA devices may have moved."""
         ids = frozenset(map(id, pods))
         if (self._result is not None and ids == self._pod_ids and len(ids) == len(pods)
                 and len(pods) == self._listed and allocatable is self._allocatable
-                and topology is self._topology and api_version == self._api_version):
+                and topology is self._topology and api_version == self._api_version
+                and dra is self._dra_inventory):
             return self._result  # the same pods, each listed once, as last time
-        if topology is not self._topology or api_version != self._api_version:
-            self._reset(topology, TopologyView(topology), api_version)
+        if (topology is not self._topology or api_version != self._api_version
+                or dra is not self._dra_inventory):
+            self._reset(topology, TopologyView(topology), api_version, dra)
             self._allocatable = None
             self._allocatable_figures = AllocatableFigures()
         if allocatable is not self._allocatable or self._result is None:
@@ -215,7 +244,7 @@ class Ledger:
         return len(pods) - len(current)
 
     def _hold(self, key: PodKey, pod: PodAssignment) -> None:
-        figures = pod_figures(pod, self._view, self._api_version != "v1alpha1")
+        figures = pod_figures(pod, self._view, self._api_version != "v1alpha1", self._dra_numa)
         self._pods[key] = (pod, figures)
         self._key_of[id(pod)] = key
         insort(self._order, key)
@@ -279,9 +308,20 @@ class Ledger:
             after = before + sign
             self._dra_holders[dra_key] = after
             if before == 0 or after == 0:
-                self._dra[(dra_key[0], dra_key[1])] += sign
+                self._dra[self._dra_group(dra_key)] += sign
+                if self._dra_figures is not None and dra_key in self._dra_figures.listed:
+                    for node in self._dra_numa.get(dra_key, ()):
+                        self._dra_use[(node, dra_key[0])] += sign
             if after == 0:
                 del self._dra_holders[dra_key]
+        for share in figures.dra_shares:
+            before = self._share_holders[share]
+            after = before + sign
+            self._share_holders[share] = after
+            if before == 0 or after == 0:
+                self._shares[self._dra_group(share[0])] += sign
+            if after == 0:
+                del self._share_holders[share]
         for device, reported in figures.devices.items():
             resource = device[0]
             before = self._device_holders.get(device, 0)
@@ -309,6 +349,9 @@ class Ledger:
                 del self._device_holders[device]
                 del self._device_numa[device]
 
+    def _dra_group(self, key: DraKey) -> DraGroup:
+        return (key[0], key[1], group_label(self._dra_numa.get(key, ())))
+
     def _count_use(self, device: Device, group: tuple[str, tuple[int, ...]], sign: int) -> None:
         """An assigned device counts toward utilization while allocatable lists it (an
         unhealthy or unregistered device takes no allocatable capacity); else it is
@@ -334,9 +377,11 @@ class Ledger:
         issues.counts.update(+self._issues)
         issues.examples.update({kind: next(iter(held.values()))
                                 for kind, held in self._examples.items()})
-        issues.counts.update(alloc.issues)
-        for kind, example in alloc.examples.items():
-            issues.examples.setdefault(kind, example)
+        for part in (alloc, self._dra_figures):
+            if part is not None:
+                issues.counts.update(part.issues)
+                for kind, example in part.examples.items():
+                    issues.examples.setdefault(kind, example)
         if repeated_pods:
             issues.add(IssueKind.DUPLICATE_ENTRY, "a pod is listed twice", count=repeated_pods)
         if self._cpu_extra_holders:
@@ -387,7 +432,7 @@ class Ledger:
             for (node, resource), used in self._device_use.items():
                 if used > 0 and (node, resource) not in alloc.device_capacity:
                     _excess(issues, str(node), resource, used)
-        result.dra_devices_allocated = {k: v for k, v in self._dra.items() if v}
+        self._finish_dra(result, issues)
         pods = self._pods
         result.pod_figures = [pods[key][1] for key in self._order]
         result.containers = self._containers
@@ -396,6 +441,22 @@ class Ledger:
         result.issue_examples = {k: v for k, v in issues.examples.items()
                                  if k in result.data_issues}
         return result
+
+
+    def _finish_dra(self, result: Accounting, issues: Issues) -> None:
+        """DRA devices per (driver, pool, NUMA node): allocated (a true zero wherever devices
+        are allocatable), shares, what the slices publish, and utilization per single node."""
+        published = self._dra_figures
+        allocated = {k: v for k, v in self._dra.items() if v}
+        result.dra_device_shares = {k: v for k, v in self._shares.items() if v}
+        if published is not None:
+            result.dra_devices_allocatable = dict(published.allocatable)
+            result.dra_devices_tainted = dict(published.tainted)
+            allocated = {**dict.fromkeys(published.allocatable, 0), **allocated}
+            for (node, driver), capacity in sorted(published.capacity.items()):
+                _set_ratio(result, issues, str(node), driver,
+                           self._dra_use.get((node, driver), 0), capacity)
+        result.dra_devices_allocated = allocated
 
 
 def _merge_pods(parts: list[PodAssignment]) -> PodAssignment:
@@ -488,6 +549,8 @@ def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
         result.utilization[(numa, resource)] = allocated / allocatable
 
 
-def account(snapshot: KubeletSnapshot, topology: Topology) -> Accounting:
+def account(snapshot: KubeletSnapshot, topology: Topology,
+            dra: DraInventory | None = None) -> Accounting:
     """Turn one kubelet snapshot and the sysfs topology into every exported figure."""
-    return Ledger().update(snapshot.pods, snapshot.allocatable, topology, snapshot.api_version)
+    return Ledger().update(snapshot.pods, snapshot.allocatable, topology, snapshot.api_version,
+                           dra)

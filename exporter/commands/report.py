@@ -234,9 +234,13 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
         lines.append("(no devices)")
     if accounting.dra_devices_allocated:
         lines += ["", "DRA devices prepared"]
-        lines += _table(["driver", "pool", "devices"], [
-            [driver, pool, str(count)]
-            for (driver, pool), count in sorted(accounting.dra_devices_allocated.items())])
+        allocatable = accounting.dra_devices_allocatable or {}
+        shares = accounting.dra_device_shares
+        lines += _table(["driver", "pool", "NUMA", "devices", "shares", "allocatable"], [
+            [driver, pool, numa, str(count), str(shares.get((driver, pool, numa), 0)),
+             str(allocatable[(driver, pool, numa)])
+             if (driver, pool, numa) in allocatable else "-"]
+            for (driver, pool, numa), count in sorted(accounting.dra_devices_allocated.items())])
     misaligned = sorted(k for k, v in accounting.container_numa_nodes.items() if v > 1)
     if accounting.misaligned_containers is not None:
         lines += ["", f"Containers spanning NUMA nodes: {accounting.misaligned_containers}"]
@@ -282,7 +286,9 @@ def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
         "devices_allocated_unavailable": keyed(accounting.devices_allocated_unavailable,
                                                ("numa_node", "resource")),
         "utilization_ratio": keyed(accounting.utilization, ("numa_node", "resource")),
-        "dra_devices_allocated": keyed(accounting.dra_devices_allocated, ("driver", "pool")),
+        "dra_devices_allocated": keyed(accounting.dra_devices_allocated,
+                                       ("driver", "pool", "numa_node")),
+        "dra_device_shares": keyed(accounting.dra_device_shares, ("driver", "pool", "numa_node")),
         "misaligned_containers": accounting.misaligned_containers,
         "container_numa_nodes": keyed(accounting.container_numa_nodes,
                                       ("namespace", "pod", "container")),

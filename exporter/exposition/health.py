@@ -51,7 +51,7 @@ REVISION_FILE = Path(__file__).with_name("REVISION")
 # Every data issue kind, pre-initialised so increase() works from the first occurrence.
 ISSUE_KINDS = tuple(IssueKind)
 # What the Kubernetes-API view (--kube-api) lists and watches, as the resource label says it.
-KUBE_API_RESOURCES = ("node", "pods", "resourceslices")
+KUBE_API_RESOURCES = ("node", "pods", "resourceslices", "devicetaintrules")
 METHODS = (kubelet.METHOD_LIST, kubelet.METHOD_GET_ALLOCATABLE, kubelet.METHOD_GET)
 
 _REFRESH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

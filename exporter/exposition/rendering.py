@@ -93,6 +93,9 @@ def node_series(accounting: Accounting, topology: Topology,
     add(catalog.DEVICES_ALLOCATED_UNAVAILABLE, accounting.devices_allocated_unavailable)
     add(catalog.NUMA_UTILIZATION, accounting.utilization)
     add(catalog.DRA_DEVICES_ALLOCATED, accounting.dra_devices_allocated)
+    add(catalog.DRA_DEVICE_SHARES, accounting.dra_device_shares)
+    add(catalog.DRA_DEVICES_ALLOCATABLE, accounting.dra_devices_allocatable)
+    add(catalog.DRA_DEVICES_TAINTED, accounting.dra_devices_tainted)
     if accounting.misaligned_containers is not None:
         series.append((catalog.MISALIGNED_CONTAINERS, {(): accounting.misaligned_containers}))
     return series

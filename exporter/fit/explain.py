@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..podspec import Rejection, exclusive_requests, rejection
+from ..podspec import Rejection, exclusive_requests, rejection, without_dra_served
 from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
 from .section import blocking_resource
 
@@ -38,6 +38,7 @@ class PodQuestion:
     def of(cls, namespace: str, name: str, obj: dict[str, Any]) -> PodQuestion:
         """The question about a pod object as the API server returned it."""
         status = obj.get("status") or {}
+        obj = without_dra_served(obj)  # DRA devices are never aligned (KEP-5004)
         return cls(namespace, name, str(status.get("phase", "")),
                    str(status.get("reason", "")), str(status.get("message", "")),
                    rejection(obj), exclusive_requests(obj.get("spec") or {}))

@@ -1,8 +1,8 @@
 """Pure parsing of Kubernetes API objects into what the view keeps: no client, no I/O.
 
-Nodes, pods and ResourceSlices arrive as JSON (``dict``); each becomes a small frozen record
-keyed as its reflector stores it. The resource rules they apply (quantities, requests,
-rejections) are :mod:`exporter.podspec`'s.
+Nodes and pods arrive as JSON (``dict``); each becomes a small frozen record keyed as its
+reflector stores it (ResourceSlices: :mod:`exporter.kubeapi.resourceslices`). The resource
+rules they apply (quantities, requests, rejections) are :mod:`exporter.podspec`'s.
 """
 
 from __future__ import annotations
@@ -34,16 +34,6 @@ class PodRecord:
     rejection: Rejection | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SliceRecord:
-    """What the view keeps of a ResourceSlice: whose pool, which generation, how many devices."""
-
-    driver: str
-    pool: str
-    generation: int
-    devices: int
-
-
 def _name(obj: dict[str, Any]) -> str:
     name: str = (obj.get("metadata") or {}).get("name", "")
     return name
@@ -64,31 +54,9 @@ def pod_record(obj: dict[str, Any]) -> tuple[tuple[str, str], PodRecord]:
             PodRecord(terminated, tuple(sorted(requests.items())), rejection(obj)))
 
 
-def slice_record(obj: dict[str, Any]) -> tuple[str, SliceRecord]:
-    spec = obj.get("spec") or {}
-    pool = spec.get("pool") or {}
-    return _name(obj), SliceRecord(spec.get("driver", ""), pool.get("name", ""),
-                                   int(pool.get("generation") or 0), len(spec.get("devices") or ()))
-
-
 def total_requests(pods: Iterable[PodRecord]) -> Amounts:
     """The effective requests summed over pods (terminated pods carry none)."""
     total: Amounts = {}
     for record in pods:
         add_amounts(total, dict(record.requests))
     return total
-
-
-def dra_allocatable(slices: Iterable[SliceRecord]) -> dict[tuple[str, str], int]:
-    """Devices per (driver, pool), counting only each pool's newest generation (a driver
-    publishing a new generation leaves the older slices behind until it deletes them)."""
-    slices = list(slices)
-    newest: dict[tuple[str, str], int] = {}
-    for s in slices:
-        key = (s.driver, s.pool)
-        newest[key] = max(newest.get(key, s.generation), s.generation)
-    counts = dict.fromkeys(newest, 0)
-    for s in slices:
-        if s.generation == newest[(s.driver, s.pool)]:
-            counts[(s.driver, s.pool)] += s.devices
-    return counts

@@ -20,26 +20,22 @@ from prometheus_client.core import GaugeMetricFamily
 from .. import catalog
 from ..exposition.health import KUBE_API_RESOURCES, Health
 from ..exposition.rendering import gauge_family, render_text
-from ..model import Allocatable, PodAssignment
-from ..podspec import Rejection
+from ..model import Allocatable, DraInventory, PodAssignment
+from ..podspec import Rejection, without_dra_served
 from .auth import ConfigError
 from .client import ApiClient
 from .config import load_config
-from .records import (
-    dra_allocatable,
-    node_record,
-    pod_record,
-    slice_record,
-    total_requests,
-)
+from .records import node_record, pod_record, total_requests
 from .reflector import Reflector
+from .resourceslices import inventory, pci_reader, slice_record, taint_rule_record
 
 log = logging.getLogger(__name__)
 
-NODE, PODS, SLICES = KUBE_API_RESOURCES
-# resource.k8s.io versions serving ResourceSlices, newest first
+NODE, PODS, SLICES, TAINT_RULES = KUBE_API_RESOURCES
+# resource.k8s.io versions serving ResourceSlices and DeviceTaintRules, newest first
 SLICE_GROUP = "resource.k8s.io"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 JOIN_SECONDS = 2.0
 
 
@@ -57,7 +53,7 @@ class KubeView:
     """
 
     def __init__(self, node_name: str, health: Health,
-                 environ: Mapping[str, str] | None = None):
+                 environ: Mapping[str, str] | None = None, sysfs_root: str = "/sys"):
         try:
             config = load_config(os.environ if environ is None else environ)
         except ConfigError as error:
@@ -73,16 +69,24 @@ class KubeView:
         self._states = dict.fromkeys(KUBE_API_RESOURCES, "starting")
         self._rendered = b""
         self._rendered_for: tuple[int, Allocatable | None] | None = None
+        self._pci_numa = pci_reader(sysfs_root)
+        self._inventory: tuple[int, DraInventory] | None = None
+        self._dra_version = 0  # bumped on every change of the slices or the taint rules
         health.track_kube_api()
         by_node = f"spec.nodeName={node_name}"
         self._reflectors = [
             Reflector(NODE, [("v1", "/api/v1/nodes")], f"metadata.name={node_name}",
                       node_record, self, self._client),
-            Reflector(PODS, [("v1", "/api/v1/pods")], by_node, pod_record, self, self._client),
+            Reflector(PODS, [("v1", "/api/v1/pods")], by_node,
+                      lambda obj: pod_record(without_dra_served(obj)), self, self._client),
             Reflector(SLICES, [(v, f"/apis/{SLICE_GROUP}/{v}/resourceslices")
                                for v in SLICE_VERSIONS],
                       by_node, slice_record, self, self._client, optional=True,
                       group=SLICE_GROUP, unserved="no DRA allocatable series"),
+            Reflector(TAINT_RULES, [(v, f"/apis/{SLICE_GROUP}/{v}/devicetaintrules")
+                                    for v in TAINT_RULE_VERSIONS],
+                      "", taint_rule_record, self, self._client, optional=True,
+                      group=SLICE_GROUP, unserved="only the ResourceSlices' own device taints"),
         ]
 
     # ---- life cycle (event loop) ---------------------------------------------------------
@@ -128,6 +132,19 @@ class KubeView:
             self._rendered_for = (self.version, allocatable)
         return self._rendered
 
+    def dra_inventory(self) -> DraInventory:
+        """The DRA devices this node's ResourceSlices publish, with locality and taints; the
+        same object until the slices or the taint rules change (the accounting recounts the
+        DRA devices only for a new one)."""
+        cached = self._inventory
+        if cached is None or cached[0] != self._dra_version:
+            value = inventory(self._records[SLICES].values(), self._records[TAINT_RULES].values(),
+                              self._pci_numa)
+            if cached is not None and cached[1] == value:
+                value = cached[1]  # a list again with the same content: nothing to recount
+            self._inventory = cached = (self._dra_version, value)
+        return cached[1]
+
     def rejections(self) -> dict[tuple[str, str], Rejection]:
         """Pods of this node the API shows rejected at admission for exclusive resources."""
         return {key: record.rejection for key, record in self._records[PODS].items()
@@ -150,8 +167,6 @@ class KubeView:
             gauge_family(catalog.EXTENDED_RESOURCE_REQUESTED,
                          {name: requested.get(name, 0) for name in advertised | requested.keys()}),
             gauge_family(catalog.EXTENDED_RESOURCE_STALE, stale),
-            gauge_family(catalog.DRA_DEVICES_ALLOCATABLE,
-                         dra_allocatable(self._records[SLICES].values())),
         ]
 
     # ---- the reflectors' sink (event loop) -------------------------------------------------
@@ -159,6 +174,8 @@ class KubeView:
     def replaced(self, resource: str, records: dict[Any, Any], detail: str) -> None:
         """A fresh list of the resource (the whole state of it)."""
         self._records[resource] = records
+        if resource in (SLICES, TAINT_RULES):
+            self._dra_version += 1
         if resource == PODS:
             self._terminated = {key for key, record in records.items() if record.terminated}
         self.version += 1
@@ -171,6 +188,8 @@ class KubeView:
             records.pop(key, None)
         else:
             records[key] = record
+        if resource in (SLICES, TAINT_RULES):
+            self._dra_version += 1
         if resource == PODS:
             if record is not None and record.terminated:
                 self._terminated.add(key)

@@ -30,7 +30,7 @@ from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletClient, KubeletError
 from ..kubelet.decode import Replies
 from ..kubelet.reader import KubeletReader
-from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
+from ..model import Allocatable, DraInventory, KubeletSnapshot, PodAssignment, Topology
 from ..topology import RereadTopology, read_topology
 from .issuelog import IssueLog
 from .outcome import INTERNAL_ERROR, Outcome
@@ -144,12 +144,13 @@ class Refresher:
         try:
             self.topology = self._sysfs.current()
             replies = await self.reader.read(self._decoder)
-            kept = None
-            if self.kube_view is not None:  # the view's state is the loop's: filter here
+            kept = dra = None
+            if self.kube_view is not None:  # the view's state is the loop's: read it here
                 kept = self.kube_view.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
+                dra = self.kube_view.dra_inventory()
             result, data = await self._worker.run(self.core.account, replies, self.topology,
-                                                  kept)
+                                                  kept, dra)
             self._publish(result)
             delay = self.outcome.succeeded()
         except KubeletError as error:
@@ -258,12 +259,14 @@ class RefreshCore:
         return self.pipeline.allocatable(raw)
 
     def account(self, replies: Replies, topology: Topology,
-                kept: tuple[PodAssignment, ...] | None) -> tuple[Result, Section | None]:
+                kept: tuple[PodAssignment, ...] | None,
+                dra: DraInventory | None = None) -> tuple[Result, Section | None]:
         """One refresh through the pipeline, and the data section, None when it did not change
         (the ledger returns the same object for an unchanged snapshot). ``kept``: the listed
-        pods that have not ended, as the Kubernetes-API view says (None: all of them)."""
+        pods that have not ended, as the Kubernetes-API view says (None: all of them); ``dra``:
+        the DRA devices the node's ResourceSlices publish (None without the view)."""
         result = self.pipeline.run(replies, topology,
-                                   (lambda _pods: kept) if kept is not None else None)
+                                   (lambda _pods: kept) if kept is not None else None, dra)
         if result.accounting is self._published:
             return result, None
         self._published = result.accounting

@@ -19,7 +19,7 @@ from ..accounting import Accounting, Ledger
 from ..exposition.rendering import Renderer, RenderOptions
 from ..issues import IssueKind
 from ..kubelet.decode import V1, V1ALPHA1, AllocatableDecoder, ListDecoder, Replies
-from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
+from ..model import Allocatable, DraInventory, KubeletSnapshot, PodAssignment, Topology
 
 PodFilter = Callable[[tuple[PodAssignment, ...]], tuple[PodAssignment, ...]]
 
@@ -71,15 +71,17 @@ class Pipeline:
         self._decoded_allocatable = (reply, value)
         return value
 
-    def run(self, replies: Replies, topology: Topology, keep: PodFilter | None = None) -> Result:
-        """Account and render one refresh; ``keep`` leaves out pods that have ended."""
+    def run(self, replies: Replies, topology: Topology, keep: PodFilter | None = None,
+            dra: DraInventory | None = None) -> Result:
+        """Account and render one refresh; ``keep`` leaves out pods that have ended; ``dra``:
+        the DRA devices the node's ResourceSlices publish (the Kubernetes-API view)."""
         pods = self.pods(replies.list_reply, replies.api_version)
         allocatable = None
         if replies.allocatable_reply is not None and replies.api_version == V1:
             allocatable = self.allocatable(replies.allocatable_reply)
         snapshot = KubeletSnapshot(pods, allocatable, replies.api_version)
         kept = keep(pods) if keep is not None else pods
-        accounting = self._ledger.update(kept, allocatable, topology, replies.api_version)
+        accounting = self._ledger.update(kept, allocatable, topology, replies.api_version, dra)
         if accounting is not self._accounting:  # the ledger returns the same object when unchanged
             self._section = self._renderer.render(accounting, topology)
             self._accounting = accounting

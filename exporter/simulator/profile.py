@@ -26,6 +26,9 @@ PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
 # Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?$")
 _UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -59,6 +62,15 @@ def parse_cpus(value: int | str | None) -> tuple[int, bool]:
     return int(text), int(text) > 0
 
 
+def _millis(value: int | str | None) -> int:
+    if value is None:
+        return 0
+    text = str(value).strip()
+    if text.endswith("m"):
+        return int(text[:-1])
+    return int(float(text) * 1000)
+
+
 def hugepage_size_bytes(name: str) -> int:
     """``"2Mi"`` / ``"hugepages-2Mi"`` -> 2097152."""
     return parse_bytes(name.removeprefix("hugepages-"))
@@ -84,10 +96,15 @@ class SimDevice:
 
 @dataclass
 class DraPool:
+    """A DRA driver's pool on the node. ``published``: what its ResourceSlice says of a device
+    beyond its name (``attributes``, ``taints``), as the driver publishes it; the kubelet's
+    podresources API never shows it (SPEC section 2 fact 7)."""
+
     driver: str
     pool: str
     devices: list[str]
     cdi_prefix: str
+    published: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +112,7 @@ class ContainerSpec:
     name: str
     cpus: int = 0
     exclusive_cpus: bool = False
+    cpu_millis: int = 0  # the request as written: 1500 for "1500m"
     memory: dict[str, int] = field(default_factory=dict)  # memory type -> bytes
     devices: dict[str, int] = field(default_factory=dict)  # resource -> count
     claims: list[str] = field(default_factory=list)  # names of the pod's claims
@@ -106,6 +124,9 @@ class ClaimSpec:
     driver: str
     count: int = 1
     shared: bool = False  # consumable capacity: the device is shared, each user gets a share_id
+    # the extended resource (e.g. nvidia.com/gpu) this claim serves in the pod's spec, when the
+    # scheduler made it from a DeviceClass's extendedResourceName (KEP-5004)
+    extended_resource: str | None = None
 
 
 @dataclass
@@ -160,6 +181,8 @@ class NodeSpec:
     reserved_memory: dict[tuple[int, str], int] = field(default_factory=dict)
     devices: list[SimDevice] = field(default_factory=list)
     dra_pools: list[DraPool] = field(default_factory=list)
+    # PCI address -> NUMA node as sysfs bus/pci/devices/<BDF>/numa_node holds it (-1: none)
+    pci_numa: dict[str, int] = field(default_factory=dict)
     pods: list[PodSpec] = field(default_factory=list)
     generate: GenerateSpec | None = None
     seed: int = 1
@@ -169,6 +192,10 @@ class NodeSpec:
     threads_per_core: int = 1
     topology_manager_policy: str = "single-numa-node"
     topology_manager_scope: str = "container"
+    # kubelet config maps of option name -> "true"/"false" (admission honours full-pcpus-only
+    # and prefer-closest-numa-nodes)
+    cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_cpus(self) -> frozenset[int]:
@@ -269,9 +296,7 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
     for device in devices:
         if device.device_id in unhealthy:
             device.healthy = False
-    dra_pools = [DraPool(p["driver"], p["pool"], list(p["devices"]),
-                         p.get("cdi_prefix", p["driver"] + "/device"))
-                 for p in data.get("dra_pools", [])]
+    dra_pools = [_dra_pool(p) for p in data.get("dra_pools", [])]
     pods = [parse_pod(p) for p in data.get("pods", [])]
     generate = None
     if "generate" in data:
@@ -292,15 +317,34 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
         reserved_memory=reserved_memory,
         devices=devices,
         dra_pools=dra_pools,
+        pci_numa={str(k): int(v) for k, v in data.get("pci_numa", {}).items()},
         pods=pods,
         generate=generate,
         seed=seed,
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
         threads_per_core=_threads_per_core(data, numa_nodes),
-        topology_manager_policy=str(data.get("topology_manager_policy", "single-numa-node")),
-        topology_manager_scope=str(data.get("topology_manager_scope", "container")),
+        topology_manager_policy=_choice(data, "topology_manager_policy", "single-numa-node",
+                                        TOPOLOGY_MANAGER_POLICIES),
+        topology_manager_scope=_choice(data, "topology_manager_scope", "container",
+                                       TOPOLOGY_MANAGER_SCOPES),
+        cpu_manager_policy_options=_options(data, "cpu_manager_policy_options"),
+        topology_manager_policy_options=_options(data, "topology_manager_policy_options"),
     )
+
+
+def _choice(data: dict[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = data.get(key, default)
+    if value not in allowed:
+        raise ProfileError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _options(data: dict[str, Any], key: str) -> dict[str, str]:
+    options = data.get(key, {})
+    if not isinstance(options, dict):
+        raise ProfileError(f"{key} must be an object of option names to \"true\"/\"false\"")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
 
 
 def _threads_per_core(data: dict[str, Any], numa_nodes: list[NumaSpec]) -> int:
@@ -360,6 +404,7 @@ def parse_container(data: dict[str, Any]) -> ContainerSpec:
         name=data["name"],
         cpus=cpus,
         exclusive_cpus=exclusive,
+        cpu_millis=_millis(data.get("cpus")),
         memory=memory,
         devices={k: int(v) for k, v in data.get("devices", {}).items()},
         claims=list(data.get("claims", [])),
@@ -374,11 +419,12 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         containers=[parse_container(c) for c in data.get("containers", [])],
         sidecars=[parse_container(c) for c in data.get("sidecars", [])],
         init_containers=[parse_container(c) for c in data.get("init_containers", [])],
-        guaranteed=data.get("qos", "Guaranteed") == "Guaranteed",
+        guaranteed=_qos(data.get("qos", "Guaranteed")) == "Guaranteed",
         pod_cpus=parse_cpus(pod_level.get("cpus"))[0],
         pod_memory={k: parse_bytes(v) for k, v in pod_level.items()
                     if k == "memory" or k.startswith("hugepages-")},
-        claims=[ClaimSpec(c["name"], c["driver"], int(c.get("count", 1)), bool(c.get("shared")))
+        claims=[ClaimSpec(c["name"], c["driver"], int(c.get("count", 1)), bool(c.get("shared")),
+                          c.get("extended_resource"))
                 for c in data.get("claims", [])],
         numa=data.get("numa"),
         placement=data.get("placement", "aligned"),
@@ -387,7 +433,28 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
     )
 
 
+def _qos(value: Any) -> str:
+    if value not in QOS_CLASSES:
+        raise ProfileError(f"bad pod qos {value!r}; one of {', '.join(QOS_CLASSES)}")
+    return str(value)
+
+
 def _phase(value: Any) -> str:
     if value not in PHASES:
         raise ProfileError(f"bad pod phase {value!r}; one of {', '.join(PHASES)}")
     return str(value)
+
+
+def _dra_pool(data: dict[str, Any]) -> DraPool:
+    """A pool; a device is a name, or ``{"name", "attributes", "taints"}`` as its slice shows
+    it (attribute values in the API's form: ``{"int": 0}``, ``{"ints": [1, 0]}``, ...)."""
+    names: list[str] = []
+    published: dict[str, dict[str, Any]] = {}
+    for item in data["devices"]:
+        if isinstance(item, str):
+            names.append(item)
+        else:
+            names.append(str(item["name"]))
+            published[str(item["name"])] = {k: v for k, v in item.items() if k != "name"}
+    return DraPool(data["driver"], data["pool"], names,
+                   data.get("cdi_prefix", data["driver"] + "/device"), published)

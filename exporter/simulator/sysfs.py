@@ -5,7 +5,10 @@ Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,meminfo,hug
 ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
 threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
 sysfs-devices-system-cpu), and cAdvisor reads it to build the CPU topology that the kubelet's CPU
-manager allocates whole cores from (``full-pcpus-only``).
+manager allocates whole cores from (``full-pcpus-only``). And for the PCI devices the
+profile names, ``bus/pci/devices/<BDF>/numa_node``: the kernel's NUMA node of the device, ``-1``
+when the platform gives none (Documentation/ABI/testing/sysfs-bus-pci); the exporter reads it
+for DRA devices published with only a ``resource.kubernetes.io/pciBusID``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 
 from ..topology import format_cpulist
 from .profile import NodeSpec
+
+ADMISSION_FEATURE_GATES = ("PodLevelResourceManagers",)
 
 
 def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
@@ -30,6 +35,10 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
         topology_dir = cpu_root / f"cpu{cpu}" / "topology"
         topology_dir.mkdir(parents=True, exist_ok=True)
         (topology_dir / "thread_siblings_list").write_text(format_cpulist(siblings) + "\n")
+    for bus_id, numa in spec.pci_numa.items():
+        device_dir = root / "bus" / "pci" / "devices" / bus_id
+        device_dir.mkdir(parents=True, exist_ok=True)
+        (device_dir / "numa_node").write_text(f"{numa}\n")
     for node in spec.numa_nodes:
         directory = node_root / f"node{node.numa_id}"
         directory.mkdir(exist_ok=True)
@@ -50,14 +59,25 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
 
 def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
     """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
-    holds it), with the profile's resource-manager policies."""
+    holds it), with the profile's resource-manager policies, their options and feature gates:
+    the configuration the simulator's admission follows."""
     path = Path(path)
-    path.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
-        "kind: KubeletConfiguration\n"
-        f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
-        f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
-        f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
-        f"topologyManagerScope: {spec.topology_manager_scope}\n"
-        f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    text = ("apiVersion: kubelet.config.k8s.io/v1beta1\n"
+            "kind: KubeletConfiguration\n"
+            f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
+            f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
+            f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
+            f"topologyManagerScope: {spec.topology_manager_scope}\n"
+            f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    for key, options in (("cpuManagerPolicyOptions", spec.cpu_manager_policy_options),
+                         ("topologyManagerPolicyOptions", spec.topology_manager_policy_options)):
+        if options:
+            text += f"{key}:\n" + "".join(f"  {name}: \"{value}\"\n"
+                                          for name, value in sorted(options.items()))
+    # the gates that change admission (the profile's others describe the podresources API)
+    gates = {g: on for g, on in spec.feature_gates.items() if g in ADMISSION_FEATURE_GATES}
+    if gates:
+        text += "featureGates:\n" + "".join(f"  {gate}: {str(on).lower()}\n"
+                                             for gate, on in sorted(gates.items()))
+    path.write_text(text)
     return path

@@ -314,7 +314,9 @@ def test_kubernetes_api_view_gets_exactly_its_read_only_rbac(helm):
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
-         "verbs": ["get", "list", "watch"]}]
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
+         "verbs": ["list", "watch"]}]
     binding = one(docs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME,
@@ -322,10 +324,34 @@ def test_kubernetes_api_view_gets_exactly_its_read_only_rbac(helm):
     assert "Role" not in kinds(docs)
     no_rbac = render(helm, "--set", "kubeApi.enabled=true", "--set", "rbac.create=false")
     assert "ClusterRole" not in kinds(no_rbac)
-    # the Kubernetes client's code needs more memory: kubeApi.resources is merged over resources
+    # kubeApi.resources is merged over resources (sized from benchmarks/kube_api.py)
     assert exporter_container(docs)["resources"] == {
-        "requests": {"cpu": "25m", "memory": "128Mi"},
-        "limits": {"cpu": "250m", "memory": "256Mi"}}
+        "requests": {"cpu": "25m", "memory": "96Mi"},
+        "limits": {"cpu": "250m", "memory": "192Mi"}}
+    custom = render(helm, "--set", "kubeApi.enabled=true",
+                    "--set", "kubeApi.resources.requests.memory=128Mi")
+    assert exporter_container(custom)["resources"]["requests"] == {"cpu": "25m",
+                                                                  "memory": "128Mi"}
+
+
+def test_the_view_mounts_pci_sysfs_read_only_and_only_with_the_view(helm, defaults):
+    docs = render(helm, "--set", "kubeApi.enabled=true")
+    # bus/pci/devices/<BDF> are symlinks into devices/: both, read-only, at --sysfs-root
+    assert mount(docs, "sys-devices") == {"name": "sys-devices", "mountPath": "/host/sys/devices",
+                                          "readOnly": True}
+    assert mount(docs, "sys-bus-pci-devices") == {
+        "name": "sys-bus-pci-devices", "mountPath": "/host/sys/bus/pci/devices",
+        "readOnly": True}
+    assert volume(docs, "sys-bus-pci-devices")["hostPath"] == {"path": "/sys/bus/pci/devices",
+                                                               "type": "Directory"}
+    assert volume(docs, "sys-devices")["hostPath"]["path"] == "/sys/devices"
+    names = {m["name"] for m in exporter_container(docs)["volumeMounts"]}
+    assert "sys-devices-system" not in names
+    default_names = {m["name"] for m in exporter_container(defaults)["volumeMounts"]}
+    assert "sys-devices-system" in default_names and "sys-bus-pci-devices" not in default_names
+    off = render(helm, "--set", "kubeApi.enabled=true", "--set", "kubeApi.pciSysfs=false")
+    assert "sys-bus-pci-devices" not in {m["name"]
+                                         for m in exporter_container(off)["volumeMounts"]}
 
 
 def test_watch_path_mounts_the_kubelet_root_read_only(helm, defaults):

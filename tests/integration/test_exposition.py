@@ -232,7 +232,7 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
         call_duration.labels(method)
     for kind in IssueKind:
         issues.labels(kind)
-    for resource in ("node", "pods", "resourceslices"):
+    for resource in ("node", "pods", "resourceslices", "devicetaintrules"):
         kube_errors.labels(resource)
     # another module's counter in the health registry (as the fit answers register theirs)
     admissions = counter(catalog.ADMISSION_FAILURES, health.registry)

@@ -56,8 +56,12 @@ async def test_dual_socket_gpu_profile_per_numa_figures():
                        resource="memory") == 1.0
         assert s.value("podresources_numa_utilization_ratio", numa_node="1",
                        resource="memory") == pytest.approx((74.375 + 73.6875) / 192)
-        assert s.by("podresources_dra_devices_allocated", "driver", "pool") == {
-            ("fpga.example.com", "gpu-node-01"): 1, ("rdma.example.com", "gpu-node-01-mlx"): 1}
+        # without the Kubernetes-API view DRA devices are of unknown NUMA node and align
+        # nothing: llm-infer-1's DRA GPU does not count
+        assert s.by("podresources_dra_devices_allocated", "driver", "pool", "numa_node") == {
+            ("fpga.example.com", "gpu-node-01", "unknown"): 1,
+            ("rdma.example.com", "gpu-node-01-mlx", "unknown"): 1,
+            ("gpu.nvidia.com", "gpu-node-01-dra", "unknown"): 2}
         assert s.value("podresources_misaligned_containers") == 2
         assert s.value("podresources_node_info", node="gpu-node-01", kubelet_api="v1") == 1
         assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
@@ -87,11 +91,15 @@ async def test_dual_socket_gpu_profile_workload_series():
         assert len(gpus) == 7
         assert {dict(k)["pod"] for k in gpus} == {"llm-train-0", "llm-infer-0", "llm-infer-1"}
         # one fpga claim shared by two containers; one shared (consumable) NIC with a share_id
+        # per pod; two DRA GPUs, one of them serving dra-infer-0's nvidia.com/gpu
         dra = s.series("podresources_dra_device_info")
         assert sorted((dict(k)["pod"], dict(k)["container"], dict(k)["device"]) for k in dra) == [
+            ("dra-infer-0", "server", "gpu-9"),
             ("encoder-0", "encoder", "fpga-0"), ("encoder-0", "monitor", "fpga-0"),
-            ("rdma-bench-0", "bench", "mlx5_0")]
-        assert all("share_id" in dict(k) for k in dra if dict(k)["pod"] == "rdma-bench-0")
+            ("llm-infer-1", "server", "gpu-8"),
+            ("rdma-bench-0", "bench", "mlx5_0"), ("rdma-probe-0", "probe", "mlx5_0")]
+        assert all("share_id" in dict(k) for k in dra
+                   if dict(k)["pod"] in ("rdma-bench-0", "rdma-probe-0"))
         assert not any("share_id" in dict(k) for k in dra if dict(k)["pod"] == "encoder-0")
         # pods without exclusive resources produce no workload series
         assert not s.series("podresources_container_cpus", pod="web-7d4b9c5f6-2lq8n")

@@ -1,6 +1,6 @@
 """The Kubernetes-API view (--kube-api): the exporter's API client against a fake API server.
 
-The fake (tests/support/fake_apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
+The fake (exporter/simulator/apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
 client certificates; the client finds it through ``$KUBECONFIG`` or, as in a pod, through
 ``KUBERNETES_SERVICE_HOST``/``PORT`` and a service-account directory. The kubelet side is the
 simulator, as everywhere else.
@@ -25,9 +25,7 @@ import pytest
 from exporter.cli import main, parse_args
 from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
-
-from ..support.docs import assert_live_matches_docs
-from ..support.fake_apiserver import (
+from exporter.simulator.apiserver import (
     FakeApiServer,
     container,
     node,
@@ -35,6 +33,9 @@ from ..support.fake_apiserver import (
     resource_slice,
     tls_context,
 )
+from exporter.simulator.slices import resource_slices
+
+from ..support.docs import assert_live_matches_docs
 from ..support.harness import (
     REPO,
     Exporter,
@@ -115,7 +116,8 @@ def cluster(server: FakeApiServer, name: str = NODE) -> None:
 
 def synced(scrape: Scrape) -> bool:
     return scrape.by("podresources_kube_api_up", "resource") == {
-        "node": 1, "pods": 1, "resourceslices": 1} and scrape.get("podresources_up") == 1
+        "node": 1, "pods": 1, "resourceslices": 1, "devicetaintrules": 1} \
+        and scrape.get("podresources_up") == 1
 
 
 async def test_view_reports_use_staleness_and_dra_capacity(api):
@@ -136,19 +138,22 @@ async def test_view_reports_use_staleness_and_dra_capacity(api):
         assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
             (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
         assert s.by("podresources_kube_api_errors_total", "resource") == {
-            "node": 0, "pods": 0, "resourceslices": 0}
+            "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 0}
         # the kubelet side is untouched
         assert s.by("podresources_devices_allocated", "numa_node", resource="nvidia.com/gpu") \
             == {"0": 1}
     # node-scoped: every list and watch selected this node, resource.k8s.io/v1 was enough
     assert {(path, query["fieldSelector"]) for path, query in api.requests} == {
         ("/api/v1/nodes", f"metadata.name={NODE}"), ("/api/v1/pods", f"spec.nodeName={NODE}"),
-        ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}")}
+        ("/apis/resource.k8s.io/v1/resourceslices", f"spec.nodeName={NODE}"),
+        ("/apis/resource.k8s.io/v1/devicetaintrules", "")}  # cluster-scoped
 
 
 async def test_live_metrics_with_the_view_on_match_the_docs(api):
     async with Node("dual-socket-gpu") as kubelet:
         cluster(api, kubelet.spec.name)
+        for obj in resource_slices(kubelet.spec):  # its drivers' devices, one of them tainted
+            api.put("resourceslices", obj)
         async with Exporter(kubelet.settings(kube_api=True)) as exporter:
             s = await exporter.wait_for(synced, what="the view to sync")
     assert_live_matches_docs(s, {"node", "workload", "health", "kube-api"})
@@ -188,12 +193,13 @@ async def test_resource_slices_fall_back_to_older_versions(api, caplog, served, 
         s = await exporter.wait_for(synced, what="the view to sync")
         assert s.by("podresources_dra_devices_allocatable", "driver", "pool") == {
             (GPU_DRA, NODE): 3, ("nic.example.com", "nics"): 4}
-    paths = [path for path, _ in api.requests if "resource.k8s.io" in path]
+    paths = [path for path, _ in api.requests if path.endswith("/resourceslices")]
     tried = ["v1", "v1beta2", "v1beta1"][:["v1", "v1beta2", "v1beta1"].index(used) + 1]
     assert paths[:len(tried)] == [f"/apis/resource.k8s.io/{v}/resourceslices" for v in tried]
     assert paths[len(tried):] == [f"/apis/resource.k8s.io/{used}/resourceslices"] * \
         (len(paths) - len(tried))  # the watch stays on the version found
-    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()] == [
+    assert [r.getMessage() for r in caplog.records if "not served" in r.getMessage()
+            and "devicetaintrules" not in r.getMessage()] == [
         f"Kubernetes API: resourceslices: resource.k8s.io/v1 is not served; using {used}"]
 
 
@@ -207,7 +213,8 @@ async def test_no_resource_slice_api_means_no_dra_series(api, caplog):
         assert not s.series("podresources_dra_devices_allocatable")
         assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
         assert s.value("podresources_kube_api_errors_total", resource="resourceslices") == 0
-    assert sum("serves none of resource.k8s.io" in r.getMessage() for r in caplog.records) == 1
+    assert sum("resourceslices: the API server serves none of resource.k8s.io" in r.getMessage()
+               for r in caplog.records) == 1
 
 
 async def test_watch_events_update_the_metrics(api):
@@ -330,7 +337,7 @@ async def test_unreachable_api_keeps_the_last_values(api, caplog, quick_backoff)
         await api.stop()
         s = await exporter.wait_for(
             lambda s: s.by("podresources_kube_api_up", "resource") == {
-                "node": 0, "pods": 0, "resourceslices": 0}
+                "node": 0, "pods": 0, "resourceslices": 0, "devicetaintrules": 0}
             and s.get("podresources_kube_api_errors_total", resource="node") >= 3,
             what="the view to notice, and retry")
         for name in ("podresources_extended_resource_capacity",
@@ -451,8 +458,8 @@ async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, tmp_path):
 
 # ---- where the API is and who the exporter is to it --------------------------------------
 
-RESOURCES = ("node", "pods", "resourceslices")
-COLLECTIONS = ("nodes", "pods", "resourceslices")
+RESOURCES = ("node", "pods", "resourceslices", "devicetaintrules")
+COLLECTIONS = ("nodes", "pods", "resourceslices", "devicetaintrules")
 
 
 def all_up(value: int):
@@ -522,10 +529,10 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
             project(account, {"token": b"token-2", "ca.crt": ca.path.read_bytes()})
             server.tokens = {"token-2"}
             renewed = len(server.identities)
-            assert server.end_watches() == 3
+            assert server.end_watches() == 4
             await until(lambda: all(len(server.watches(c)) == 2 for c in COLLECTIONS),
                         what="the watches to resume")
-            assert server.identities[renewed:] == ["token:token-2"] * 3
+            assert server.identities[renewed:] == ["token:token-2"] * 4
             assert server.rejected == []
             assert await status_without_credentials(
                 server, ca, Authorization="Bearer token-1") == 401
@@ -710,7 +717,7 @@ def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, s
 VIEW_ON = """
 import asyncio, os, sys, tempfile
 from pathlib import Path
-from tests.support.fake_apiserver import FakeApiServer, node
+from exporter.simulator.apiserver import FakeApiServer, node
 from tests.support.harness import Exporter, Node, small_profile
 
 async def main():

@@ -348,12 +348,15 @@ def test_dra_devices_are_deduplicated_by_driver_pool_device():
         P("ns", "p", (C("a", dra_devices=(gpu0, nic)), C("b", dra_devices=(gpu0,)))),
         P("ns", "q", (C("c", dra_devices=(gpu0_share,)),)),
     ), TWO_NODES)
-    assert result.dra_devices_allocated == {("gpu.example.com", "node-a"): 1,
-                                            ("nic.example.com", "node-a"): 1}
-    assert ("gpu.example.com", "node-a", "gpu-0", "shared-claim", "ns", "q", "c", "7b1e") in \
-        result.dra_device_info
+    # without the Kubernetes-API view every DRA device is of unknown NUMA node
+    assert result.dra_devices_allocated == {("gpu.example.com", "node-a", "unknown"): 1,
+                                            ("nic.example.com", "node-a", "unknown"): 1}
+    assert result.dra_device_shares == {("gpu.example.com", "node-a", "unknown"): 1}
+    assert result.dra_devices_allocatable is None and result.dra_devices_tainted is None
+    assert ("gpu.example.com", "node-a", "gpu-0", "unknown", "shared-claim", "ns", "q", "c",
+            "7b1e") in result.dra_device_info
     assert len(result.dra_device_info) == 4
-    # DRA carries no NUMA information: it does not give containers an alignment series
+    # podresources carries no NUMA information for DRA: no alignment series from it alone
     assert result.container_numa_nodes == {}
 
 

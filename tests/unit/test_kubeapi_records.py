@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.kubeapi.records import SliceRecord, dra_allocatable
+from exporter.kubeapi.resourceslices import SliceDevice, SliceRecord, newest_generation
 from exporter.podspec import is_extended_resource, parse_quantity, pod_requests
-
-from ..support.fake_apiserver import container, pod
+from exporter.simulator.apiserver import container, pod
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"
@@ -74,9 +73,19 @@ def test_requests_keep_only_extended_resources():
     assert pod_requests(spec) == {"nvidia.com/gpu": 1}
 
 
+def devices(n: int) -> tuple[SliceDevice, ...]:
+    return tuple(SliceDevice(f"d{i}") for i in range(n))
+
+
 def test_only_the_newest_generation_of_a_pool_counts():
-    slices = [SliceRecord(GPU_DRA, "p", 1, 8), SliceRecord(GPU_DRA, "p", 2, 2),
-              SliceRecord(GPU_DRA, "p", 2, 1), SliceRecord("nic.example.com", "p", 1, 4),
-              SliceRecord("nic.example.com", "empty", 3, 0)]
-    assert dra_allocatable(slices) == {(GPU_DRA, "p"): 3, ("nic.example.com", "p"): 4,
-                                       ("nic.example.com", "empty"): 0}
+    slices = [SliceRecord(GPU_DRA, "p", 1, devices(8)), SliceRecord(GPU_DRA, "p", 2, devices(2)),
+              SliceRecord(GPU_DRA, "p", 2, devices(1)),
+              SliceRecord("nic.example.com", "p", 1, devices(4)),
+              SliceRecord("nic.example.com", "empty", 3, ())]
+    kept = newest_generation(slices)
+    counts: dict[tuple[str, str], int] = {}
+    for record in kept:
+        counts[(record.driver, record.pool)] = counts.get((record.driver, record.pool), 0) + \
+            len(record.devices)
+    assert counts == {(GPU_DRA, "p"): 3, ("nic.example.com", "p"): 4,
+                      ("nic.example.com", "empty"): 0}

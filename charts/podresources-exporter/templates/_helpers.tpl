@@ -148,7 +148,7 @@ by checkov and by people). Each appears only while the values that cause it are 
 {{- end }}
 {{- if eq .object "daemonset" }}
 {{- if .root.Values.kubeApi.enabled }}
-{{- $reasons = append $reasons "CKV_K8S_38=the Kubernetes-API view (kubeApi.enabled) reads nodes, pods and resourceslices with this token" }}
+{{- $reasons = append $reasons "CKV_K8S_38=the Kubernetes-API view (kubeApi.enabled) reads nodes, pods, resourceslices and devicetaintrules with this token" }}
 {{- end }}
 {{- if not .root.Values.networkPolicy.enabled }}
 {{- $reasons = append $reasons "CKV2_K8S_6=NetworkPolicy is opt-in (networkPolicy.enabled): not every CNI enforces one" }}

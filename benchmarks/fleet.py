@@ -465,7 +465,8 @@ def substitute(text: str, values: dict[str, str]) -> str:
 
 
 def regex_escape(value: str) -> str:
-    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", value)
+    """As Grafana writes a multi-value variable's value into a PromQL string."""
+    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\\\1", value)
 
 
 def natural(value: str):

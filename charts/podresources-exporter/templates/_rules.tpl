@@ -58,6 +58,33 @@ groups:
       - record: node_shape:podresources_shape_capacity:max
         expr: |-
           max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
+  - name: podresources-exporter.health.rules
+    rules:
+      - record: node_method_code:podresources_api_requests:rate5m
+        expr: |-
+          max by ({{ $cluster }}, job, node, method, code) (
+            rate(podresources_api_requests_total[5m]))
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket[5m]))),
+            "quantile", "0.99", "", "")
+      - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+            "quantile", "0.99", "", "")
+          or
+          label_replace(
+            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+            "quantile", "0.5", "", "")
+      - record: node_kind:podresources_data_issues:rate5m
+        expr: |-
+          max by ({{ $cluster }}, job, node, kind) (
+            rate(podresources_data_issues_total[5m])) > 0
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

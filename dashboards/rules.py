@@ -29,6 +29,7 @@ RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-expor
                     "docs/alerts.md#")
 RECORDING_GROUP = "podresources-exporter.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
+LATENCY_GROUP = "podresources-exporter.latency.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
 PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
 
@@ -118,12 +119,6 @@ HEALTH_RECORDS = (
            "  rate(podresources_api_requests_total[5m]))",
            "Kubelet calls per second per node, method and gRPC status code (max: a node scraped "
            "twice is counted once)."),
-    Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
-           "label_replace(\n"
-           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, method, le) (\n"
-           "    rate(podresources_api_request_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.99", "", "")',
-           "The 99th percentile of kubelet call durations per node and method (label quantile)."),
     Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
            "label_replace(\n"
            "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, le) (\n"
@@ -142,7 +137,20 @@ HEALTH_RECORDS = (
            "exports ~17 kinds that are almost always 0, and a fleet's panel need not read them."),
 )
 
-RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (HEALTH_GROUP, HEALTH_RECORDS))
+# The kubelet call latency alone: 42 bucket series per node (3 methods x 14 buckets), the most
+# any rule reads, in a group of its own, evaluated concurrently with the others (its cost on a
+# fleet: docs/performance.md).
+LATENCY_RECORDS = (
+    Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
+           "label_replace(\n"
+           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, method, le) (\n"
+           "    rate(podresources_api_request_duration_seconds_bucket[5m]))),\n"
+           '  "quantile", "0.99", "", "")',
+           "The 99th percentile of kubelet call durations per node and method (label quantile)."),
+)
+
+RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (HEALTH_GROUP, HEALTH_RECORDS),
+                    (LATENCY_GROUP, LATENCY_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (

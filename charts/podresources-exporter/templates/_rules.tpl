@@ -64,12 +64,6 @@ groups:
         expr: |-
           max by ({{ $cluster }}, job, node, method, code) (
             rate(podresources_api_requests_total[5m]))
-      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
-        expr: |-
-          label_replace(
-            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
-              rate(podresources_api_request_duration_seconds_bucket[5m]))),
-            "quantile", "0.99", "", "")
       - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
         expr: |-
           label_replace(
@@ -85,6 +79,14 @@ groups:
         expr: |-
           max by ({{ $cluster }}, job, node, kind) (
             rate(podresources_data_issues_total[5m])) > 0
+  - name: podresources-exporter.latency.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket[5m]))),
+            "quantile", "0.99", "", "")
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

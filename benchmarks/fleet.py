@@ -1,8 +1,8 @@
 """What the dashboards and rules cost on the Prometheus side, for fleets of nodes.
 
-    python -m benchmarks.fleet                         # 250 and 500 nodes (~6 minutes)
-    python -m benchmarks.fleet --sizes 500,1000         # ~12 minutes
-    python -m benchmarks.fleet --series-only           # series per node, churn, flags (~1 min)
+    python -m benchmarks.fleet                         # 250 and 1,000 nodes (~11 minutes)
+    python -m benchmarks.fleet --sizes 100,200 --repeat 1 --no-series   # a quick look
+    python -m benchmarks.fleet --series-only           # series per node, churn, flags (~2 min)
 
 For each profile of the fleet (default: dual-socket-gpu, a two-NUMA GPU node) the simulator and
 the exporter run once, as processes (``python -m exporter simulate`` / ``python -m exporter``),
@@ -14,6 +14,9 @@ pci_bus_id, DCGM_FI_DRIVER_VERSION). A window of samples at the scrape interval 
 OpenMetrics and turned into a block by ``promtool tsdb create-blocks-from openmetrics``; the real
 Prometheus is started on it, the recording rules are backfilled with ``promtool tsdb
 create-blocks-from rules`` (one pass per level of rules reading other rules), and then:
+
+Every fleet is built first, each with its own Prometheus; then each query goes to the fleets in
+turn, round after round, so that whatever else the machine does weighs on every size alike:
 
 * every target of every dashboard is sent as Grafana sends it (a range query over the last hour
   at a 30 s step, or an instant query), with the variables resolved through Prometheus the way
@@ -516,60 +519,89 @@ def send(prometheus: Prometheus, expr: str, instant: bool, end: int) -> tuple[fl
                             step=STEP, stats="1")
 
 
-def measure(prometheus: Prometheus, expr: str, instant: bool, end: int, repeat: int) -> dict:
-    times, answer = [], {}
+def measure(servers: dict[int, Prometheus], expr: str, instant: bool, end: int,
+            repeat: int) -> dict[int, dict]:
+    """The query on every fleet, ``repeat`` rounds, the fleets in turn within a round (so that
+    whatever else the machine does weighs on every fleet alike); the median per fleet."""
+    times: dict[int, list[float]] = {size: [] for size in servers}
+    answers: dict[int, dict] = {}
     for _ in range(repeat):
-        seconds, answer = send(prometheus, expr, instant, end)
-        times.append(seconds)
-        if seconds > 5:  # bounded: one run of a slow query is enough to know it is slow
+        for size, prometheus in servers.items():
+            seconds, answers[size] = send(prometheus, expr, instant, end)
+            times[size].append(seconds)
+        if max(t[-1] for t in times.values()) > 5:  # one run of a slow query is enough
             break
-    result = {"seconds": statistics.median(times)}
-    if answer.get("status") == "success":
-        result["series"] = len(answer["data"]["result"])
-        stats = answer["data"].get("stats", {}).get("samples", {})
-        result["samples"] = stats.get("totalQueryableSamples")
-    else:
-        result["error"] = answer.get("error", "")[:120]
-    return result
+    results = {}
+    for size, answer in answers.items():
+        result = {"seconds": statistics.median(times[size])}
+        if answer.get("status") == "success":
+            result["series"] = len(answer["data"]["result"])
+            stats = answer["data"].get("stats", {}).get("samples", {})
+            result["samples"] = stats.get("totalQueryableSamples")
+        else:
+            result["error"] = answer.get("error", "")[:120]
+        results[size] = result
+    return results
 
 
-def time_dashboard(prometheus: Prometheus, path: Path, end: int, repeat: int,
-                   rate_interval: str) -> dict:
+def refresh(prometheus: Prometheus, jobs: list[tuple[str, bool]], end: int) -> float:
+    """Every target of a dashboard, CONCURRENCY at a time, as Grafana refreshes it."""
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(lambda job: send(prometheus, job[0], job[1], end), jobs))
+    return time.perf_counter() - started
+
+
+def time_dashboard(servers: dict[int, Prometheus], path: Path, end: int, repeat: int,
+                   rate_interval: str) -> dict[int, dict]:
     model = json.loads(path.read_text())
-    out: dict = {"panels": {}, "refresh": {}}
+    out: dict[int, dict] = {size: {"panels": {}, "refresh": {}} for size in servers}
     for variant in ("default", "one_node"):
-        values = variables(prometheus, model, end, variant == "one_node", rate_interval)
-        jobs = []
+        values = {size: variables(prometheus, model, end, variant == "one_node", rate_interval)
+                  for size, prometheus in servers.items()}
+        jobs: dict[int, list] = {size: [] for size in servers}
         for panel in panels(model):
-            title = substitute(panel["title"], values)
+            title = substitute(panel["title"], next(iter(values.values())))
             for target in panel["targets"]:
-                expr = substitute(target["expr"], values)
                 key = f"{title} [{target['refId']}]" if len(panel["targets"]) > 1 else title
-                jobs.append((expr, bool(target.get("instant"))))
-                entry = measure(prometheus, expr, bool(target.get("instant")), end, repeat)
-                out["panels"].setdefault(key, {})[variant] = entry
-        refreshes = []
+                instant = bool(target.get("instant"))
+                exprs = {size: substitute(target["expr"], values[size]) for size in servers}
+                for size in servers:
+                    jobs[size].append((exprs[size], instant))
+                for size, entry in measure_each(servers, exprs, instant, end, repeat).items():
+                    out[size]["panels"].setdefault(key, {})[variant] = entry
+        times: dict[int, list[float]] = {size: [] for size in servers}
         for _ in range(repeat):
-            started = time.perf_counter()
-            with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
-                list(pool.map(lambda job: send(prometheus, job[0], job[1], end), jobs))
-            refreshes.append(time.perf_counter() - started)
-            if refreshes[-1] > 20:
+            for size, prometheus in servers.items():
+                times[size].append(refresh(prometheus, jobs[size], end))
+            if max(t[-1] for t in times.values()) > 20:
                 break
-        out["refresh"][variant] = statistics.median(refreshes)
+        for size in servers:
+            out[size]["refresh"][variant] = statistics.median(times[size])
     return out
 
 
-def time_rules(prometheus: Prometheus, end: int, repeat: int) -> dict:
+def measure_each(servers: dict[int, Prometheus], exprs: dict[int, str], instant: bool,
+                 end: int, repeat: int) -> dict[int, dict]:
+    """measure(), where the variables may have resolved differently per fleet."""
+    if len(set(exprs.values())) == 1:
+        return measure(servers, next(iter(exprs.values())), instant, end, repeat)
+    return {size: measure({size: servers[size]}, expr, instant, end, repeat)[size]
+            for size, expr in exprs.items()}
+
+
+def time_rules(servers: dict[int, Prometheus], end: int, repeat: int) -> dict[int, dict]:
     groups = yaml.safe_load(RULES.read_text())["groups"]
-    out = {}
+    out: dict[int, dict] = {size: {} for size in servers}
     for group in groups:
-        rules = {}
+        timed = {size: {} for size in servers}
         for rule in group["rules"]:
-            rules[rule.get("record") or rule["alert"]] = measure(
-                prometheus, rule["expr"], True, end, repeat)
-        out[group["name"]] = {"rules": rules,
-                              "seconds": sum(r["seconds"] for r in rules.values())}
+            name = rule.get("record") or rule["alert"]
+            for size, entry in measure(servers, rule["expr"], True, end, repeat).items():
+                timed[size][name] = entry
+        for size in servers:
+            out[size][group["name"]] = {
+                "rules": timed[size], "seconds": sum(r["seconds"] for r in timed[size].values())}
     return out
 
 
@@ -699,7 +731,7 @@ def series_report(costs: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fleet", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="250,500", help="fleet sizes, in nodes")
+    parser.add_argument("--sizes", default="250,1000", help="fleet sizes, in nodes")
     parser.add_argument("--clusters", type=int, default=4)
     parser.add_argument("--profiles", default="dual-socket-gpu",
                         help="simulator profiles the fleet's nodes take, in turn")
@@ -740,25 +772,29 @@ def main(argv: list[str] | None = None) -> int:
         # The window ends just before a 2-hour block boundary: one block per promtool run.
         end = (int(time.time()) // 7200) * 7200 - 60
         window = VIEW + 900
-        for size in sizes:
+        servers: dict[int, Prometheus] = {}
+        try:
+            for size in sizes:  # every fleet built first, each with its own Prometheus
+                started = time.monotonic()
+                servers[size], facts = build_tsdb(workdir, templates, size, args.clusters,
+                                                  profiles, end, window, interval, groups)
+                facts["build_seconds"] = time.monotonic() - started
+                results["fleets"][str(size)] = {"facts": facts, "dashboards": {}}
+                print(f"{size} nodes: {facts['series']:,} series, {facts['samples']:,} samples; "
+                      f"built in {facts['write_seconds']:.0f} + {facts['promtool_seconds']:.0f} "
+                      f"s, rules backfilled in {facts['rules_backfill_seconds']:.0f} s",
+                      flush=True)
             started = time.monotonic()
-            prometheus, facts = build_tsdb(workdir, templates, size, args.clusters, profiles,
-                                           end, window, interval, groups)
-            try:
-                fleet = {"facts": facts, "dashboards": {}}
-                for path in sorted(DASHBOARD_DIR.glob("*.json")):
-                    fleet["dashboards"][path.stem] = time_dashboard(
-                        prometheus, path, end, args.repeat, rate_interval)
-                fleet["rules"] = time_rules(prometheus, end, args.repeat)
-            finally:
+            for path in sorted(DASHBOARD_DIR.glob("*.json")):
+                for size, timing in time_dashboard(servers, path, end, args.repeat,
+                                                   rate_interval).items():
+                    results["fleets"][str(size)]["dashboards"][path.stem] = timing
+            for size, timing in time_rules(servers, end, args.repeat).items():
+                results["fleets"][str(size)]["rules"] = timing
+            print(f"timed in {time.monotonic() - started:.0f} s", flush=True)
+        finally:
+            for prometheus in servers.values():
                 prometheus.stop()
-                shutil.rmtree(workdir / f"tsdb-{size}", ignore_errors=True)
-            facts["total_seconds"] = time.monotonic() - started
-            results["fleets"][str(size)] = fleet
-            print(f"{size} nodes: {facts['series']:,} series, {facts['samples']:,} samples; "
-                  f"built in {facts['write_seconds']:.0f} + {facts['promtool_seconds']:.0f} s, "
-                  f"rules backfilled in {facts['rules_backfill_seconds']:.0f} s, "
-                  f"{facts['total_seconds']:.0f} s in all", flush=True)
         print(report(results, args.extrapolate))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

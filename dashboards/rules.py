@@ -28,6 +28,7 @@ JOB_SELECTOR = 'job=~".*podresources-exporter.*"'
 RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-exporter/blob/main/"
                     "docs/alerts.md#")
 RECORDING_GROUP = "podresources-exporter.rules"
+UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
 LATENCY_GROUP = "podresources-exporter.latency.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
@@ -67,6 +68,23 @@ NUMA_RECORDS = (
            '{numa_node!="unknown"})',
            "The largest number of exclusive CPUs one NUMA node can still give (single-numa-node "
            "fit)."),
+    Record("node_resource:podresources_utilization:ratio",
+           "node_resource:podresources_allocated:sum\n"
+           "  / (node_resource:podresources_allocatable:sum > 0)"),
+    Record("node_resource:podresources_numa_utilization_ratio:max",
+           "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
+           "The fullest NUMA node of each node, per resource."),
+    Record("node_shape:podresources_shape_capacity:max",
+           "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
+           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
+           "series per node, however many monitors scrape it)."),
+)
+
+# Allocatable and allocated per node and resource: the NUMA rules that read the most series (cpu,
+# every memory type, every device resource of every NUMA node), in a group of their own so that
+# each group's evaluation stays short on a fleet (docs/performance.md); groups are evaluated
+# concurrently, and node_resource:podresources_utilization:ratio reads their latest values.
+UTILIZATION_RECORDS = (
     Record("node_resource:podresources_allocatable:sum",
            "label_replace(\n"
            "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
@@ -98,16 +116,6 @@ NUMA_RECORDS = (
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
            "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))"),
-    Record("node_resource:podresources_utilization:ratio",
-           "node_resource:podresources_allocated:sum\n"
-           "  / (node_resource:podresources_allocatable:sum > 0)"),
-    Record("node_resource:podresources_numa_utilization_ratio:max",
-           "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
-           "The fullest NUMA node of each node, per resource."),
-    Record("node_shape:podresources_shape_capacity:max",
-           "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
-           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
-           "series per node, however many monitors scrape it)."),
 )
 
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so
@@ -149,8 +157,8 @@ LATENCY_RECORDS = (
            "The 99th percentile of kubelet call durations per node and method (label quantile)."),
 )
 
-RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (HEALTH_GROUP, HEALTH_RECORDS),
-                    (LATENCY_GROUP, LATENCY_RECORDS))
+RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
+                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (

@@ -142,21 +142,26 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
                 histogram_series.sub("", metric) in documented, (rule.get("record"), metric)
 
 
-def test_recording_groups_are_the_numa_the_health_and_the_latency_rules():
-    """Three recording groups, evaluated concurrently, each within its budget on a fleet
-    (docs/performance.md); the alerts come last."""
+def test_recording_groups_split_what_a_fleet_pays():
+    """Four recording groups, evaluated concurrently, so that none reads too many series on a
+    fleet (docs/performance.md); the alerts come last."""
     assert [group["name"] for group in GROUPS] == [
-        "podresources-exporter.rules", "podresources-exporter.health.rules",
-        "podresources-exporter.latency.rules", "podresources-exporter.alerts"]
+        "podresources-exporter.rules", "podresources-exporter.utilization.rules",
+        "podresources-exporter.health.rules", "podresources-exporter.latency.rules",
+        "podresources-exporter.alerts"]
     assert all("record" in rule for group in GROUPS[:-1] for rule in group["rules"])
     assert [rule["record"] for rule in GROUPS[1]["rules"]] == [
+        "node_resource:podresources_allocatable:sum", "node_resource:podresources_allocated:sum"]
+    assert "node_resource:podresources_utilization:ratio" in {
+        rule["record"] for rule in GROUPS[0]["rules"]}
+    assert [rule["record"] for rule in GROUPS[2]["rules"]] == [
         "node_method_code:podresources_api_requests:rate5m",
         "node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
         "node_kind:podresources_data_issues:rate5m"]
-    assert [rule["record"] for rule in GROUPS[2]["rules"]] == [
+    assert [rule["record"] for rule in GROUPS[3]["rules"]] == [
         "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"]
     # the health records keep job, for the health dashboard's job variable
-    for rule in GROUPS[1]["rules"] + GROUPS[2]["rules"]:
+    for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"]:
         for _, labels in AGGREGATION.findall(rule["expr"]):
             assert {"cluster", "job", "node"} <= {label.strip() for label in labels.split(",")}
 

@@ -22,6 +22,18 @@ groups:
       - record: node:podresources_cpus_free_on_one_numa_node:max
         expr: |-
           max by ({{ $cluster }}, node) (node_numa_node:podresources_cpus_free:sum{numa_node!="unknown"})
+      - record: node_resource:podresources_utilization:ratio
+        expr: |-
+          node_resource:podresources_allocated:sum
+            / (node_resource:podresources_allocatable:sum > 0)
+      - record: node_resource:podresources_numa_utilization_ratio:max
+        expr: |-
+          max by ({{ $cluster }}, node, resource) (podresources_numa_utilization_ratio)
+      - record: node_shape:podresources_shape_capacity:max
+        expr: |-
+          max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
+  - name: podresources-exporter.utilization.rules
+    rules:
       - record: node_resource:podresources_allocatable:sum
         expr: |-
           label_replace(
@@ -48,16 +60,6 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocated))
-      - record: node_resource:podresources_utilization:ratio
-        expr: |-
-          node_resource:podresources_allocated:sum
-            / (node_resource:podresources_allocatable:sum > 0)
-      - record: node_resource:podresources_numa_utilization_ratio:max
-        expr: |-
-          max by ({{ $cluster }}, node, resource) (podresources_numa_utilization_ratio)
-      - record: node_shape:podresources_shape_capacity:max
-        expr: |-
-          max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
   - name: podresources-exporter.health.rules
     rules:
       - record: node_method_code:podresources_api_requests:rate5m

@@ -1,6 +1,6 @@
 """What the dashboards and rules cost on the Prometheus side, for fleets of nodes.
 
-    python -m benchmarks.fleet                         # 250 and 1,000 nodes (~11 minutes)
+    python -m benchmarks.fleet                         # 250 and 1,000 nodes (~15 minutes)
     python -m benchmarks.fleet --sizes 100,200 --repeat 1 --no-series   # a quick look
     python -m benchmarks.fleet --series-only           # series per node, churn, flags (~2 min)
 

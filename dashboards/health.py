@@ -28,15 +28,21 @@ STALE_STEPS = ((None, "green"), (60, "orange"), (300, "red"))
 NOT_OK = ',code!="OK"'
 
 
+# Recording rules (dashboards/rules.py, group podresources-exporter.health.rules): one series
+# per node (and method, code, kind) instead of every bucket and counter of every node.
+CALLS = "node_method_code:podresources_api_requests:rate5m"
+CALL_QUANTILE = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
+REFRESH_QUANTILE = "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"
+ISSUES = "node_kind:podresources_data_issues:rate5m"
+
+
 def calls(code_matcher: str = "") -> str:
     """Kubelet calls per second by node, optionally only those with some status codes."""
-    return (f"sum by (node) (rate(podresources_api_requests_total{{{SELECTED}{code_matcher}}}"
-            f"{RATE}))")
+    return f"sum by (node) ({CALLS}{{{SELECTED}{code_matcher}}})"
 
 
-def quantile(q: float, metric: str, by: str) -> str:
-    return (f"histogram_quantile({q}, sum by ({by}, le) "
-            f"(rate({metric}_bucket{{{SELECTED}}}{RATE})))")
+def quantile(q: str, metric: str, by: str) -> str:
+    return f'max by ({by}) ({metric}{{{SELECTED},quantile="{q}"}})'
 
 
 def status() -> list:
@@ -59,9 +65,10 @@ def status() -> list:
                     instant=True)],
              unit="s", steps=STALE_STEPS),
         stat("Data issues (1h)",
-             "Inconsistent kubelet items seen in the last hour, all kinds (see the panel below).",
-             [query(f"sum(increase(podresources_data_issues_total{{{SELECTED}}}[1h]))",
-                    instant=True)],
+             "Inconsistent kubelet items seen in the last hour, all kinds (see the panel below); "
+             "from the recorded per-second rates, minute by minute, so an estimate.",
+             [query(f"round(sum(sum_over_time({ISSUES}{{{SELECTED}}}[1h:1m])) * 60) "
+                    "or vector(0)", instant=True)],
              steps=((None, "green"), (1, "orange"))),
         state_timeline("Scrape and kubelet status per node",
                        "Whether Prometheus reaches each exporter (scrape) and each exporter "
@@ -80,8 +87,8 @@ def kubelet_calls() -> list:
                    "Calls to the kubelet podresources API per second, by method and gRPC status "
                    "code. RESOURCE_EXHAUSTED is the node-wide rate limit (or a reply over the "
                    "receive limit).",
-                   [query("sum by (node, method, code) (rate(podresources_api_requests_total"
-                          f"{{{SELECTED}}}{RATE}))", "{{node}} {{method}} {{code}}")],
+                   [query(f"max by (node, method, code) ({CALLS}{{{SELECTED}}})",
+                          "{{node}} {{method}} {{code}}")],
                    unit="reqps"),
         timeseries("Failed kubelet calls",
                    "Share of kubelet calls that did not answer OK, per node (0 when all did).",
@@ -90,8 +97,8 @@ def kubelet_calls() -> list:
                    unit="percentunit", steps=((None, "green"), (0.01, "red"))),
         timeseries("Kubelet call latency (p99)",
                    "99th percentile duration of kubelet calls, by method.",
-                   [query(quantile(0.99, "podresources_api_request_duration_seconds",
-                                   "node, method"), "{{node}} {{method}}")],
+                   [query(quantile("0.99", CALL_QUANTILE, "node, method"),
+                          "{{node}} {{method}}")],
                    unit="s"),
         timeseries("Back-off delay",
                    "Delay the exporter imposes on itself after failed calls; 0 when healthy. "
@@ -107,10 +114,8 @@ def refreshes() -> list:
         row("Refreshes and data"),
         timeseries("Refresh duration",
                    "Duration of one refresh (kubelet calls, decoding, accounting, rendering).",
-                   [query(quantile(0.99, "podresources_refresh_duration_seconds", "node"),
-                          "{{node}} p99"),
-                    query(quantile(0.5, "podresources_refresh_duration_seconds", "node"),
-                          "{{node}} p50")],
+                   [query(quantile("0.99", REFRESH_QUANTILE, "node"), "{{node}} p99"),
+                    query(quantile("0.5", REFRESH_QUANTILE, "node"), "{{node}} p50")],
                    unit="s"),
         timeseries("Refreshes",
                    "Refreshes per second: 1 / --interval, more with --watch-path, fewer while "
@@ -138,9 +143,11 @@ def refreshes() -> list:
         timeseries("Data issues by kind",
                    "Inconsistent items found in kubelet data per second, by kind "
                    "(docs/metrics.md lists the kinds); affected items are skipped or counted "
-                   "once.",
-                   [query("sum by (node, kind) (rate(podresources_data_issues_total"
-                          f"{{{SELECTED}}}{RATE}))", "{{node}} {{kind}}")],
+                   "once. Only nodes and kinds with issues have a line (over 5-minute windows); "
+                   "without any, one line at 0.",
+                   [query(f"max by (node, kind) ({ISSUES}{{{SELECTED}}}) or on () "
+                          'label_replace(vector(0), "node", "all nodes", "", "")',
+                          "{{node}} {{kind}}")],
                    unit="ops"),
     ]
 

@@ -39,16 +39,21 @@ POD_LINKS = {"pod": [pod_link()]}
 # dcgm-exporter's GPU metrics carry the GPU's UUID in label UUID; for nvidia.com/gpu the device
 # plugin's device ids are those UUIDs (its default DEVICE_ID_STRATEGY=uuid).
 # label_join copies device_id into UUID (label_replace's "$1" would read as a Grafana variable).
+# The gpu variable lists this node's GPUs (their UUIDs); dcgm-exporter's series carry no node
+# label, so selecting them by UUID is what keeps the join to this node's GPUs instead of joining
+# every GPU of the cluster.
+GPU = 'resource="nvidia.com/gpu"'
+THIS_NODES_GPUS = f'{CLUSTER},UUID=~"$gpu"'
 GPU_HOLDERS = ('topk by (UUID) (1, label_join(max by (device_id, numa_node, namespace, pod, '
-               f'container) (podresources_device_info{{{NODE},resource="nvidia.com/gpu"}}), '
+               f'container) (podresources_device_info{{{NODE},{GPU},device_id=~"$gpu"}}), '
                '"UUID", "", "device_id"))')
 GPU_LABELS = "numa_node, namespace, pod, container"
 
 
 def on_this_nodes_gpus(dcgm_metric: str) -> str:
     """A DCGM metric per GPU of this node, labelled with its NUMA node and holder."""
-    return (f"max by (UUID) ({dcgm_metric}{{{CLUSTER}}}) * on (UUID) group_left({GPU_LABELS}) "
-            f"{GPU_HOLDERS}")
+    return (f"max by (UUID) ({dcgm_metric}{{{THIS_NODES_GPUS}}}) * on (UUID) "
+            f"group_left({GPU_LABELS}) {GPU_HOLDERS}")
 
 
 def utilization(resource_matcher: str) -> str:
@@ -231,8 +236,8 @@ def gpus() -> list:
         [query(on_this_nodes_gpus("DCGM_FI_DEV_GPU_UTIL"), table=True),
          query(on_this_nodes_gpus("DCGM_FI_DEV_FB_USED"), table=True),
          query(f"{on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')} / on (UUID) group_left() "
-               f"(max by (UUID) (DCGM_FI_DEV_FB_USED{{{CLUSTER}}}) + max by (UUID) "
-               f"(DCGM_FI_DEV_FB_FREE{{{CLUSTER}}}))", table=True)],
+               f"(max by (UUID) (DCGM_FI_DEV_FB_USED{{{THIS_NODES_GPUS}}}) + max by (UUID) "
+               f"(DCGM_FI_DEV_FB_FREE{{{THIS_NODES_GPUS}}}))", table=True)],
         transformations=[merge(), organize(
             {"UUID": "GPU", "numa_node": "NUMA node", "Value #A": "utilization",
              "Value #B": "memory used", "Value #C": "memory used share"},
@@ -305,6 +310,12 @@ def build() -> dict:
                        'label_values({__name__=~"podresources_(container_numa_nodes|device_info'
                        f'|dra_device_info|pod_cpus|pod_memory_bytes)",{NODE}}}, namespace)',
                        multi=True),
+        query_variable("gpu", "GPUs",
+                       f"label_values(podresources_device_info{{{NODE},{GPU}}}, device_id)",
+                       multi=True, all_value=None,
+                       description="The node's GPUs (their UUIDs), for the GPU row: "
+                                   "dcgm-exporter's series are selected by UUID, so the row "
+                                   "reads this node's GPUs only, however large the cluster."),
     ]
     panels = (at_a_glance() + utilization_bars() + free_capacity() + over_time() + holders()
               + gpus())

@@ -302,16 +302,21 @@ def datasource_variable() -> dashboard_builder.DatasourceVariable:
 
 
 def query_variable(name: str, label: str, definition: str, *, multi: bool = False,
-                   description: str = "") -> dashboard_builder.QueryVariable:
-    """A ``label_values(...)`` variable; multi-value ones default to All (``.*``)."""
+                   description: str = "", all_value: str | None = ".*"
+                   ) -> dashboard_builder.QueryVariable:
+    """A ``label_values(...)`` variable; multi-value ones default to All: ``.*``, or with
+    ``all_value=None`` every value the variable offers, as a regex alternation (``(a|b)``), which
+    selects by those values instead of matching everything."""
     variable = (dashboard_builder.QueryVariable(name).label(label).datasource(DATASOURCE)
                 .query(definition).definition(definition)
                 .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).sort(VariableSort.NATURAL_ASC))
     if description:
         variable = variable.description(description)
     if multi:
-        variable = (variable.multi(True).include_all(True).all_value(".*")
+        variable = (variable.multi(True).include_all(True)
                     .current(VariableOption(selected=True, text="All", value="$__all")))
+        if all_value is not None:
+            variable = variable.all_value(all_value)
     return variable
 
 

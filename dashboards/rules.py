@@ -28,6 +28,9 @@ JOB_SELECTOR = 'job=~".*podresources-exporter.*"'
 RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-exporter/blob/main/"
                     "docs/alerts.md#")
 RECORDING_GROUP = "podresources-exporter.rules"
+UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
+HEALTH_GROUP = "podresources-exporter.health.rules"
+LATENCY_GROUP = "podresources-exporter.latency.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
 PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
 
@@ -53,7 +56,7 @@ class Alert:
     threshold_means: str = ""
 
 
-RECORDS = (
+NUMA_RECORDS = (
     Record("node_numa_node:podresources_cpus_free:sum",
            "max by (<<cluster>>, node, numa_node) (podresources_cpus_allocatable)\n"
            "  - max by (<<cluster>>, node, numa_node) (podresources_cpus_allocated)",
@@ -65,6 +68,23 @@ RECORDS = (
            '{numa_node!="unknown"})',
            "The largest number of exclusive CPUs one NUMA node can still give (single-numa-node "
            "fit)."),
+    Record("node_resource:podresources_utilization:ratio",
+           "node_resource:podresources_allocated:sum\n"
+           "  / (node_resource:podresources_allocatable:sum > 0)"),
+    Record("node_resource:podresources_numa_utilization_ratio:max",
+           "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
+           "The fullest NUMA node of each node, per resource."),
+    Record("node_shape:podresources_shape_capacity:max",
+           "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
+           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
+           "series per node, however many monitors scrape it)."),
+)
+
+# Allocatable and allocated per node and resource: the NUMA rules that read the most series (cpu,
+# every memory type, every device resource of every NUMA node), in a group of their own so that
+# each group's evaluation stays short on a fleet (docs/performance.md); groups are evaluated
+# concurrently, and node_resource:podresources_utilization:ratio reads their latest values.
+UTILIZATION_RECORDS = (
     Record("node_resource:podresources_allocatable:sum",
            "label_replace(\n"
            "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
@@ -96,17 +116,50 @@ RECORDS = (
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
            "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))"),
-    Record("node_resource:podresources_utilization:ratio",
-           "node_resource:podresources_allocated:sum\n"
-           "  / (node_resource:podresources_allocatable:sum > 0)"),
-    Record("node_resource:podresources_numa_utilization_ratio:max",
-           "max by (<<cluster>>, node, resource) (podresources_numa_utilization_ratio)",
-           "The fullest NUMA node of each node, per resource."),
-    Record("node_shape:podresources_shape_capacity:max",
-           "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
-           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
-           "series per node, however many monitors scrape it)."),
 )
+
+# The exporter's own health, per node: what the health dashboard plots per node, recorded so
+# that a panel reads one series per node and method instead of every bucket of every node. They
+# keep `job` (the health dashboard's job variable); max/sum over the rest strips target labels.
+HEALTH_RECORDS = (
+    Record("node_method_code:podresources_api_requests:rate5m",
+           "max by (<<cluster>>, job, node, method, code) (\n"
+           "  rate(podresources_api_requests_total[5m]))",
+           "Kubelet calls per second per node, method and gRPC status code (max: a node scraped "
+           "twice is counted once)."),
+    Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
+           "label_replace(\n"
+           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, le) (\n"
+           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
+           '  "quantile", "0.99", "", "")\n'
+           "or\n"
+           "label_replace(\n"
+           "  histogram_quantile(0.5, sum by (<<cluster>>, job, node, le) (\n"
+           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
+           '  "quantile", "0.5", "", "")',
+           "The 99th and 50th percentiles of refresh durations per node (label quantile)."),
+    Record("node_kind:podresources_data_issues:rate5m",
+           "max by (<<cluster>>, job, node, kind) (\n"
+           "  rate(podresources_data_issues_total[5m])) > 0",
+           "Data issues per second per node and kind, only where some were counted: every node "
+           "exports ~17 kinds that are almost always 0, and a fleet's panel need not read them."),
+)
+
+# The kubelet call latency alone: 42 bucket series per node (3 methods x 14 buckets), the most
+# any rule reads, in a group of its own, evaluated concurrently with the others (its cost on a
+# fleet: docs/performance.md).
+LATENCY_RECORDS = (
+    Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
+           "label_replace(\n"
+           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, method, le) (\n"
+           "    rate(podresources_api_request_duration_seconds_bucket[5m]))),\n"
+           '  "quantile", "0.99", "", "")',
+           "The 99th percentile of kubelet call durations per node and method (label quantile)."),
+)
+
+RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
+                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS))
+RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (
     Alert("PodresourcesExporterDown", "up{<<job>>} == 0", "5m",
@@ -213,8 +266,9 @@ def number(value) -> str:
 def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
            runbook_base_url: str = RUNBOOK_BASE_URL) -> list[dict]:
     """The rule groups with the given settings and every alert's defaults."""
-    records = [{"record": r.record, "expr": fill(r.expr, cluster=cluster, job=job)}
-               for r in RECORDS]
+    recording = [{"name": name, "rules": [
+        {"record": r.record, "expr": fill(r.expr, cluster=cluster, job=job)} for r in records]}
+        for name, records in RECORDING_GROUPS]
     alerts = []
     for a in ALERTS:
         alerts.append({
@@ -228,8 +282,7 @@ def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
                 "runbook_url": runbook_base_url + a.alert.lower(),
             },
         })
-    return [{"name": RECORDING_GROUP, "rules": records},
-            {"name": ALERTING_GROUP, "rules": alerts}]
+    return [*recording, {"name": ALERTING_GROUP, "rules": alerts}]
 
 
 # ---- the plain rule file ------------------------------------------------------------------
@@ -281,8 +334,7 @@ def _quote(value: str) -> str:
 
 def plain_rule_file() -> str:
     lines = [*PLAIN_HEADER.splitlines(), "groups:"]
-    for index, (group, rules) in enumerate(((RECORDING_GROUP, RECORDS),
-                                             (ALERTING_GROUP, ALERTS))):
+    for index, (group, rules) in enumerate((*RECORDING_GROUPS, (ALERTING_GROUP, ALERTS))):
         if index:
             lines.append("")
         lines += [f"  - name: {group}", "    rules:"]
@@ -344,13 +396,13 @@ def chart_template() -> str:
            "{{- $job := $rule.jobSelector }}",
            "{{- $alerts := $rule.alerts | default dict }}",
            "{{- $disabled := $rule.disabled | default list }}",
-           "groups:",
-           f"  - name: {RECORDING_GROUP}",
-           "    rules:"]
-    for record in RECORDS:
-        out.append(f"      - record: {record.record}")
-        out += ["        expr: |-"] + [f"          {_go_expr(line)}"
-                                        for line in record.expr.splitlines()]
+           "groups:"]
+    for name, records in RECORDING_GROUPS:
+        out += [f"  - name: {name}", "    rules:"]
+        for record in records:
+            out.append(f"      - record: {record.record}")
+            out += ["        expr: |-"] + [f"          {_go_expr(line)}"
+                                            for line in record.expr.splitlines()]
     out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
     for alert in ALERTS:
         name = alert.alert
@@ -394,12 +446,14 @@ def chart_template() -> str:
 def mixin_rules() -> str:
     """The rules with their placeholders, for mixin/mixin.libsonnet to fill from _config."""
     model = {
-        "recording": [{"record": r.record, "expr": r.expr} for r in RECORDS],
+        "recording": [{"name": name, "rules": [{"record": r.record, "expr": r.expr}
+                                                for r in records]}
+                      for name, records in RECORDING_GROUPS],
         "alerting": [{"alert": a.alert, "expr": a.expr, "for": a.for_,
                       "severity": a.severity, "threshold": a.threshold,
                       "summary": a.summary, "description": a.description}
                      for a in ALERTS],
-        "groups": {"recording": RECORDING_GROUP, "alerting": ALERTING_GROUP},
+        "groups": {"alerting": ALERTING_GROUP},
     }
     return json.dumps(model, indent=2, ensure_ascii=False) + "\n"
 

@@ -16,13 +16,16 @@ local fill(text, values) = std.foldl(
 
 {
   prometheusRules+:: {
-    groups+: [{
-      name: rules.groups.recording,
-      rules: [
-        { record: r.record, expr: fill(r.expr, { cluster: $._config.clusterLabel, job: $._config.jobSelector }) }
-        for r in rules.recording
-      ],
-    }],
+    groups+: [
+      {
+        name: group.name,
+        rules: [
+          { record: r.record, expr: fill(r.expr, { cluster: $._config.clusterLabel, job: $._config.jobSelector }) }
+          for r in group.rules
+        ],
+      }
+      for group in rules.recording
+    ],
   },
 
   prometheusAlerts+:: {

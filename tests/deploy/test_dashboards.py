@@ -249,9 +249,40 @@ def test_gpu_row_joins_dcgm_to_pods_and_numa_nodes():
         assert metric in exprs
     # DCGM's UUID label meets the device plugin's device id, on this node's GPUs only
     assert 'label_join(' in exprs and '"UUID", "", "device_id"' in exprs
-    assert 'podresources_device_info{cluster="$cluster",node="$node",resource="nvidia.com/gpu"}' \
-        in exprs
+    assert 'podresources_device_info{cluster="$cluster",node="$node",resource="nvidia.com/gpu",' \
+        'device_id=~"$gpu"}' in exprs
     assert "group_left(numa_node, namespace, pod, container)" in exprs
+    # dcgm-exporter's series are read for this node's GPUs only (by UUID), never the cluster's
+    dcgm = re.findall(r"DCGM_\w+\{([^}]*)\}", exprs)
+    assert len(dcgm) == 7 and set(dcgm) == {'cluster="$cluster",UUID=~"$gpu"'}
+    gpu = next(v for v in model["templating"]["list"] if v["name"] == "gpu")
+    assert gpu["query"] == ('label_values(podresources_device_info{cluster="$cluster",'
+                            'node="$node",resource="nvidia.com/gpu"}, device_id)')
+    # All means the node's GPUs (Grafana writes them as (a|b|...)), not ".*"
+    assert gpu["multi"] and gpu["includeAll"] and not gpu.get("allValue")
+    assert gpu["current"]["value"] == "$__all" and not gpu.get("hide")
+
+
+# What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet.py): the raw
+# series every node carries many of are read through recording rules, never plotted raw.
+RECORDED_ONLY = ("podresources_api_request_duration_seconds_bucket",
+                 "podresources_refresh_duration_seconds_bucket",
+                 "podresources_api_requests_total", "podresources_data_issues_total")
+
+
+@pytest.mark.parametrize("name", sorted(UIDS))
+def test_panels_read_histograms_and_per_kind_counters_through_recording_rules(name):
+    for panel, target in targets(DASHBOARDS[name]):
+        for metric in RECORDED_ONLY:
+            assert metric not in target["expr"], (panel["title"], target["expr"])
+    if name == "exporter-health":
+        exprs = " ".join(target["expr"] for _, target in targets(DASHBOARDS[name]))
+        for record in ("node_method_code:podresources_api_requests:rate5m",
+                       "node_method_quantile:podresources_api_request_duration_seconds:"
+                       "histogram_quantile",
+                       "node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
+                       "node_kind:podresources_data_issues:rate5m"):
+            assert record in exprs and record in recorded_metrics()
 
 
 def test_docs_name_the_minimum_grafana_version_for_the_schema():

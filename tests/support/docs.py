@@ -55,6 +55,6 @@ def documented_metrics() -> set[str]:
 
 def metric_names(expr: str) -> set[str]:
     """Metric names in a PromQL expression: exporter series and recording rules."""
-    without_strings = re.sub(r'"[^"]*"', '""', expr)
+    without_strings = re.sub(r'"[^"]*"|\[[^\]]*\]', '""', expr)  # strings, [1h:1m] ranges
     return {name for name in re.findall(r"[a-zA-Z_:][\w:]*", without_strings)
             if name.startswith("podresources_") or ":" in name}

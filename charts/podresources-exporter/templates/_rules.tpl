@@ -22,6 +22,18 @@ groups:
       - record: node:podresources_cpus_free_on_one_numa_node:max
         expr: |-
           max by ({{ $cluster }}, node) (node_numa_node:podresources_cpus_free:sum{numa_node!="unknown"})
+      - record: node_resource:podresources_utilization:ratio
+        expr: |-
+          node_resource:podresources_allocated:sum
+            / (node_resource:podresources_allocatable:sum > 0)
+      - record: node_resource:podresources_numa_utilization_ratio:max
+        expr: |-
+          max by ({{ $cluster }}, node, resource) (podresources_numa_utilization_ratio)
+      - record: node_shape:podresources_shape_capacity:max
+        expr: |-
+          max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
+  - name: podresources-exporter.utilization.rules
+    rules:
       - record: node_resource:podresources_allocatable:sum
         expr: |-
           label_replace(
@@ -48,16 +60,35 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocated))
-      - record: node_resource:podresources_utilization:ratio
+  - name: podresources-exporter.health.rules
+    rules:
+      - record: node_method_code:podresources_api_requests:rate5m
         expr: |-
-          node_resource:podresources_allocated:sum
-            / (node_resource:podresources_allocatable:sum > 0)
-      - record: node_resource:podresources_numa_utilization_ratio:max
+          max by ({{ $cluster }}, job, node, method, code) (
+            rate(podresources_api_requests_total[5m]))
+      - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
         expr: |-
-          max by ({{ $cluster }}, node, resource) (podresources_numa_utilization_ratio)
-      - record: node_shape:podresources_shape_capacity:max
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+            "quantile", "0.99", "", "")
+          or
+          label_replace(
+            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+            "quantile", "0.5", "", "")
+      - record: node_kind:podresources_data_issues:rate5m
         expr: |-
-          max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
+          max by ({{ $cluster }}, job, node, kind) (
+            rate(podresources_data_issues_total[5m])) > 0
+  - name: podresources-exporter.latency.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket[5m]))),
+            "quantile", "0.99", "", "")
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

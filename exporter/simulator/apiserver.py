@@ -497,10 +497,11 @@ def simulated_node(state: NodeState) -> Obj:
 
 
 class SimulatedCluster:
-    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, every pod
-    it knows (admitted ones in their phase, ``Running`` by default) and the pods it rejected at
-    admission (phase ``Failed``, ``status.reason`` the kubelet's reason), as the kubelet reports
-    them to the API server. Each pod keeps its uid while it exists."""
+    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, one
+    ResourceSlice per DRA pool, every pod it knows (admitted ones in their phase, ``Running``
+    by default) and the pods it rejected at admission (phase ``Failed``, ``status.reason`` the
+    kubelet's reason), as the kubelet reports them to the API server. Each pod keeps its uid
+    while it exists."""
 
     def __init__(self, server: FakeApiServer, state: NodeState):
         self.server = server
@@ -516,6 +517,10 @@ class SimulatedCluster:
         self._version = self.state.version
         if not self.server.objects["nodes"]:
             self.server.put("nodes", simulated_node(self.state))
+            for index, pool in enumerate(self.state.spec.dra_pools):
+                self.server.put("resourceslices", resource_slice(
+                    f"{self.state.spec.name}-{pool.driver}-{index}", self.state.spec.name,
+                    pool.driver, pool.pool, pool.devices))
         wanted: dict[tuple[str, str], Obj] = {}
         for key, sim in self.state.pods.items():
             uid = self._uids.setdefault(key, str(uuid.uuid4()))

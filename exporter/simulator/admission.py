@@ -89,6 +89,7 @@ class AdmissionConfig:
     full_pcpus_only: bool = False  # cpuManagerPolicyOptions full-pcpus-only
     prefer_closest_numa_nodes: bool = False  # topologyManagerPolicyOptions
     pod_level_resource_managers: bool = False  # feature gate PodLevelResourceManagers
+    max_allowable_numa_nodes: int = 8  # topologyManagerPolicyOptions max-allowable-numa-nodes
 
     def __post_init__(self) -> None:
         if self.topology_manager_policy not in POLICIES:
@@ -146,9 +147,10 @@ def updated_config(config: AdmissionConfig, changes: Mapping[str, object]) -> Ad
             if name not in allowed:
                 raise ValueError(f"unknown {key} option {name!r}; known: {', '.join(allowed)}")
             if name == "max-allowable-numa-nodes":
-                if not str(value).isdigit():
+                if not str(value).isdigit() or int(str(value)) < 1:
                     raise ValueError(f"max-allowable-numa-nodes must be a whole number, "
                                      f"got {value!r}")
+                values["max_allowable_numa_nodes"] = int(str(value))
                 continue
             enabled = _option(value, name)
             if name == "full-pcpus-only":
@@ -313,12 +315,36 @@ class _PodState:
     memory: dict[tuple[NumaSet, str], int] = field(default_factory=dict)
 
 
+# Beyond this many NUMA nodes the merge over every subset of them is not modelled.
+MODELLED_NUMA_NODES = 16
+
+
+def check_runs(node: AdmissionNode, config: AdmissionConfig) -> None:
+    """ValueError when a kubelet with ``config`` does not start on ``node``: a Topology Manager
+    policy other than ``none`` on more NUMA nodes (CPU-less ones included) than
+    ``max-allowable-numa-nodes`` (topologymanager ``NewManager``), or more than this model
+    handles."""
+    if config.topology_manager_policy == "none":
+        return
+    count = len(node.numa_ids)
+    if count > config.max_allowable_numa_nodes:
+        raise ValueError(f"the kubelet does not start with topologyManagerPolicy "
+                         f"{config.topology_manager_policy} on a machine with {count} NUMA "
+                         f"nodes (max-allowable-numa-nodes is "
+                         f"{config.max_allowable_numa_nodes})")
+    if count > MODELLED_NUMA_NODES:
+        raise ValueError(f"admission under a Topology Manager policy is modelled for at most "
+                         f"{MODELLED_NUMA_NODES} NUMA nodes, not {count}")
+
+
 def admit(node: AdmissionNode, pod: PodRequest, config: AdmissionConfig) -> AdmissionResult:
     """Admit ``pod`` as the kubelet does: the Topology Manager's scope ``Admit``
     (``scope_container.go``/``scope_pod.go``, or ``admitPolicyNone`` for policy ``none``), each
     container allocated right after its hint is chosen; then the predicate admit handler for
     device-plugin resources (``lifecycle/predicate.go``), which runs after the resource
-    allocation handler (``kubelet.go`` registers it second)."""
+    allocation handler (``kubelet.go`` registers it second). ValueError when such a kubelet
+    would not start on the node (:func:`check_runs`)."""
+    check_runs(node, config)
     work = node.copy()
     reuse = _PodState()
     order = [*pod.init_containers, *pod.containers]
@@ -444,28 +470,57 @@ def memory_hints(node: AdmissionNode, request: Mapping[str, int],
     single-allocated or in another group; then free plus this pod's reusable memory for that
     very set must hold every type. Every type gets the same hints. An empty answer (no set
     qualifies) is an empty map, which the Topology Manager reads as "no preference"."""
-    min_width = len(node.numa_ids)
-    found: list[NumaSet] = []
-    for mask in _masks(node.numa_ids):
-        if any(sum(node.memory_allocatable.get((n, t), 0) for n in mask) < size
-               for t, size in request.items()):
-            continue
-        min_width = min(min_width, len(mask))
-        if len(mask) == 1:
-            (only,) = mask
-            if len(node.memory_cells.get(only, frozenset({only}))) > 1:
-                continue
-        elif any(node.memory_assignments.get(n, 0) > 0
-                 and node.memory_cells.get(n, frozenset({n})) != mask for n in mask):
-            # a single-allocated member has cells {n} != mask; a member in another group too
-            continue
-        if any(sum(node.memory_free.get((n, t), 0) for n in mask) + reusable.get((mask, t), 0)
-               < size for t, size in request.items()):
-            continue
-        found.append(mask)
+    found, min_width = _memory_scan(node, request, reusable, first_level=False)
     if not found:
         return {}
     return {t: [Hint(m, len(m) == min_width) for m in found] for t in request}
+
+
+def _memory_scan(node: AdmissionNode, request: Mapping[str, int],
+                 reusable: Mapping[tuple[NumaSet, str], int], first_level: bool,
+                 within: NumaSet = frozenset()) -> tuple[list[NumaSet], int]:
+    """The sets that are memory hints (containing ``within``), and the minimum width. With
+    ``first_level``, the scan stops at the narrowest width that has a hint: what
+    ``findBestHint`` picks lies there, and a node with many NUMA nodes is not walked through
+    every subset."""
+    min_width = len(node.numa_ids)
+    found: list[NumaSet] = []
+    for size in range(1, len(node.numa_ids) + 1):
+        for combo in itertools.combinations(node.numa_ids, size):
+            mask = frozenset(combo)
+            if any(sum(node.memory_allocatable.get((n, t), 0) for n in mask) < amount
+                   for t, amount in request.items()):
+                continue
+            min_width = min(min_width, len(mask))
+            if len(mask) == 1:
+                (only,) = mask
+                if len(node.memory_cells.get(only, frozenset({only}))) > 1:
+                    continue
+            elif any(node.memory_assignments.get(n, 0) > 0
+                     and node.memory_cells.get(n, frozenset({n})) != mask for n in mask):
+                # a single-allocated member has cells {n} != mask; one in another group too
+                continue
+            if any(sum(node.memory_free.get((n, t), 0) for n in mask)
+                   + reusable.get((mask, t), 0) < amount for t, amount in request.items()):
+                continue
+            if within <= mask:
+                found.append(mask)
+        if first_level and found:
+            break
+    return found, min_width
+
+
+def _best_memory_hint(node: AdmissionNode, request: Mapping[str, int],
+                      reusable: Mapping[tuple[NumaSet, str], int],
+                      within: NumaSet = frozenset()) -> Hint | None:
+    """memorymanager ``findBestHint`` over the hints (containing ``within``, for
+    ``extendTopologyManagerHint``): preferred first, then the narrowest, then the lowest
+    NUMA ids."""
+    found, min_width = _memory_scan(node, request, reusable, first_level=True, within=within)
+    if not found:
+        return None
+    best = min(found, key=lambda m: (len(m), _mask_value(m)))
+    return Hint(best, len(best) == min_width)
 
 
 def device_hints(node: AdmissionNode, resource: str, request: int,
@@ -814,7 +869,7 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
         return ()
     chosen = hint if hint is not None else Hint(None, False)
     if chosen.affinity is None:
-        default = _find_best(memory_hints(node, asked, reuse.memory))
+        default = _best_memory_hint(node, asked, reuse.memory)
         if default is None:
             raise _unexpected("[memorymanager] failed to get the default NUMA affinity, no NUMA "
                               "nodes with enough memory is available")
@@ -824,10 +879,7 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
     assert chosen.affinity is not None
     if any(sum(node.memory_free.get((n, t), 0) for n in chosen.affinity) < size
            for t, size in asked.items()):
-        hints = memory_hints(node, asked, reuse.memory)
-        wider = [h for h in next(iter(hints.values()), []) if h.affinity is not None
-                 and chosen.affinity <= h.affinity]
-        extended = _find_best({"memory": wider} if wider else {})
+        extended = _best_memory_hint(node, asked, reuse.memory, within=chosen.affinity)
         if extended is None:
             raise _unexpected("[memorymanager] failed to find NUMA nodes to extend the current "
                               "topology hint")
@@ -860,23 +912,6 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
             node.memory_free[(numa, memory_type)] = free - used
             left -= used
     return tuple(blocks)
-
-
-def _find_best(hints: Mapping[str, list[Hint]]) -> Hint | None:
-    """memorymanager ``findBestHint`` over the hints of ``memory`` (all types share them):
-    preferred first, then the narrowest (lowest ids on a tie)."""
-    candidates = hints.get("memory") or next(iter(hints.values()), [])
-    best: Hint | None = None
-    for hint in candidates:
-        if best is None or (hint.preferred and not best.preferred):
-            best = hint
-            continue
-        assert hint.affinity is not None and best.affinity is not None
-        if hint.preferred == best.preferred and (
-                (len(hint.affinity), _mask_value(hint.affinity))
-                < (len(best.affinity), _mask_value(best.affinity))):
-            best = hint
-    return best
 
 
 def _allocate_devices(node: AdmissionNode, container: ContainerRequest, hint: Hint | None,
@@ -1068,6 +1103,7 @@ __all__ = [
     "Hint",
     "PodRequest",
     "admit",
+    "check_runs",
     "config_from_spec",
     "cpu_hints",
     "device_hints",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from exporter.model import MemoryBlock
-from exporter.simulator import load_profile, parse_profile
+from exporter.simulator import ProfileError, load_profile, parse_profile
 from exporter.simulator.admission import (
     AdmissionConfig,
     AdmissionNode,
@@ -319,3 +319,19 @@ def test_pod_from_profile_spec() -> None:
     trainer = request.containers[0]
     assert (trainer.cpu_millis, trainer.memory["memory"], trainer.devices["nvidia.com/gpu"]) \
         == (16000, 96 * GiB, 4)
+
+
+def test_a_policy_needs_max_allowable_numa_nodes_beyond_eight() -> None:
+    data = {"name": "t", "numa_nodes": [{"id": i, "cpus": str(i)} for i in range(9)]}
+    node = node_from_spec(parse_profile(data))
+    with pytest.raises(ValueError, match="9 NUMA nodes"):
+        admit(node, pod(c(cpu=1)), SNN)
+    allowed = updated_config(SNN, {"topologyManagerPolicyOptions":
+                                   {"max-allowable-numa-nodes": "9"}})
+    assert admit(node, pod(c(cpu=1)), allowed).placements == (("c", frozenset({0})),)
+    assert admit(node, pod(c(cpu=1)), AdmissionConfig("none")).admitted
+    # gb200-tray: 34 NUMA nodes, so its profile runs the Topology Manager with policy none
+    tray = NodeState(load_profile("gb200-tray"))
+    assert tray.admission_config.topology_manager_policy == "none"
+    with pytest.raises(ProfileError, match="restricted on a machine with 9 NUMA nodes"):
+        NodeState(parse_profile({**data, "topology_manager_policy": "restricted"}))

@@ -34,8 +34,9 @@ Pure functions on plain data, no I/O. The API:
     ascending NUMA order as the memory manager fills a block; a block over several NUMA nodes
     makes those nodes one memory group.
 
-``pod_from_spec(pod)``
-    A :class:`PodRequest` from a simulator profile pod (``PodSpec``).
+``pod_from_spec(pod)``, ``pod_from_object(obj)``
+    A :class:`PodRequest` from a simulator profile pod (``PodSpec``), or from a pod as the
+    Kubernetes API shows it.
 
 Model limits: CPUs are picked like ``takeByTopologyNUMAPacked`` with one socket per NUMA node
 (whole free cores first, then single CPUs of the fullest cores); the other CPU manager options
@@ -52,8 +53,10 @@ import copy
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
+from ..podspec import is_extended_resource, is_guaranteed, parse_quantity
 from ..topology import hugepage_resource_name
 from .profile import (
     QOS_CLASSES,
@@ -1081,6 +1084,44 @@ def pod_from_spec(pod: PodSpec) -> PodRequest:
     )
 
 
+def pod_from_object(obj: Mapping[str, Any]) -> PodRequest:
+    """A pod as the Kubernetes API shows it (``v1.Pod`` as JSON) as admission sees it: each
+    container's requests (defaulted from limits), device-plugin resources from the limits, init
+    containers with ``restartPolicy: Always`` as sidecars, the QoS class by Kubernetes' rules
+    (Guaranteed: CPU and memory limits everywhere, requests equal; BestEffort: no CPU or memory
+    anywhere). ValueError on a quantity that is no quantity."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+
+    def amounts(container: Mapping[str, Any], kind: str) -> dict[str, float]:
+        given = (container.get("resources") or {}).get(kind) or {}
+        return {str(name): parse_quantity(value) for name, value in given.items()}
+
+    def request(container: Mapping[str, Any]) -> ContainerRequest:
+        limits = amounts(container, "limits")
+        requests = {**limits, **amounts(container, "requests")}
+        memory = {name: int(value) for name, value in requests.items()
+                  if name == "memory" or name.startswith("hugepages-")}
+        devices = {name: int(value) for name, value in limits.items()
+                   if is_extended_resource(name) and not name.startswith("hugepages-")}
+        return ContainerRequest(str(container.get("name", "")),
+                                round(requests.get("cpu", 0) * 1000), memory, devices,
+                                container.get("restartPolicy") == "Always")
+
+    inits = [request(c) for c in spec.get("initContainers") or ()]
+    apps = [request(c) for c in spec.get("containers") or ()]
+    everything = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    if is_guaranteed(dict(spec)):
+        qos = "Guaranteed"
+    elif not any(name in ("cpu", "memory") for c in everything
+                 for kind in ("requests", "limits") for name in amounts(c, kind)):
+        qos = "BestEffort"
+    else:
+        qos = "Burstable"
+    return PodRequest(str(meta.get("namespace", "")), str(meta.get("name", "")), apps, inits,
+                      qos, bool(spec.get("resources")))
+
+
 def to_assignment(pod: PodRequest, result: AdmissionResult) -> PodAssignment:
     """The admitted pod as ``List`` reports it: its sidecars and app containers with what
     they got (regular init containers have finished and are not listed)."""
@@ -1114,6 +1155,7 @@ __all__ = [
     "merge",
     "merge_filtered",
     "node_from_spec",
+    "pod_from_object",
     "pod_from_spec",
     "take_assignment",
     "to_assignment",

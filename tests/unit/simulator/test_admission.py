@@ -17,6 +17,7 @@ from exporter.simulator.admission import (
     admit,
     config_from_spec,
     node_from_spec,
+    pod_from_object,
     pod_from_spec,
     updated_config,
 )
@@ -335,3 +336,33 @@ def test_a_policy_needs_max_allowable_numa_nodes_beyond_eight() -> None:
     assert tray.admission_config.topology_manager_policy == "none"
     with pytest.raises(ProfileError, match="restricted on a machine with 9 NUMA nodes"):
         NodeState(parse_profile({**data, "topology_manager_policy": "restricted"}))
+
+
+def test_pod_from_api_object() -> None:
+    def container(name: str, requests: dict[str, str], limits: dict[str, str],
+                  restart: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "resources": {"requests": requests,
+                                                            "limits": limits}}
+        if restart:
+            body["restartPolicy"] = restart
+        return body
+
+    whole = {"cpu": "4", "memory": "8Gi", "hugepages-1Gi": "2Gi", "nvidia.com/gpu": "1"}
+    obj = {"metadata": {"namespace": "ml", "name": "p"},
+           "spec": {"containers": [container("app", {}, whole)],  # requests from limits
+                    "initContainers": [
+                        container("proxy", {"cpu": "500m", "memory": "1Gi"},
+                                  {"cpu": "500m", "memory": "1Gi"}, "Always")]}}
+    request = pod_from_object(obj)
+    assert (request.namespace, request.name, request.qos) == ("ml", "p", "Guaranteed")
+    app = request.containers[0]
+    assert (app.cpu_millis, dict(app.memory), dict(app.devices)) == (
+        4000, {"memory": 8 * GiB, "hugepages-1Gi": 2 * GiB}, {"nvidia.com/gpu": 1})
+    assert request.init_containers[0].sidecar and request.init_containers[0].cpu_millis == 500
+    # CPU limit above the request: Burstable; devices only: BestEffort
+    burst = {**obj, "spec": {"containers": [container("app", {"cpu": "2", "memory": "1Gi"},
+                                                      {"cpu": "4", "memory": "1Gi"})]}}
+    assert pod_from_object(burst).qos == "Burstable"
+    loose = {**obj, "spec": {"containers": [container("app", {}, {"x.io/nic": "2"})]}}
+    assert pod_from_object(loose).qos == "BestEffort"
+    assert dict(pod_from_object(loose).containers[0].devices) == {"x.io/nic": 2}

@@ -366,3 +366,25 @@ def test_pod_from_api_object() -> None:
     loose = {**obj, "spec": {"containers": [container("app", {}, {"x.io/nic": "2"})]}}
     assert pod_from_object(loose).qos == "BestEffort"
     assert dict(pod_from_object(loose).containers[0].devices) == {"x.io/nic": 2}
+
+
+def test_the_kubelet_config_file_says_what_admission_follows(tmp_path) -> None:
+    import yaml
+
+    from exporter.simulator.sysfs import write_kubelet_config
+
+    spec = parse_profile({"name": "t", "numa_nodes": [{"id": 0, "cpus": "0-3"}],
+                          "topology_manager_scope": "pod",
+                          "cpu_manager_policy_options": {"full-pcpus-only": "true"},
+                          "topology_manager_policy_options": {
+                              "prefer-closest-numa-nodes": "true"},
+                          "feature_gates": {"PodLevelResourceManagers": True, "Get": True}})
+    written = yaml.safe_load(write_kubelet_config(spec, tmp_path / "config.yaml").read_text())
+    assert written["featureGates"] == {"PodLevelResourceManagers": True}
+    settings = {k: written[k] for k in ("topologyManagerPolicy", "topologyManagerScope",
+                                        "cpuManagerPolicyOptions",
+                                        "topologyManagerPolicyOptions", "featureGates")}
+    from_file = updated_config(AdmissionConfig(), settings)
+    assert from_file == NodeState(spec).admission_config == AdmissionConfig(
+        "single-numa-node", "pod", full_pcpus_only=True, prefer_closest_numa_nodes=True,
+        pod_level_resource_managers=True)

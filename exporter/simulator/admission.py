@@ -49,7 +49,6 @@ allocatable) are not modelled: the scheduler keeps them true.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -249,7 +248,14 @@ class AdmissionNode:
     distances: dict[int, dict[int, int]] = field(default_factory=dict)
 
     def copy(self) -> AdmissionNode:
-        return copy.deepcopy(self)
+        """A node admission may change without changing this one (the topology, the devices
+        and the distances are shared: admission never changes them)."""
+        return replace(self, free_cpus=set(self.free_cpus),
+                       memory_allocatable=dict(self.memory_allocatable),
+                       memory_free=dict(self.memory_free),
+                       memory_cells=dict(self.memory_cells),
+                       memory_assignments=dict(self.memory_assignments),
+                       allocated_devices=set(self.allocated_devices))
 
     def distance(self, a: int, b: int) -> int:
         row = self.distances.get(a)
@@ -451,16 +457,21 @@ def cpu_hints(node: AdmissionNode, request: int, reusable: set[int]) -> list[Hin
     request; a set is a hint when every reusable CPU lies in it and reusable plus free CPUs in
     it reach the request; preferred when its width is the minimum."""
     cpu_nodes = sorted(set(node.cpu_numa.values()))
+    total_on: dict[int, int] = dict.fromkeys(cpu_nodes, 0)
+    for numa in node.cpu_numa.values():
+        total_on[numa] += 1
+    free_on: dict[int, int] = dict.fromkeys(cpu_nodes, 0)
+    for cpu in node.free_cpus:
+        free_on[node.cpu_numa[cpu]] += 1
+    reusable_on = {node.cpu_numa[c] for c in reusable}
     min_width = len(cpu_nodes)
     found: list[NumaSet] = []
     for mask in _masks(cpu_nodes):
-        total = sum(1 for n in node.cpu_numa.values() if n in mask)
-        if total >= request and len(mask) < min_width:
+        if sum(total_on[n] for n in mask) >= request and len(mask) < min_width:
             min_width = len(mask)
-        if any(node.cpu_numa[c] not in mask for c in reusable):
+        if not reusable_on <= mask:
             continue
-        matching = len(reusable) + sum(1 for c in node.free_cpus if node.cpu_numa[c] in mask)
-        if matching >= request:
+        if len(reusable) + sum(free_on[n] for n in mask) >= request:
             found.append(mask)
     return [Hint(m, len(m) == min_width) for m in found]
 
@@ -542,29 +553,26 @@ def device_hints(node: AdmissionNode, resource: str, request: int,
                  if d.healthy and (resource, d.device_id) not in node.allocated_devices}
     if len(available | reusable) < request:
         return []
+    # devices counted per NUMA set they are local to (a set meets a mask when they intersect)
+    every: dict[frozenset[int], int] = {}
+    free: dict[frozenset[int], int] = {}
+    for device in devices:
+        if device.numa:
+            local = frozenset(device.numa)
+            every[local] = every.get(local, 0) + 1
+            if device.device_id in available:
+                free[local] = free.get(local, 0) + 1
+    pinned = [frozenset(by_id[d].numa or ()) for d in reusable
+              if d in by_id and by_id[d].numa is not None]
     min_width = len(node.numa_ids)
     found: list[NumaSet] = []
-
-    def meets(device_id: str, mask: NumaSet) -> bool:
-        numa = by_id[device_id].numa if device_id in by_id else None
-        return bool(numa) and any(n in mask for n in numa or ())
-
     for mask in _masks(node.numa_ids):
-        if sum(1 for d in devices if meets(d.device_id, mask)) >= request \
+        if sum(n for local, n in every.items() if local & mask) >= request \
                 and len(mask) < min_width:
             min_width = len(mask)
-        matching = 0
-        ok = True
-        for device_id in reusable:
-            if by_id.get(device_id) is None or by_id[device_id].numa is None:
-                continue
-            if not meets(device_id, mask):
-                ok = False
-                break
-            matching += 1
-        if not ok:
+        if any(not local & mask for local in pinned):
             continue
-        matching += sum(1 for d in available if meets(d, mask))
+        matching = len(pinned) + sum(n for local, n in free.items() if local & mask)
         if matching >= request:
             found.append(mask)
     return [Hint(m, len(m) == min_width) for m in found]

@@ -1033,6 +1033,7 @@ def node_from_spec(spec: NodeSpec, pods: Iterable[PodAssignment] = (),
         memory_allocatable=allocatable,
         memory_free=dict(allocatable),
         devices=devices,
+        distances=spec.distances(),
     )
     node.free_cpus -= set(held_cpus)
     for pod in pods:

@@ -85,6 +85,9 @@ class NumaSpec:
     cpus: frozenset[int]
     memory_bytes: int
     hugepages: dict[int, int]  # page size in bytes -> pages
+    # the node's row of the NUMA distance table, in ascending NUMA id order (sysfs
+    # nodeN/distance); empty: 10 to itself, 20 to the others (the ACPI SLIT defaults)
+    distances: tuple[int, ...] = ()
 
 
 @dataclass
@@ -190,6 +193,15 @@ class NodeSpec:
     cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
     topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
 
+    def distances(self) -> dict[int, dict[int, int]]:
+        """The NUMA distance table: ``distances()[a][b]``."""
+        ids = sorted(n.numa_id for n in self.numa_nodes)
+        table = {}
+        for numa in self.numa_nodes:
+            row = numa.distances or tuple(10 if other == numa.numa_id else 20 for other in ids)
+            table[numa.numa_id] = dict(zip(ids, row, strict=True))
+        return table
+
     @property
     def all_cpus(self) -> frozenset[int]:
         return frozenset().union(*(n.cpus for n in self.numa_nodes))
@@ -276,8 +288,13 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
             memory_bytes=parse_bytes(entry.get("memory", "16Gi")),
             hugepages={hugepage_size_bytes(size): int(pages)
                        for size, pages in entry.get("hugepages", {}).items()},
+            distances=tuple(int(d) for d in entry.get("distances", ())),
         ))
     known_numa = {n.numa_id for n in numa_nodes}
+    for numa in numa_nodes:
+        if numa.distances and len(numa.distances) != len(numa_nodes):
+            raise ProfileError(f"NUMA node {numa.numa_id}: distances must name all "
+                               f"{len(numa_nodes)} NUMA nodes")
     reserved_memory = {}
     for numa_id, amounts in data.get("reserved_memory", {}).items():
         for memory_type, amount in amounts.items():

@@ -388,3 +388,24 @@ def test_the_kubelet_config_file_says_what_admission_follows(tmp_path) -> None:
     assert from_file == NodeState(spec).admission_config == AdmissionConfig(
         "single-numa-node", "pod", full_pcpus_only=True, prefer_closest_numa_nodes=True,
         pod_level_resource_managers=True)
+
+
+def test_profile_distances_reach_sysfs_and_admission(tmp_path) -> None:
+    from exporter.simulator import write_sysfs
+
+    data = {"name": "t", "numa_nodes": [
+        {"id": i, "cpus": f"{4 * i}-{4 * i + 3}",
+         "distances": [[10, 30, 12, 30], [30, 10, 30, 12], [12, 30, 10, 30],
+                       [30, 12, 30, 10]][i]} for i in range(4)]}
+    spec = parse_profile(data)
+    root = write_sysfs(spec, tmp_path)
+    assert (root / "devices/system/node/node2/distance").read_text() == "12 30 10 30\n"
+    closest = AdmissionConfig("best-effort", prefer_closest_numa_nodes=True)
+    # 6 CPUs need two nodes; {0,2} and {1,3} are the close pairs, {0,2} the lower
+    assert admit(node_from_spec(spec), pod(c(cpu=6)), closest).placements[0][1] == {0, 2}
+    plain = node_from_spec(parse_profile({"name": "t", "numa_nodes": [
+        {"id": 0, "cpus": "0"}, {"id": 1, "cpus": "1"}]}))
+    assert plain.distances == {0: {0: 10, 1: 20}, 1: {0: 20, 1: 10}}
+    with pytest.raises(ProfileError, match="distances must name all 2"):
+        parse_profile({"name": "t", "numa_nodes": [{"id": 0, "cpus": "0", "distances": [10]},
+                                                    {"id": 1, "cpus": "1"}]})

@@ -38,6 +38,14 @@ Pure functions on plain data, no I/O. The API:
     A :class:`PodRequest` from a simulator profile pod (``PodSpec``), or from a pod as the
     Kubernetes API shows it.
 
+``config_from_spec(spec)``, ``updated_config(config, changes)``, ``check_runs(node, config)``
+    The configuration a profile describes; one changed in the kubelet config file's terms
+    (``topologyManagerPolicy``, ``...PolicyOptions``, ``featureGates``; ValueError on bad
+    values); ValueError when a kubelet so configured would not start on the node (a policy on
+    more NUMA nodes than ``max-allowable-numa-nodes``). :func:`admit` checks it too.
+
+The view of a running simulator's node is ``exporter.simulator.admitting.node_from_state``.
+
 Model limits: CPUs are picked like ``takeByTopologyNUMAPacked`` with one socket per NUMA node
 (whole free cores first, then single CPUs of the fullest cores); the other CPU manager options
 only change which CPUs are picked, never admission. Pods with pod-level resources get no

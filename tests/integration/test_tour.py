@@ -119,15 +119,19 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                 ("gpu-infer", "0"): 0, ("gpu-infer", "1"): 0}
             assert shaped.by("podresources_shape_capacity", "shape") == {
                 "dpdk-upf-small": 1, "gpu-infer": 0}
-            # filling NUMA node 1 (2 of its 3 free CPUs) kills the fit of dpdk-upf-small
-            await post("/pods", {"namespace": "demo", "name": "filler", "numa": 1,
-                                 "containers": [{"name": "c", "cpus": 2, "memory": "2Gi"}]})
+            # filling NUMA node 1's VFs kills the fit of dpdk-upf-small: a Burstable pod asks
+            # for no exclusive CPUs or memory, but its 10 VFs are aligned all the same; node 0
+            # has 9 free, node 1 11, so the kubelet puts them on node 1, leaving 1
+            await post("/pods", {"namespace": "demo", "name": "filler", "qos": "Burstable",
+                                 "containers": [{"name": "c", "cpus": "500m", "devices": {
+                                     "intel.com/sriov_netdevice": 10}}]})
             filled = await until(lambda s: s.get("podresources_shape_capacity",
                                                  shape="dpdk-upf-small") == 0, "node 1 filled")
-            assert filled.value("podresources_numa_free", numa_node="1", resource="cpu") == 1
+            assert filled.value("podresources_numa_free", numa_node="1",
+                                resource="intel.com/sriov_netdevice") == 1
             assert filled.by("podresources_shape_shortfall", "resource",
                              shape="dpdk-upf-small", numa_node="1") == {
-                "cpu": 1, "memory": 0, "hugepages-1Gi": 0, "intel.com/sriov_netdevice": 0}
+                "cpu": 0, "memory": 0, "hugepages-1Gi": 0, "intel.com/sriov_netdevice": 1}
             # a pod asking for a GPU is rejected at admission: no NUMA node has a free GPU
             async with session.post(base + "/pods", json={
                     "namespace": "demo", "name": "gpu-job", "containers": [
@@ -154,10 +158,14 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     failed_lists = restarted.get("podresources_api_requests_total", method="List",
                                  code="UNAVAILABLE") or 0
     assert log.count("was re-created (kubelet restarted)") == (0 if failed_lists else 1), log
-    # the whole tour: not one data issue
-    assert {issue_total(s) for s in scrapes} == {0}
-    # the exposition stays valid and documented
-    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit"})
+    # the whole tour: not one data issue but the one the old kubelet's List makes with the
+    # demo's Kubernetes API watching: batch/etl-job-28391-x7k2p is Succeeded in the API and a
+    # kubelet before 1.34 (the v1alpha1-only stage) still lists it (terminated_pod)
+    kinds = {kind for s in scrapes
+             for kind, count in s.by("podresources_data_issues_total", "kind").items() if count}
+    assert kinds <= {"terminated_pod"}, kinds
+    # the exposition stays valid and documented (the demo runs the Kubernetes-API view too)
+    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit", "kube-api"})
     assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
            "resource nvidia.com/gpu: no NUMA node has 1 free nvidia.com/gpu" in log
     promtool = require_tool("promtool", "apt-get install prometheus")

@@ -89,6 +89,22 @@ groups:
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
               rate(podresources_api_request_duration_seconds_bucket[5m]))),
             "quantile", "0.99", "", "")
+  - name: podresources-exporter.gpu.rules
+    rules:
+      - record: gpu:podresources_device_info:relabel
+        expr: |-
+          max by ({{ $cluster }}, node, resource, device_id, numa_node, namespace, pod, container, UUID) (
+            label_replace(
+              podresources_device_info{resource=~"nvidia.com/gpu.*",device_id=~"GPU-.+"},
+              "UUID", "$1", "device_id", "(GPU-[^:]+)(::[0-9]+)?"))
+          or
+          max by ({{ $cluster }}, node, resource, device_id, numa_node, namespace, pod, container, UUID) (
+            label_replace(
+              podresources_device_info{resource=~"nvidia.com/gpu.*",device_id=~"nvidia[0-9]+/vgpu[0-9]+"},
+              "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")
+            * on ({{ $cluster }}, node, device) group_left(UUID)
+            group by ({{ $cluster }}, node, device, UUID) (
+              label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

@@ -99,10 +99,17 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "memory_type", "(.+)"))\n'
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
-           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocatable))",
-           "Allocatable and allocated per node and resource; `resource` is cpu, a memory type or "
-           "a device resource, as in podresources_numa_utilization_ratio. Node-level sums are "
-           "exact: an item local to several NUMA nodes is exported once, under its group."),
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocatable))\n"
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, driver, pool) "
+           "(podresources_dra_devices_allocatable),\n"
+           '    "resource", "$1", "driver", "(.+)"))',
+           "Allocatable and allocated per node and resource; `resource` is cpu, a memory type, "
+           "a device resource or a DRA driver, as in podresources_numa_utilization_ratio. "
+           "Node-level sums are exact: an item local to several NUMA nodes is exported once, "
+           "under its group."),
     Record("node_resource:podresources_allocated:sum",
            "label_replace(\n"
            "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
@@ -116,7 +123,13 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "memory_type", "(.+)"))\n'
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
-           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))"),
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))\n"
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, driver, pool) "
+           "(podresources_dra_devices_allocated),\n"
+           '    "resource", "$1", "driver", "(.+)"))'),
 )
 
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -39,6 +40,8 @@ import yaml
 from aiohttp import web
 
 from exporter.simulator import load_profile
+from exporter.simulator.apiserver import FakeApiServer
+from exporter.simulator.slices import resource_slices
 
 from ..support.harness import REPO, Exporter, Node, free_port, require_tool
 
@@ -85,6 +88,8 @@ FIRING_ON_DEMO_DATA = {
 # Recording rules that keep only non-zero series: empty while every exporter is healthy, shown
 # to record after a fault in test_every_alert_fires_on_demo_data_or_after_a_fault.
 ONLY_WHEN_NONZERO = {"node_kind:podresources_data_issues:rate5m"}
+# Recording rules about GPUs: series of the GPU nodes only.
+GPU_NODES_ONLY = {"gpu:podresources_device_info:relabel"}
 
 
 def gpu_inventory() -> list[str]:
@@ -242,13 +247,37 @@ class Prometheus:
             await asyncio.sleep(0.5)
 
 
+@contextlib.contextmanager
+def environment(name: str, value: str):
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 @contextlib.asynccontextmanager
-async def clusters(rules: Path):
+async def clusters(rules: Path, kube_api: bool = False):
     """Both simulated clusters, their exporters, the DCGM targets, and Prometheus with enough
-    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node)."""
+    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node).
+
+    With ``kube_api``, the exporters also watch a Kubernetes API server publishing the GPU
+    node's ResourceSlices (the same in both clusters): its DRA devices get their allocatable
+    count, taints and NUMA nodes."""
     binary = require_tool("prometheus", "apt-get install prometheus")
     gpus = gpu_inventory()
     async with contextlib.AsyncExitStack() as stack:
+        if kube_api:
+            api = await stack.enter_async_context(FakeApiServer())
+            for obj in resource_slices(load_profile("dual-socket-gpu")):
+                api.put("resourceslices", obj)
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            stack.enter_context(environment(
+                "KUBECONFIG", str(api.write_kubeconfig(directory / "kubeconfig"))))
         nodes = {
             (EAST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
             (EAST, EDGE_NODE): await stack.enter_async_context(Node("small")),
@@ -261,7 +290,8 @@ async def clusters(rules: Path):
         for (cluster_name, name), node in nodes.items():
             assert node.spec.name == name
             exporters[cluster_name, name] = await stack.enter_async_context(
-                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes))))
+                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes),
+                                       kube_api=kube_api)))
             await exporters[cluster_name, name].ready()
         dcgm = {
             EAST: await stack.enter_async_context(DcgmTarget(
@@ -281,7 +311,11 @@ async def clusters(rules: Path):
                 f"count_over_time(podresources_up{{job=\"{JOB}\"}}[{RATE_INTERVAL}]) >= 5")
             recorded = await prometheus.instant("node:podresources_cpus_free:sum")
             gpu_series = await prometheus.instant("DCGM_FI_DEV_GPU_UTIL")
-            return len(scrapes) == 3 and len(recorded) == 3 and len(gpu_series) == 2 * len(gpus)
+            # with the API view, both GPU nodes' ResourceSlices are seen (and recorded)
+            dra = await prometheus.instant('node_resource:podresources_allocatable:sum'
+                                           '{resource="gpu.nvidia.com"}') if kube_api else [1, 1]
+            return (len(scrapes) == 3 and len(recorded) == 3 and len(dra) == 2
+                    and len(gpu_series) == 2 * len(gpus))
 
         await prometheus.wait_until(enough_samples, "samples of every node")
         yield prometheus, nodes, exporters, dcgm
@@ -406,7 +440,7 @@ def by(result: list[dict], label: str) -> dict[str, float]:
 
 
 async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster():
-    async with clusters(RULES) as (prometheus, _, _, dcgm):
+    async with clusters(RULES, kube_api=True) as (prometheus, _, _, dcgm):
         failures: list[str] = []
         queries = 0
         results: dict[str, dict[tuple, dict]] = {}
@@ -433,9 +467,11 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 queries += 1
                 recorded = await prometheus.instant(rule["record"])
                 seen = {(s["metric"].get("cluster"), s["metric"].get("node")) for s in recorded}
+                expected = {(EAST, GPU_NODE), (WEST, GPU_NODE)} if name in GPU_NODES_ONLY \
+                    else expected_nodes
                 if not has_finite_value(result) or not has_finite_value(recorded):
                     failures.append(f"recording rule {name}: no data")
-                elif seen != expected_nodes:  # gpu-node-01 of each cluster kept apart
+                elif seen != expected:  # gpu-node-01 of each cluster kept apart
                     failures.append(f"recording rule {name}: {sorted(seen)}")
 
         assert not failures, f"{len(failures)} of {queries} queries failed:\n" + "\n".join(failures)
@@ -446,8 +482,11 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         overview, fit = results["numa-overview"], results["cluster-topology-fit"]
         assert by(overview[EAST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 3}
         assert by(overview[WEST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 11}
+        # inmem-db-0/db and mpi-rank-0/rank; in east also ml/llm-infer-1/server, whose CPUs are
+        # on NUMA node 1 and whose DRA GPU (gpu-8) on NUMA node 0 by its ResourceSlice
+        assert by(overview[EAST, "Misaligned containers"]["A"], "") == {"": 3}
+        assert by(overview[WEST, "Misaligned containers"]["A"], "") == {"": 2}
         for cluster_name in (EAST, WEST):
-            assert by(overview[cluster_name, "Misaligned containers"]["A"], "") == {"": 2}
             assert by(overview[cluster_name, "CPU utilization"]["A"], "numa_node")["0"] == \
                 pytest.approx(29 / 30)
         assert by(overview[EAST, "CPU utilization"]["A"], "numa_node")["1"] == \
@@ -493,6 +532,37 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 for s in cpu} == pytest.approx({(EAST, GPU_NODE): 58 / 62,
                                                 (EAST, EDGE_NODE): 4 / 7,
                                                 (WEST, GPU_NODE): 50 / 62})
+
+        # DRA devices per NUMA node (the profile's ResourceSlices): fpga-2's PCI address has no
+        # NUMA node, fpga-3 is tainted NoSchedule; mlx5_0 is shared by two pods; west lacks
+        # llm-infer-1 and so its DRA GPU gpu-8.
+        fpga, rdma, gpu = (("fpga.example.com", "gpu-node-01"),
+                           ("rdma.example.com", "gpu-node-01-mlx"),
+                           ("gpu.nvidia.com", "gpu-node-01-dra"))
+
+        def dra(result: list[dict], *labels: str) -> dict[tuple, float]:
+            return {tuple(s["metric"][label] for label in labels): float(s["value"][1])
+                    for s in result}
+
+        for cluster_name, gpu_on_0 in ((EAST, 1), (WEST, 0)):
+            per_numa = overview[cluster_name, "DRA devices per NUMA node"]
+            key = ("driver", "pool", "numa_node")
+            assert dra(per_numa["A"], *key) == {
+                (*fpga, "0"): 1, (*fpga, "1"): 1, (*fpga, "unknown"): 1,
+                (*rdma, "0"): 1, (*rdma, "1"): 1, (*gpu, "0"): 1, (*gpu, "1"): 1}
+            assert dra(per_numa["B"], *key) == {
+                (*fpga, "0"): 1, (*fpga, "1"): 0, (*fpga, "unknown"): 0,
+                (*rdma, "0"): 1, (*rdma, "1"): 0, (*gpu, "0"): gpu_on_0, (*gpu, "1"): 1}
+            assert dra(per_numa["C"], *key) == {(*rdma, "0"): 2}
+            assert dra(overview[cluster_name, "Tainted DRA devices"]["A"], *key, "effect") == {
+                (*fpga, "1", "NoSchedule"): 1}
+            assert dra(fit[cluster_name, "DRA devices by node, driver and pool"]["A"],
+                       "node", "driver", "pool") == {
+                (GPU_NODE, *fpga): 1, (GPU_NODE, *rdma): 1, (GPU_NODE, *gpu): 1 + gpu_on_0}
+            assert dra(overview[cluster_name, "Device utilization"]["B"],
+                       "numa_node", "resource") == {
+                ("0", fpga[0]): 1, ("1", fpga[0]): 0, ("0", rdma[0]): 1, ("1", rdma[0]): 0,
+                ("0", gpu[0]): gpu_on_0, ("1", gpu[0]): 1}
 
         # The GPU row: DCGM's series joined to the pods holding each GPU and its NUMA node.
         inventory = load_profile("dual-socket-gpu").devices

@@ -47,6 +47,11 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocatable))
+          or
+          sum by ({{ $cluster }}, node, resource) (
+            label_replace(
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocatable),
+              "resource", "$1", "driver", "(.+)"))
       - record: node_resource:podresources_allocated:sum
         expr: |-
           label_replace(
@@ -60,6 +65,11 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocated))
+          or
+          sum by ({{ $cluster }}, node, resource) (
+            label_replace(
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocated),
+              "resource", "$1", "driver", "(.+)"))
   - name: podresources-exporter.health.rules
     rules:
       - record: node_method_code:podresources_api_requests:rate5m

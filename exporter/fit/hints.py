@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from .nodestate import CpuState, Device, DeviceState, MemoryNode, NumaSet
+from .nodestate import CpuState, DeviceState, MemoryNode, NumaSet
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,17 @@ def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(
     if request <= 0:
         return None
     nodes = [n for n, cpus in cpu.online.items() if cpus]
+    online = {n: len(cpu.online[n]) for n in nodes}
+    free = cpu.free_per_node()
+    reusable_nodes = {cpu.cpu_numa.get(c) for c in reusable}
     min_width = len(nodes)
     found: list[NumaSet] = []
     for mask in masks(nodes):
-        online = sum(len(cpu.online[n]) for n in mask)
-        if online >= request and len(mask) < min_width:
+        if sum(online[n] for n in mask) >= request and len(mask) < min_width:
             min_width = len(mask)
-        if any(cpu.cpu_numa.get(c) not in mask for c in reusable):
+        if not reusable_nodes <= mask:
             continue
-        if len(reusable) + cpu.free_on(mask) >= request:
+        if len(reusable) + sum(free.get(n, 0) for n in mask) >= request:
             found.append(mask)
     return _preferred(found, min_width)
 
@@ -99,23 +101,27 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
 
 
 def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
-                 reusable: Sequence[Device] = ()) -> Hints:
+                 reusable: Mapping[NumaSet, int] | None = None) -> Hints:
     """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
     topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
-    device counts for a mask its NUMA nodes intersect; a topology-less one for none."""
+    device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
+    reusable device with topology must meet the mask."""
     if request <= 0 or not devices.topology_aware():
         return None
-    if len(devices.free) + len(reusable) < request:
+    again = {numa: n for numa, n in (reusable or {}).items() if n > 0}
+    if devices.free_total() + sum(again.values()) < request:
         return []
     min_width = len(numa_ids)
     found: list[NumaSet] = []
     for mask in masks(numa_ids):
-        capacity = sum(1 for d in devices.registered if d.numa & mask)
+        capacity = sum(n for numa, n in devices.registered.items() if numa & mask)
         if capacity >= request and len(mask) < min_width:
             min_width = len(mask)
-        placed = [d for d in reusable if d.numa]
-        if any(not (d.numa & mask) for d in placed):
+        placed = {numa: n for numa, n in again.items() if numa}
+        if any(not (numa & mask) for numa in placed):
             continue
-        if len(placed) + sum(1 for d in devices.free if d.numa & mask) >= request:
+        matching = sum(placed.values()) + sum(n for numa, n in devices.free.items()
+                                              if numa & mask)
+        if matching >= request:
             found.append(mask)
     return _preferred(found, min_width)

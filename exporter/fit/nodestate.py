@@ -35,6 +35,14 @@ class CpuState:
     def free_on(self, numa_ids: NumaSet) -> int:
         return sum(1 for cpu in self.free if self.cpu_numa.get(cpu) in numa_ids)
 
+    def free_per_node(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for cpu in self.free:
+            numa = self.cpu_numa.get(cpu)
+            if numa is not None:
+                counts[numa] = counts.get(numa, 0) + 1
+        return counts
+
     def free_physical(self) -> int:
         """``GetAvailablePhysicalCPUs``: the default set minus every thread of a reserved
         core, node-wide (what ``full-pcpus-only`` compares a request with)."""
@@ -57,22 +65,24 @@ class MemoryNode:
 
 
 @dataclass(frozen=True)
-class Device:
-    id: str
-    numa: NumaSet  # empty: no topology
-
-
-@dataclass(frozen=True)
 class DeviceState:
-    """One device-plugin resource: every registered device (``allDevices``, unhealthy and
-    assigned ones included) and the healthy unassigned ones."""
+    """One device-plugin resource, counted per set of NUMA nodes (the empty set: devices
+    without topology): every registered device (``allDevices``, unhealthy and assigned ones
+    included) and the healthy unassigned ones. Which device of a set the kubelet picks does
+    not change admission, so devices are counted, not named."""
 
-    registered: tuple[Device, ...]
-    free: tuple[Device, ...]
+    registered: Mapping[NumaSet, int]
+    free: Mapping[NumaSet, int]
 
     def topology_aware(self) -> bool:
         """``deviceHasTopologyAlignment``: some device names a NUMA node."""
-        return any(d.numa for d in self.registered)
+        return any(numa and count > 0 for numa, count in self.registered.items())
+
+    def free_total(self) -> int:
+        return sum(self.free.values())
+
+    def registered_total(self) -> int:
+        return sum(self.registered.values())
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ import pytest
 
 from exporter.fit.hints import TopologyHint, cpu_hints, device_hints, memory_hints
 from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode
-from exporter.fit.pod import (GUARANTEED, ContainerShape, Managers, PodShape, asks,
-                              pod_effective_ask)
+from exporter.fit.pod import GUARANTEED, ContainerShape, Managers, PodShape, asks, pod_effective_ask
 
 from .cases import as_yaml, ids, section
 

@@ -60,6 +60,7 @@ class Placement:
     memory: NumaSet = frozenset()
     devices: Mapping[str, NumaSet] = field(default_factory=dict)
     pinned_by: str | None = None
+    before: NodeState | None = None  # what the container was judged against
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,11 @@ class Verdict:
     state: NodeState | None = None  # after allocation, when admitted
     pinned_by: str | None = None  # the init container pinning the rejected container
     grouped_nodes: NumaSet = frozenset()  # memory-group nodes refused for single-node memory
+    before: NodeState | None = None  # what the rejected container was judged against
 
 
 @dataclass
-class _Reuse:
+class Reuse:
     """A pod's reusable init-container resources (``cpusToReuse``, ``devicesToReuse``,
     reusable memory), and which init container left them."""
 
@@ -86,7 +88,7 @@ class _Reuse:
     owner: str | None = None
 
 
-def provider_answers(state: NodeState, ask: Ask, reuse: _Reuse) -> list[ProviderAnswer]:
+def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them."""
     devices: dict[str, list[TopologyHint] | None] = {}
     for resource, amount in ask.devices.items():
@@ -130,11 +132,10 @@ def _blocking(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
 
 
 def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
-    """Nodes whose free memory would hold the request but that are part of a memory group."""
+    """The nodes of multi-NUMA memory groups, when the container asks for memory."""
     if state.memory is None or not ask.memory:
         return frozenset()
-    return frozenset(n for n, node in state.memory.items() if len(node.group) > 1 and all(
-        node.free.get(r, 0) >= a for r, a in ask.memory.items()))
+    return frozenset(n for n, node in state.memory.items() if len(node.group) > 1)
 
 
 def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
@@ -149,7 +150,7 @@ def _distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]
 
 
 def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    reuse = _Reuse()
+    reuse = Reuse()
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():
         ask = asks(pod, container, rules.managers)
@@ -164,33 +165,33 @@ def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Ver
                                _blocking(rules.policy, answers, ask), container.name,
                                "Resources cannot be allocated with Topology locality",
                                tuple(placements), pinned_by=pinned,
-                               grouped_nodes=_grouped_refusals(state, ask))
+                               grouped_nodes=_grouped_refusals(state, ask), before=state)
         result = _allocate(state, container, ask, hint, reuse, regular_init, pinned,
                            rules.full_pcpus_only)
         if isinstance(result, Failure):
             return Verdict(False, result.reason, result.resource, container.name,
                            result.message, tuple(placements), pinned_by=pinned,
-                           grouped_nodes=_grouped_refusals(state, ask))
+                           grouped_nodes=_grouped_refusals(state, ask), before=state)
         state, placement = result
         placements.append(placement)
     return Verdict(True, placements=tuple(placements), state=state)
 
 
-def _pins(ask: Ask, reuse: _Reuse) -> bool:
+def _pins(ask: Ask, reuse: Reuse) -> bool:
     return bool((ask.cpus and reuse.cpus)
                 or any(ask.devices.get(r) and sum(v.values()) for r, v in reuse.devices.items()))
 
 
 def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     ask = pod_effective_ask(pod, rules.managers)
-    answers = provider_answers(state, ask, _Reuse())
+    answers = provider_answers(state, ask, Reuse())
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                   _distances(state, rules))
     if not admitted:
         return Verdict(False, TOPOLOGY_AFFINITY_ERROR, _blocking(rules.policy, answers, ask),
                        None, "Resources cannot be allocated with Topology locality",
-                       grouped_nodes=_grouped_refusals(state, ask))
-    reuse = _Reuse()
+                       grouped_nodes=_grouped_refusals(state, ask), before=state)
+    reuse = Reuse()
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():
         one = asks(pod, container, rules.managers)
@@ -198,16 +199,17 @@ def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
                            rules.full_pcpus_only)
         if isinstance(result, Failure):
             return Verdict(False, result.reason, result.resource, container.name,
-                           result.message, tuple(placements))
+                           result.message, tuple(placements), before=state)
         state, placement = result
         placements.append(placement)
     return Verdict(True, placements=tuple(placements), state=state)
 
 
 def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: TopologyHint,
-              reuse: _Reuse, regular_init: bool, pinned: str | None, full_pcpus_only: bool
+              reuse: Reuse, regular_init: bool, pinned: str | None, full_pcpus_only: bool
               ) -> tuple[NodeState, Placement] | Failure:
     """Device, CPU and memory managers' ``Allocate`` for one container, in that order."""
+    before = state
     affinity = hint.affinity
     devices = dict(state.devices)
     placed_devices: dict[str, NumaSet] = {}
@@ -269,4 +271,4 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
     if regular_init and (ask.cpus or ask.devices):
         reuse.owner = container.name
     return state, Placement(container.name, ask, affinity, cpu_nodes, memory_nodes,
-                            placed_devices, pinned)
+                            placed_devices, pinned, before)

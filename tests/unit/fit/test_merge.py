@@ -1,0 +1,25 @@
+"""merge() against HintMerger.Merge's own permutation fold, over random provider answers."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from exporter.fit.hints import TopologyHint
+from exporter.fit.merge import merge, merge_by_permutation
+
+NUMA = (0, 1, 2, 3)
+DISTANCES = {i: {j: 10 if i == j else 11 if i // 2 == j // 2 else 30 for j in NUMA}
+             for i in NUMA}
+
+hint = st.builds(TopologyHint,
+                 st.one_of(st.none(), st.frozensets(st.sampled_from(NUMA), min_size=1)),
+                 st.booleans())
+lists = st.lists(st.lists(hint, min_size=1, max_size=5), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lists, st.booleans())
+def test_merge_equals_the_permutation_fold(provider_lists, closest):
+    distances = DISTANCES if closest else None
+    assert merge(provider_lists, NUMA, distances) == merge_by_permutation(provider_lists, NUMA,
+                                                                          distances)

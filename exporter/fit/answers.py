@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .admission import NO_BLOCK, POD, Reuse, Rules, Verdict, admit, provider_answers
+from .admission import NO_BLOCK, Placement, Reuse, Rules, Verdict, admit, provider_answers
 from .hints import masks, memory_hints
 from .nodestate import NodeState, NumaSet
 from .pod import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
@@ -241,14 +241,21 @@ def nodes_text(numa: NumaSet | None) -> str:
     return f"NUMA node{'s' if len(ids) > 1 else ''} {join([str(i) for i in ids])}"
 
 
+def where(placement: Placement) -> NumaSet | None:
+    """The NUMA nodes a container is aligned to: the merged hint; without one (policy none),
+    wherever its CPUs, memory and devices went."""
+    if placement.hint is not None:
+        return placement.hint
+    used = placement.cpus | placement.memory | frozenset().union(*placement.devices.values())
+    return used or None
+
+
 def placement_text(result: ShapeAnswer) -> str:
     parts = []
     for placement in result.verdict.placements:
         if placement.ask.is_empty():
             continue
-        used = placement.cpus | placement.memory | frozenset().union(
-            *placement.devices.values())
-        parts.append(f"{placement.container} on {nodes_text(used or placement.hint)}")
+        parts.append(f"{placement.container} on {nodes_text(where(placement))}")
     return join(parts)
 
 
@@ -271,8 +278,7 @@ def sentence(result: ShapeAnswer) -> str:
                      f"{'' if more == 1 else 's'} of this shape would be admitted")
         return text
     who = f" ({verdict.container})" if verdict.container and (
-        len(result.shape.containers) + len(result.shape.init_containers) > 1
-        or rules.scope != POD) else ""
+        len(result.shape.containers) + len(result.shape.init_containers) > 1) else ""
     text = f"the kubelet would reject it{who} with {verdict.reason} {under}"
     reasons: list[str] = []
     blocking = verdict.blocking_resource

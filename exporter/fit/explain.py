@@ -27,6 +27,7 @@ from .answers import (
     nodes_text,
     numa_free_series,
     sentence,
+    where,
 )
 from .fromspec import pod_shape
 from .kubeletconfig import KubeletConfig
@@ -107,16 +108,15 @@ def _container_rows(result: ShapeAnswer, state: NodeState) -> list[dict[str, Any
             free = {r: free_on(seen, r, numa_id) for r in resources}
             numa.append({"numa_node": str(numa_id), "free": free,
                          "shortfall": {r: max(0, ask.amount(r) - free[r]) for r in resources}})
-        where = None
-        if placement is not None:
-            used = placement.cpus | placement.memory | frozenset().union(
-                *placement.devices.values())
-            where = sorted(used) if used else None
+        aligned_to = None
+        if placement is not None and not placement.ask.is_empty():
+            found = where(placement)
+            aligned_to = sorted(found) if found else None
         rows.append({"container": container.name, "sidecar": container.sidecar,
                      "init": container in result.shape.init_containers,
                      "request": {r: ask.amount(r) for r in resources},
                      "not_exclusive": sorted(set(container.requests) - set(resources)),
-                     "placed": placement is not None, "numa_nodes_used": where,
+                     "placed": placement is not None, "numa_nodes_used": aligned_to,
                      "numa": numa})
     return rows
 

@@ -23,3 +23,20 @@ def test_merge_equals_the_permutation_fold(provider_lists, closest):
     distances = DISTANCES if closest else None
     assert merge(provider_lists, NUMA, distances) == merge_by_permutation(provider_lists, NUMA,
                                                                           distances)
+
+
+numa_sets = st.frozensets(st.sampled_from(NUMA), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(numa_sets, st.integers(0, 5), max_size=6),
+       st.dictionaries(st.sampled_from(NUMA), st.integers(0, 9)))
+def test_mask_sums_equal_direct_counting(counts, values):
+    """The subset sums behind the hint providers count what a loop over the sets counts."""
+    from exporter.fit.hints import mask_table, meeting_sums, node_sums
+    table = mask_table(NUMA)
+    meeting = meeting_sums(table, counts)
+    sums = node_sums(table, values)
+    for numa, bits in zip(table.sets, table.bits):
+        assert meeting[bits] == sum(c for s, c in counts.items() if s & numa)
+        assert sums[bits] == sum(v for n, v in values.items() if n in numa)

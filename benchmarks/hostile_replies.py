@@ -84,7 +84,8 @@ def run_case(name: str) -> dict[str, object]:
     raw = case(name)
     topology = Topology.from_nodes([NumaNode(0, frozenset(range(0, 4))),
                                     NumaNode(1, frozenset(range(4, 8)))])
-    from exporter.refresh.pipeline import Pipeline, Replies
+    from exporter.kubelet.decode import Replies
+    from exporter.refresh.pipeline import Pipeline
     pipeline = Pipeline()
     started, cpu = time.perf_counter(), time.process_time()
     result = pipeline.run(Replies(raw), topology)

@@ -46,7 +46,7 @@ SCRAPES = 30
 ELSEWHERE = "a-node-the-api-does-not-know"
 # What the exporter imports without the view (its command line and serve path).
 BASE_IMPORTS = (
-    "import exporter.cli, exporter.commands.app, exporter.refresh.loop, exporter.web.server"
+    "import exporter.cli, exporter.commands.serve, exporter.refresh.loop, exporter.web.server"
 )
 
 

@@ -50,8 +50,9 @@ from exporter._proto.v1 import api_pb2 as v1  # noqa: E402
 from exporter.exposition.bodies import Exposition, HealthSections, Section  # noqa: E402
 from exporter.exposition.health import Health  # noqa: E402
 from exporter.kubelet.client import KubeletClient  # noqa: E402
+from exporter.kubelet.decode import Replies  # noqa: E402
 from exporter.kubelet.status import KubeletStatus  # noqa: E402
-from exporter.refresh.pipeline import Pipeline, Replies  # noqa: E402
+from exporter.refresh.pipeline import Pipeline  # noqa: E402
 from exporter.topology import read_topology  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))

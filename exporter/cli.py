@@ -5,7 +5,7 @@ take it; the argparse parsers and the environment lookup are both built from tha
 flag has an environment-variable twin, ``PODRESOURCES_EXPORTER_<FLAG>`` (upper case, dashes as
 underscores); a flag on the command line wins over its twin. A bad value, from either, exits
 with status 2 and a one-line reason. What each command then builds and runs is in
-:mod:`exporter.commands.app`.
+:mod:`exporter.commands` (one module per command).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
-from .commands.app import PROG, UsageError, demo, load_web_config, serve, simulate, snapshot
+from .commands.demo import demo, simulate
+from .commands.serve import PROG, UsageError, load_web_config, serve
+from .commands.snapshot import snapshot
 from .exposition.rendering import RenderOptions
 from .kubelet import client as kubelet
 from .logs import LEVELS, setup_logging

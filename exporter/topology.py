@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from pathlib import Path
 
 from .model import NumaNode, Topology
@@ -114,6 +115,33 @@ def read_topology(sysfs_root: str | Path) -> Topology:
         nodes.append(NumaNode(numa_id=0, cpus=online))
     cpus = frozenset().union(*(node.cpus for node in nodes))
     return Topology.from_nodes(nodes, read_thread_siblings(root, cpus))
+
+
+class RereadTopology:
+    """The NUMA topology, read again at most every ``interval`` seconds (CPUs can be
+    hot-plugged); only a real change replaces it, so the accounting starts over only then."""
+
+    def __init__(self, sysfs_root: str | Path, interval: float, topology: Topology):
+        self.sysfs_root = sysfs_root
+        self.interval = interval
+        self.topology = topology
+        self._read_at = time.monotonic()
+
+    def current(self) -> Topology:
+        now = time.monotonic()
+        if now - self._read_at < self.interval:
+            return self.topology
+        self._read_at = now
+        try:
+            topology = read_topology(self.sysfs_root)
+        except TopologyError as error:
+            log.warning("keeping the previous NUMA topology: %s", error)
+            return self.topology
+        if topology.numa_nodes != self.topology.numa_nodes:
+            log.info("NUMA topology changed: %d NUMA nodes, %d CPUs",
+                     len(topology.numa_nodes), len(topology.cpu_to_numa))
+            self.topology = topology
+        return self.topology
 
 
 def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, frozenset[int]]:

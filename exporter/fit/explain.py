@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..kubeapi.records import Rejection, rejection
+from ..podspec import Rejection, rejection
 from .answers import (
     ShapeAnswer,
     answer,
@@ -62,8 +62,9 @@ def parse_pod_name(text: str) -> tuple[str, str]:
 async def read_pod(namespace: str, name: str,
                    environ: Mapping[str, str] | None = None) -> PodQuestion:
     """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
+    from ..kubeapi.auth import ConfigError
     from ..kubeapi.client import ApiClient, ApiError, describe
-    from ..kubeapi.config import ConfigError, load_config
+    from ..kubeapi.config import load_config
 
     try:
         config = load_config(os.environ if environ is None else environ)

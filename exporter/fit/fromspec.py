@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..kubeapi.records import is_extended_resource, parse_quantity
+from ..podspec import is_extended_resource, parse_quantity
 from .pod import (
     BEST_EFFORT,
     BURSTABLE,

@@ -23,9 +23,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from .. import catalog
 from ..accounting import Accounting
 from ..catalog import MetricDef
-from ..kubeapi.records import Rejection
 from ..model import KubeletSnapshot, Topology
+from ..podspec import Rejection
 from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
+from .fromspec import pod_shape
 from .kubeletconfig import (
     FileConfig,
     FlagConfig,
@@ -48,7 +49,7 @@ class FitSetupError(Exception):
 
 def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpus_only: bool,
                    registry: CollectorRegistry | None = None,
-                   rejections: Callable[[], Mapping[RejectionKey, Rejection]] | None = None,
+                   rejections: Rejections | None = None,
                    topology_manager_policy: str | None = None,
                    topology_manager_scope: str | None = None) -> FitView:
     """The fit view of the flags; :class:`FitSetupError` names the flag and the reason."""
@@ -66,6 +67,8 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
 
 NONE = "none"
 RejectionKey = tuple[str, str]
+# where rejected pods come from: the Kubernetes-API view, or the demo's simulator
+Rejections = Callable[[], Mapping[RejectionKey, Rejection]]
 
 
 @dataclass
@@ -77,11 +80,10 @@ class Judged:
 
 
 def rejected_pod_shape(key: RejectionKey, rejection: Rejection) -> PodShape:
-    """The rejected pod as the model judges it: its containers when the record kept them,
-    else its exclusive requests as one container."""
-    shape = getattr(rejection, "shape", None)
-    if isinstance(shape, PodShape):
-        return shape
+    """The rejected pod as the model judges it: container by container from its spec when the
+    record kept it, else its exclusive requests as one container."""
+    if rejection.pod.get("spec"):
+        return pod_shape(rejection.pod, f"{key[0]}/{key[1]}")
     requests = {r: (a * 1000 if r == "cpu" else a) for r, a in rejection.requests}
     return single_container(f"{key[0]}/{key[1]}", requests)
 
@@ -94,7 +96,7 @@ class FitView:
     kubelet_config: KubeletConfigFile | None = None
     flags: FlagConfig = field(default_factory=FlagConfig)
     # where rejected pods come from (the Kubernetes-API view), None without --kube-api
-    rejections: Callable[[], Mapping[RejectionKey, Rejection]] | None = None
+    rejections: Rejections | None = None
     registry: CollectorRegistry | None = None  # the health registry, for the counter
     state: NodeState | None = None
     config: KubeletConfig | None = None

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..kubeapi.records import is_extended_resource, parse_quantity
+from ..podspec import is_extended_resource, parse_quantity
 from .pod import (
     BEST_EFFORT,
     CPU,

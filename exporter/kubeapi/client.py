@@ -19,7 +19,8 @@ from typing import Any
 import aiohttp
 
 from .. import __version__
-from .config import ApiConfig, Auth, CredentialsError, ssl_context
+from .auth import Auth, CredentialsError
+from .config import ApiConfig, ssl_context
 
 USER_AGENT = f"podresources-exporter/{__version__}"
 CONNECT_TIMEOUT_SECONDS = 10.0

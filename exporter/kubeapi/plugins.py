@@ -25,7 +25,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.exec_provider import ExecProvider
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
-from .config import Auth, ConfigError, CredentialsError
+from .auth import Auth, ConfigError, CredentialsError
 
 EXPIRY_MARGIN_SECONDS = 60.0  # obtain new credentials this long before the old ones expire
 

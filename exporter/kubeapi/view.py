@@ -21,10 +21,11 @@ from .. import catalog
 from ..exposition.health import KUBE_API_RESOURCES, Health
 from ..exposition.rendering import gauge_family, render_text
 from ..model import Allocatable, PodAssignment
+from ..podspec import Rejection
+from .auth import ConfigError
 from .client import ApiClient
-from .config import ConfigError, load_config
+from .config import load_config
 from .records import (
-    Rejection,
     dra_allocatable,
     node_record,
     pod_record,

@@ -77,6 +77,28 @@ def classify(code: grpc.StatusCode, details: str) -> str:
     return OTHER
 
 
+def describe(error: KubeletError, target: str, max_message_bytes: int, timeout: float) -> str:
+    """What a failed call means, in one line, naming the flag that matters: the refresh loop's
+    log and the ``snapshot`` command both say it so."""
+    details = " ".join(error.details.split())
+    if error.kind == UNAVAILABLE:
+        return (f"kubelet podresources API unreachable at {target}: {error.code} {details} "
+                "(check --socket)")
+    if error.kind == TOO_LARGE:
+        return (f"the kubelet's reply to {error.method} is larger than --max-message-bytes "
+                f"({max_message_bytes}): {details}")
+    if error.kind == RATE_LIMITED:
+        return (f"kubelet rate limit hit: the kubelet at {target} refused {error.method} (the "
+                "quota is shared by every client on the node)")
+    if error.kind == DEADLINE:
+        return (f"the kubelet at {target} did not answer {error.method} within {timeout:g} s "
+                "(--timeout)")
+    if error.kind == INVALID_REPLY:
+        return (f"the kubelet at {target} sent a reply to {error.method} that is not valid "
+                f"protobuf: {details}")
+    return f"kubelet call {error.method} to {target} failed: {error.code} {details}"
+
+
 def socket_target(socket: str) -> str:
     """``/path``, ``unix:/path`` or ``unix:///path`` -> the gRPC target ``unix:///path``."""
     path = socket

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -44,10 +45,25 @@ from ..model import (
 )
 from .client import INVALID_REPLY, KubeletError
 
+V1, V1ALPHA1 = "v1", "v1alpha1"  # the podresources API versions
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
 # this many entries per listed pod (a container with many devices has many orderings).
 PRUNE_SECONDS = 60.0
 MAX_VARIANTS_PER_POD = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Replies:
+    """The kubelet's raw replies for one refresh.
+
+    ``allocatable_reply`` is ``None`` when ``GetAllocatableResources`` is not offered (or under
+    v1alpha1). Passing the same bytes object again (the loop re-reads allocatable resources
+    only every ``--allocatable-interval``) costs nothing.
+    """
+
+    list_reply: bytes
+    api_version: str = V1
+    allocatable_reply: bytes | None = None
 
 
 def invalid_reply(method: str, error: Exception) -> KubeletError:

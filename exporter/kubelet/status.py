@@ -1,7 +1,8 @@
 """What the refresh loop has found out about the kubelet: reachable or not, backing off or not,
 and what it supports.
 
-Written by the refresh loop (:mod:`exporter.refresh.loop`) alone; the health section
+Written during refreshes only: the capabilities by :mod:`exporter.kubelet.reader`, up and
+back-off by :mod:`exporter.refresh.outcome`; the health section
 (:mod:`exporter.exposition.health`) and the ``snapshot`` report only read it. Plain data, no I/O.
 """
 

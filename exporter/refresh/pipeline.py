@@ -18,26 +18,10 @@ from dataclasses import dataclass
 from ..accounting import Accounting, Ledger
 from ..exposition.rendering import Renderer, RenderOptions
 from ..issues import IssueKind
-from ..kubelet.decode import AllocatableDecoder, ListDecoder
+from ..kubelet.decode import V1, V1ALPHA1, AllocatableDecoder, ListDecoder, Replies
 from ..model import Allocatable, KubeletSnapshot, PodAssignment, Topology
 
-V1, V1ALPHA1 = "v1", "v1alpha1"
-
 PodFilter = Callable[[tuple[PodAssignment, ...]], tuple[PodAssignment, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class Replies:
-    """The kubelet's raw replies for one refresh.
-
-    ``allocatable_reply`` is ``None`` when ``GetAllocatableResources`` is not offered (or under
-    v1alpha1). Passing the same bytes object again (the loop re-reads allocatable resources
-    only every ``--allocatable-interval``) costs nothing.
-    """
-
-    list_reply: bytes
-    api_version: str = V1
-    allocatable_reply: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """A kubelet podresources simulator: the real proto on a real unix socket, with fault switches.
 
 Used by the tests, the ``demo`` and ``simulate`` commands, the benchmarks and the dashboard
-checks. ``profile`` describes nodes as data, ``state`` assigns resources like the kubelet's
-managers, ``server`` serves them over gRPC (``wire`` shapes the replies, ``faults`` holds the
+checks. ``profile`` describes nodes as data, ``state`` keeps a node's admitted pods (its
+``allocator`` assigns resources like the kubelet's managers, ``pods`` makes up new pods),
+``server`` serves them over gRPC (``wire`` shapes the replies, ``faults`` holds the
 switches and the rate limiter, ``checkpoints`` writes the kubelet's state files), ``sysfs``
 writes the matching fake sysfs tree and ``control`` lets another process flip the fault
 switches over HTTP.

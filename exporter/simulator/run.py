@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..kubeapi.records import Rejection, rejection
+from ..podspec import Rejection, rejection
 from .control import control_app
 from .profile import NodeSpec
 from .server import DEFAULT_REREGISTER_SECONDS, Simulator

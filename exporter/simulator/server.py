@@ -38,9 +38,10 @@ import grpc.aio
 from .._proto.v1 import api_pb2 as v1
 from .._proto.v1alpha1 import api_pb2 as v1alpha1
 from ..model import PodAssignment
+from .allocator import SimPod
 from .checkpoints import write_state_files
 from .faults import DEFAULT_BURST, DEFAULT_QPS, CallStats, Faults, TokenBucket
-from .state import NodeState, SimPod
+from .state import NodeState
 from .wire import (
     claim_entries,
     device_entries,

@@ -17,19 +17,35 @@ import logging
 import ssl
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from .. import __version__
-from ..refresh.loop import Refresher
+from ..exposition.bodies import Body
 from .listener import Limits, Listener
 from .negotiation import choose_coding, choose_format
 
 log = logging.getLogger(__name__)
 
-REFRESHER = web.AppKey("refresher", Refresher)
+
+
+class MetricsSource(Protocol):
+    """What the endpoints serve (the refresh loop): finished bodies, readiness, and what the
+    landing page names."""
+
+    def metrics_body(self, openmetrics: bool, compressed: bool) -> Body: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    def landing_info(self) -> tuple[str, str]:
+        """(kubelet socket, node name)"""
+        ...
+
+
+SOURCE: web.AppKey[MetricsSource] = web.AppKey("source")
 _ALLOWED = ("GET", "HEAD")
 # /metrics bodies reach megabytes on big nodes: written in slices, each waiting for the peer to
 # take the previous ones, so a slow reader holds a slice rather than a copy of the body.
@@ -72,7 +88,7 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     chosen = choose_format(request.headers.get("Accept"))
     compressed = coding == "gzip"
     # finished by the refresh: choosing it costs a lookup, whatever the node's size
-    body = request.app[REFRESHER].metrics_body(chosen.openmetrics, compressed)
+    body = request.app[SOURCE].metrics_body(chosen.openmetrics, compressed)
     headers["Content-Type"] = chosen.content_type
     if compressed:
         headers["Content-Encoding"] = "gzip"
@@ -95,16 +111,15 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    if request.app[REFRESHER].attempted:
+    if request.app[SOURCE].ready:
         return web.Response(text="ready\n")
     return web.Response(status=503, text="first refresh not attempted yet\n")
 
 
 async def landing(request: web.Request) -> web.Response:
-    refresher = request.app[REFRESHER]
-    page = _LANDING.format(version=__version__,
-                           socket=html.escape(refresher.client.target),
-                           node=html.escape(refresher.settings.node_name or "(unset)"))
+    socket, node = request.app[SOURCE].landing_info()
+    page = _LANDING.format(version=__version__, socket=html.escape(socket),
+                           node=html.escape(node or "(unset)"))
     return web.Response(text=page, content_type="text/html")
 
 
@@ -126,9 +141,9 @@ def _refuse_unknown_expectations(
     return guarded
 
 
-def make_app(refresher: Refresher, middlewares: Iterable[Any] = ()) -> web.Application:
+def make_app(source: MetricsSource, middlewares: Iterable[Any] = ()) -> web.Application:
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
-    app[REFRESHER] = refresher
+    app[SOURCE] = source
     for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz),
                           ("/", landing)):
         app.router.add_route("*", path, _method_guard(handler))

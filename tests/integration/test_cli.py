@@ -322,7 +322,7 @@ def test_a_flag_the_command_does_not_take_is_refused_wherever_it_is(capsys):
 
 
 def test_the_demo_listens_on_this_machine_only_unless_told_otherwise():
-    from exporter.commands.app import demo_url
+    from exporter.commands.demo import demo_url
 
     assert parse_args(["demo"], environ={}).listen_address == ("localhost", 10075)
     assert parse_args([], environ={}).listen_address == ("", 10075)  # the DaemonSet: every one
@@ -352,7 +352,8 @@ def test_a_listen_host_that_is_not_here_exits_2_with_one_line(host, reason, caps
 
 
 def test_a_bundled_profile_name_wins_over_a_file_of_that_name(tmp_path, monkeypatch, capsys):
-    from exporter.commands.app import UsageError, load_profile
+    from exporter.commands.demo import load_profile
+    from exporter.commands.serve import UsageError
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "large").write_text("not a profile")
@@ -380,7 +381,8 @@ async def test_flags_before_snapshot_reach_the_kubelet_they_name():
 async def test_snapshot_refuses_a_sysfs_of_another_machine_unless_it_was_chosen(tmp_path,
                                                                                 capsys):
     """A simulated kubelet's socket read with this machine's /sys would mix two machines."""
-    from exporter.commands.app import UsageError, snapshot
+    from exporter.commands.serve import UsageError
+    from exporter.commands.snapshot import snapshot
     from exporter.simulator import load_profile, write_sysfs
 
     small = write_sysfs(load_profile("small"), tmp_path / "sys")  # 1 NUMA node, CPUs 0-7
@@ -428,7 +430,7 @@ async def test_the_demo_says_where_it_listens_and_prints_a_working_snapshot_comm
 
 
 def test_what_a_foreign_kubelet_names_is_said_in_a_short_line():
-    from exporter.commands.app import _foreign_kubelet
+    from exporter.commands.snapshot import _foreign_kubelet
     from exporter.model import (
         ContainerAssignment,
         DeviceEntry,

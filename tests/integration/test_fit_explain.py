@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from exporter import cli
-from exporter.commands import app
+from exporter.commands.snapshot import snapshot
 from exporter.fit.section import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
 
@@ -241,7 +241,7 @@ async def test_snapshot_why_explains_a_rejected_pod(
     """2 GPUs: node 1's capacity holds both (minimum width 1), but one of them is taken; node 0
     has one: only {0,1} is a hint, not preferred: single-numa-node rejects, blocking the GPU."""
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
+        assert await snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
         out = capsys.readouterr().out
         assert out.startswith("Pod ml/two-gpus (Guaranteed): rejected at admission: "
                               "TopologyAffinityError")
@@ -254,7 +254,7 @@ async def test_snapshot_why_explains_a_rejected_pod(
             ["0", "cpu", "2", "3", "0"], ["0", GPU, "2", "1", "1"],
             ["0", "memory", "1Gi", "16Gi", "0"], ["1", "cpu", "2", "2", "0"],
             ["1", GPU, "2", "1", "1"], ["1", "memory", "1Gi", "12Gi", "0"]]
-        assert await app.snapshot(node.settings(), "table", "info", why="ml/missing") == 1
+        assert await snapshot(node.settings(), "table", "info", why="ml/missing") == 1
         assert "pod ml/missing not found" in capsys.readouterr().err
 
 
@@ -262,13 +262,13 @@ async def test_snapshot_shape_prints_the_verdict(capsys: pytest.CaptureFixture[s
     """8 CPUs need both 4-CPU nodes by capacity and 5 are free: no CPU hint at all; 2 GPUs fit
     node 1 by capacity but not by what is free: both block."""
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(), "table", "info",
+        assert await snapshot(node.settings(), "table", "info",
                                   shape="cpu=8,nvidia.com/gpu=2") == 0
         out = capsys.readouterr().out
         assert ("Verdict: the kubelet would reject it with TopologyAffinityError under "
                 "Topology Manager policy single-numa-node, scope container: no NUMA set the "
                 "policy allows holds 2 nvidia.com/gpu and 8 CPUs together.") in out
-        assert await app.snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
+        assert await snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
         import json
         document = json.loads(capsys.readouterr().out)
         # 2 CPUs on node 0 (3 free), then node 1 (2 free), then 1 is left on node 0
@@ -281,20 +281,20 @@ async def test_snapshot_shape_by_name(tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     shapes = write(tmp_path / "shapes.yaml", SHAPES)
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(fit_shapes=shapes), "table", "info",
+        assert await snapshot(node.settings(fit_shapes=shapes), "table", "info",
                                   shape="infer") == 0
         assert "Verdict: the kubelet would admit it under Topology Manager policy " \
                "single-numa-node, scope container: main on NUMA node 0; 2 more pods" \
                in capsys.readouterr().out
         with pytest.raises(cli.UsageError, match="no shape named 'nope'"):
-            await app.snapshot(node.settings(fit_shapes=shapes), "table", "info", shape="nope")
+            await snapshot(node.settings(fit_shapes=shapes), "table", "info", shape="nope")
 
 
 async def test_plain_snapshot_ends_with_free_table_and_shapes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shapes = write(tmp_path / "shapes.yaml", SHAPES)
     async with Node(PROFILE) as node:
-        assert await app.snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
+        assert await snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
     out = capsys.readouterr().out
     free = out[out.index("Free for new single-NUMA requests, per NUMA node:"):].splitlines()
     assert free[1].split() == ["NUMA", "cpu", GPU, "hugepages-2Mi", "memory", "FULL-CORE",

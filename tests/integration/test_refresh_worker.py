@@ -10,7 +10,7 @@ import threading
 
 import aiohttp
 
-from exporter.commands import app
+from exporter.commands.serve import serve
 from exporter.refresh.loop import Refresher
 
 from ..support.harness import Exporter, Node, small_profile
@@ -74,7 +74,7 @@ async def test_sigterm_during_a_long_refresh_shuts_down():
             ports.append(port)
             held.append(hold_accounting(refresher))
 
-        serving = asyncio.create_task(app.serve(node.settings(), ("127.0.0.1", 0),
+        serving = asyncio.create_task(serve(node.settings(), ("127.0.0.1", 0),
                                                 started=started))
         try:
             while not held:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from aiohttp import ClientSession, web
 
-from exporter.kubeapi.records import exclusive_requests, is_admission_reason, rejection
+from exporter.podspec import exclusive_requests, is_admission_reason, rejection
 from exporter.simulator.control import control_app
 
 from ..support.harness import Node, small_profile

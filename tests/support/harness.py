@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.commands.app import build_refresher
+from exporter.commands.serve import build_refresher
 from exporter.refresh.loop import Settings
 from exporter.simulator import (
     Faults,

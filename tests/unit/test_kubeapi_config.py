@@ -15,15 +15,8 @@ import pytest
 
 import exporter.kubeapi
 from exporter.kubeapi import config
-from exporter.kubeapi.config import (
-    Auth,
-    ConfigError,
-    CredentialsError,
-    from_kubeconfig,
-    in_cluster,
-    load_config,
-    ssl_context,
-)
+from exporter.kubeapi.auth import Auth, ConfigError, CredentialsError
+from exporter.kubeapi.config import from_kubeconfig, in_cluster, load_config, ssl_context
 
 from ..integration.test_webconfig import CA
 

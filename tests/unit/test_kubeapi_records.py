@@ -1,17 +1,13 @@
 """The Kubernetes-API view's rules, without a server: quantities, extended-resource names,
-effective pod requests and DRA pool generations (exporter/kubeapi/records.py)."""
+effective pod requests and DRA pool generations (exporter/podspec.py,
+exporter/kubeapi/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from exporter.kubeapi.records import (
-    SliceRecord,
-    dra_allocatable,
-    is_extended_resource,
-    parse_quantity,
-    pod_requests,
-)
+from exporter.kubeapi.records import SliceRecord, dra_allocatable
+from exporter.podspec import is_extended_resource, parse_quantity, pod_requests
 
 from ..support.fake_apiserver import container, pod
 

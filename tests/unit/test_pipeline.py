@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.issues import IssueKind
+from exporter.kubelet.decode import Replies
 from exporter.model import NumaNode, Topology
-from exporter.refresh.pipeline import Pipeline, Replies
+from exporter.refresh.pipeline import Pipeline
 
 TOPOLOGY = Topology.from_nodes([NumaNode(0, frozenset(range(0, 4))),
                                 NumaNode(1, frozenset(range(4, 8)))])

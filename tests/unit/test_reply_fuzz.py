@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from exporter._proto.v1 import api_pb2 as v1
 from exporter._proto.v1alpha1 import api_pb2 as v1alpha1
 from exporter.kubelet.client import INVALID_REPLY, KubeletError
-from exporter.kubelet.decode import MAX_VARIANTS_PER_POD
+from exporter.kubelet.decode import MAX_VARIANTS_PER_POD, Replies
 from exporter.model import NumaNode, Topology
-from exporter.refresh.pipeline import Pipeline, Replies
+from exporter.refresh.pipeline import Pipeline
 
 TOPOLOGY = Topology.from_nodes([NumaNode(0, frozenset(range(0, 4))),
                                 NumaNode(1, frozenset(range(4, 8)))])

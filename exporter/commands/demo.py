@@ -1,0 +1,80 @@
+"""The ``demo`` command (``serve`` from the built-in simulator) and ``simulate`` (the
+simulator alone)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import logging
+import shlex
+from typing import TYPE_CHECKING
+
+from ..refresh.loop import Refresher, Settings
+from .serve import PROG, UsageError, install_signal_handlers, load_web_config, serve
+
+if TYPE_CHECKING:
+    from ..simulator import NodeSpec
+    from ..simulator.run import SimulateOptions
+
+log = logging.getLogger(__name__)
+
+
+def load_profile(name: str) -> NodeSpec:
+    """A simulator profile by bundled name or path."""
+    from ..simulator import ProfileError, load_profile as load
+    try:
+        return load(name)
+    except ProfileError as error:
+        raise UsageError(f"--profile: {error}") from None
+
+
+async def demo(settings: Settings, address: tuple[str, int], profile: str,
+               churn_interval: float | None, control_address: tuple[str, int] | None,
+               web_config_file: str | None) -> int:
+    """Serve /metrics from the built-in simulator running ``profile``, until SIGTERM/SIGINT."""
+    from ..simulator.run import demo_kubelet
+
+    spec = load_profile(profile)
+    async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
+        settings = dataclasses.replace(
+            settings, socket=str(kubelet_sim.socket_path),
+            sysfs_root=str(kubelet_sim.sysfs_root), node_name=settings.node_name or spec.name,
+            fit_shapes=settings.fit_shapes or str(kubelet_sim.fit_shapes),
+            kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
+
+        def announce(port: int, refresher: Refresher) -> None:
+            log.info("demo: simulated node %s (%s profile) -> %s", spec.name, profile,
+                     demo_url(address[0], port))
+            log.info("demo: read it once with: %s snapshot --socket %s --sysfs-root %s", PROG,
+                     shlex.quote(str(kubelet_sim.socket_path)),
+                     shlex.quote(str(kubelet_sim.sysfs_root)))
+
+        # without the Kubernetes API, the simulator's rejected pods stand in for it
+        return await serve(settings, address, started=announce,
+                           web_config=load_web_config(web_config_file),
+                           rejections=kubelet_sim.rejections)
+
+
+def demo_url(host: str, port: int) -> str:
+    """Where the demo's /metrics is, and who can reach it, as the listen host says."""
+    if host in ("", "0.0.0.0", "::"):
+        return (f"http://localhost:{port}/metrics (listening on every interface: other machines "
+                "can reach it too)")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/metrics" + (" (this machine only)" if loopback else "")
+
+
+async def simulate(options: SimulateOptions) -> int:
+    """Run the simulator alone until SIGTERM/SIGINT."""
+    from ..simulator.run import simulate as run_simulator
+
+    spec = load_profile(options.profile)
+    stop = asyncio.Event()
+    install_signal_handlers(stop)
+    await run_simulator(spec, options, stop)
+    return 0

@@ -1,0 +1,167 @@
+"""The ``snapshot`` command: read the kubelet once and print the per-NUMA picture or a fit
+answer; a failure is one line and exit status 1."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from ..kubelet import client as kubelet
+from ..kubelet.client import KubeletError
+from ..model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
+from ..refresh.loop import Refresher, Settings
+from ..topology import format_cpulist
+from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
+
+
+async def snapshot(settings: Settings, output_format: str, log_level: str,
+                   shape: str | None = None, why: str | None = None,
+                   sysfs_given: bool = True) -> int:
+    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``); with
+    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.fit.explain`).
+
+    A failed call is reported in one line and exits 1: there is no retry and no earlier
+    snapshot here, so the refresh loop's own messages (which say both) are kept out.
+    ``sysfs_given``: whether ``--sysfs-root`` was chosen, not defaulted (see
+    :func:`_foreign_kubelet`).
+    """
+    from .report import format_json, format_table
+
+    question = _fit_question(shape, why)
+    topology = read_sysfs_topology(settings.sysfs_root)
+    if log_level == "info":
+        logging.getLogger().setLevel(logging.WARNING)  # the report is the output
+    refresher = build_refresher(settings, topology)
+    refresh_log = logging.getLogger("exporter.refresh.loop")
+    saved = refresh_log.level
+    if log_level != "debug":
+        refresh_log.setLevel(logging.CRITICAL)  # its failure lines speak of retrying
+    try:
+        await refresher.refresh_once()
+    finally:
+        refresh_log.setLevel(saved)
+        await refresher.client.close()
+    if refresher.accounting is None or refresher.snapshot is None:
+        reason = _one_shot_failure(refresher.last_error, settings, refresher.client.target)
+        print(f"{PROG}: {reason}", file=sys.stderr)
+        return 1
+    foreign = _foreign_kubelet(refresher.snapshot, refresher.topology)
+    if foreign:
+        where = (f"the kubelet at {refresher.client.target} reports {foreign} that "
+                 f"{settings.sysfs_root} does not have")
+        if not sysfs_given:
+            raise UsageError(
+                f"--sysfs-root: {where}, so the two are not the same machine (a simulated "
+                "kubelet's socket?); give the --sysfs-root that goes with the socket (the demo "
+                "prints the whole snapshot command)")
+        print(f"{PROG}: warning: {where}; they are counted under NUMA node \"unknown\" and as "
+              "data issues below", file=sys.stderr)
+    if question is not None:
+        return await _answer(question, refresher, output_format)
+    formatter = format_json if output_format == "json" else format_table
+    sys.stdout.write(formatter(refresher.accounting, refresher.topology,
+                               refresher.status.capabilities, settings.node_name,
+                               pods=refresher.snapshot.pods))
+    if output_format != "json" and refresher.fit is not None and refresher.fit.state is not None:
+        from ..fit.explain import free_table, shapes_summary
+        sys.stdout.write("\n" + free_table(refresher.fit.state))
+        if refresher.fit.answers:
+            sys.stdout.write("\n" + shapes_summary(refresher.fit.answers))
+    return 0
+
+
+def _fit_question(shape: str | None, why: str | None) -> object:
+    """``--shape`` as a Shape, ``--why`` as (namespace, pod), checked before the kubelet is
+    read; None for neither."""
+    if shape and why:
+        raise UsageError("--shape and --why are two questions: ask one at a time")
+    if shape:
+        from ..fit.shapes import ShapeError, ShapeName, parse_shape_argument
+        if "=" not in shape:
+            return ShapeName(shape.strip())  # a shape of --fit-shapes, looked up later
+        try:
+            return parse_shape_argument(shape, "request")
+        except ShapeError as error:
+            raise UsageError(f"--shape: {error}") from None
+    if why:
+        from ..fit.explain import parse_pod_name
+        try:
+            return parse_pod_name(why)
+        except ValueError as error:
+            raise UsageError(f"--why: {error}") from None
+    return None
+
+
+async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
+    from ..fit.explain import ExplainError, read_pod, shape_report, why_report
+    from ..fit.pod import PodShape
+    from ..fit.shapes import ShapeName
+
+    fit = refresher.fit
+    if fit is None or fit.state is None or fit.config is None:
+        print(f"{PROG}: the kubelet does not report allocatable resources (GetAllocatableResources "
+              "unavailable, or API v1alpha1): nothing can be said about fit", file=sys.stderr)
+        return 1
+    if isinstance(question, ShapeName):
+        named = {shape.name: shape for shape in fit.current_shapes()}
+        if question not in named:
+            known = ", ".join(sorted(named)) or "none (no --fit-shapes)"
+            raise UsageError(f"--shape: no shape named {question!r} in --fit-shapes (known: "
+                             f"{known}); or give RESOURCE=QUANTITY,...")
+        question = named[question]
+    if isinstance(question, PodShape):
+        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format))
+        return 0
+    assert isinstance(question, tuple)
+    try:
+        pod = await read_pod(*question)
+    except ExplainError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format))
+    return 0
+
+
+def _one_shot_failure(error: KubeletError | None, settings: Settings, target: str) -> str:
+    """Why a single read of the kubelet failed, in one line."""
+    if error is None:
+        return f"cannot read the kubelet at {target}"
+    reason = kubelet.describe(error, target, settings.max_message_bytes, settings.timeout)
+    if error.kind == kubelet.RATE_LIMITED:
+        reason += "; try again in a few seconds"
+    return f"cannot read the kubelet: {reason}"
+
+
+def _foreign_kubelet(snapshot: KubeletSnapshot, topology: Topology) -> str:
+    """What the kubelet reports that the sysfs tree does not have ("" when nothing).
+
+    A kubelet reports only CPUs and NUMA nodes of its own machine; a socket whose kubelet names
+    others belongs to another machine, usually a simulator's, whose sysfs tree is elsewhere.
+    """
+    cpus: set[int] = set()
+    numa_ids: set[int] = set()
+    located: list[MemoryBlock | DeviceEntry] = []
+    if snapshot.allocatable is not None:
+        cpus.update(snapshot.allocatable.cpu_ids)
+        located += [*snapshot.allocatable.memory, *snapshot.allocatable.devices]
+    for pod in snapshot.pods:
+        cpus.update(pod.cpu_ids)
+        for container in pod.containers:
+            cpus.update(container.cpu_ids)
+            located += [*container.memory, *container.devices]
+    for item in located:
+        numa_ids.update(item.numa_ids or ())
+    unknown_cpus = cpus - topology.cpu_to_numa.keys()
+    unknown_numa = {n for n in numa_ids if n >= 0} - topology.numa_nodes.keys()
+    parts = []
+    if unknown_cpus:
+        cpulist = format_cpulist(frozenset(unknown_cpus))
+        if len(cpulist) > 60:  # a hostile reply may name thousands: the line stays short
+            cpulist = f"{cpulist[:60].rsplit(',', 1)[0]},... ({len(unknown_cpus)} in all)"
+        parts.append(f"CPUs {cpulist}")
+    if unknown_numa:
+        shown = sorted(unknown_numa)[:8]
+        more = f" and {len(unknown_numa) - 8} more" if len(unknown_numa) > 8 else ""
+        parts.append(f"NUMA node{'s' if len(unknown_numa) > 1 else ''} "
+                     f"{', '.join(str(n) for n in shown)}{more}")
+    return " and ".join(parts)

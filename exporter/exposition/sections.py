@@ -1,0 +1,104 @@
+"""Which sections of /metrics are due again, and the finished bodies a scrape picks from.
+
+The data section comes from each successful refresh and the health section from each attempt;
+the fit answers' section (SPEC section 7) when its text changed; the Kubernetes-API view's
+section when the view, or the allocatable resources it is rendered against, changed. The view
+changes between refreshes, so a scrape checks it too; everything else is assembled by the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..accounting import Accounting
+from ..kubelet.status import KubeletStatus
+from ..model import Allocatable, KubeletSnapshot, Topology
+from .bodies import Body, Exposition, HealthSections, Section
+from .health import Health
+
+
+class ViewSource(Protocol):
+    """The Kubernetes-API view (:class:`exporter.kubeapi.view.KubeView`), as rendered here."""
+
+    @property
+    def version(self) -> int: ...
+
+    def render(self, allocatable: Allocatable | None) -> bytes: ...
+
+
+class FitSource(Protocol):
+    """The fit answers (:class:`exporter.fit.section.FitView`): the same bytes object when
+    nothing changed."""
+
+    def update(self, snapshot: KubeletSnapshot, topology: Topology,
+               accounting: Accounting) -> bytes: ...
+
+
+class Sections:
+    """The current exposition and the change checks that decide what to render again.
+
+    ``allocatable``: the kubelet's allocatable resources as last read (the view's section
+    depends on them).
+    """
+
+    def __init__(self, health: Health, status: KubeletStatus, view: ViewSource | None,
+                 fit: FitSource | None, allocatable: Callable[[], Allocatable | None]):
+        self.health = health
+        self.status = status
+        self.view = view
+        self.fit = fit
+        self.exposition = Exposition()
+        self._allocatable = allocatable
+        self._view_key: tuple[int, Allocatable | None] | None = None
+        self._fit_text = b""
+        self.exposition.update(view=self._view_section(), health=self.health_sections())
+
+    def metrics_body(self, openmetrics: bool, compressed: bool) -> Body:
+        """The /metrics body: the data section as of the last successful refresh, the
+        Kubernetes-API view's section and the health section as of the last refresh attempt or
+        change of the view, whichever came last. Assembled when they change, not here, except
+        that a change of the view is noticed here (the view changes between refreshes)."""
+        if self._view_changed():
+            self.exposition.update(view=self._view_section(), health=self.health_sections())
+        return self.exposition.body(openmetrics, compressed)
+
+    def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
+        """:meth:`metrics_body` in one piece."""
+        return bytes(self.metrics_body(openmetrics, compressed))
+
+    def update(self, data: Section | None, fit: Section | None,
+               health: HealthSections) -> None:
+        """After a refresh attempt: the sections given (None: unchanged), and the view's."""
+        self.exposition.update(data=data, fit=fit, view=self._view_section(), health=health)
+
+    def fit_section(self, snapshot: KubeletSnapshot | None, topology: Topology,
+                    accounting: Accounting | None) -> Section | None:
+        """The fit answers' section (SPEC section 7) when it changed, else None. Computed on
+        the loop: it reads the Kubernetes-API view's rejected pods, which the loop owns."""
+        if self.fit is None or snapshot is None or accounting is None:
+            return None
+        text = self.fit.update(snapshot, topology, accounting)
+        if text is self._fit_text:
+            return None
+        self._fit_text = text
+        return Section.of(text)
+
+    def health_sections(self) -> HealthSections:
+        return HealthSections.of(*self.health.render_both(self.status))
+
+    def _view_changed(self) -> bool:
+        """Whether the view's section is due again: the view or the allocatable view it
+        depends on changed since it was last taken."""
+        view, taken = self.view, self._view_key
+        return view is not None and (taken is None or taken[0] != view.version
+                                     or taken[1] is not self._allocatable())
+
+    def _view_section(self) -> Section | None:
+        """The view's section when it changed since the last one taken, else None."""
+        view = self.view
+        if view is None or not self._view_changed():
+            return None
+        allocatable = self._allocatable()
+        self._view_key = (view.version, allocatable)
+        return Section.of(view.render(allocatable))

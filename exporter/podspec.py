@@ -1,0 +1,226 @@
+"""What the kubelet's admission and the scheduler count in a pod spec: Kubernetes quantities,
+extended-resource names, effective pod requests, exclusive requests and admission rejections.
+
+Plain rules over pod JSON (``dict``), no I/O; shared by the fit answers, the Kubernetes-API view
+and the simulator (each keeps its own logic on top). Quantities and extended-resource names
+follow Kubernetes' ``resource.Quantity`` and ``IsExtendedResourceName``, pod requests the
+scheduler's ``resourcehelper.PodRequests``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)"
+                       r"|[eE]([+-]?\d+))?$")
+_SUFFIX = {"": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+           "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+           "P": Decimal("1e15"), "E": Decimal("1e18"), "Ki": Decimal(2**10),
+           "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+           "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+Amounts = dict[str, float]  # extended resource name -> amount
+
+
+
+def parse_quantity(text: object) -> float:
+    """A Kubernetes quantity (``4``, ``1k``, ``500m``, ``2Gi``, ``1e3``) as a number."""
+    match = _QUANTITY.match(str(text).strip())
+    if not match:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    number, suffix, exponent = match.groups()
+    try:
+        scale = Decimal(10) ** int(exponent) if exponent else _SUFFIX[suffix or ""]
+        return float(Decimal(number) * scale)
+    except (InvalidOperation, OverflowError):
+        raise ValueError(f"not a Kubernetes quantity: {text!r}") from None
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName``: ``domain/name`` with a domain outside
+    kubernetes.io, not prefixed ``requests.``, and a valid quota name once prefixed."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    parts = ("requests." + name).split("/")
+    if len(parts) != 2:
+        return False
+    prefix, short = parts
+    return (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))
+            and len(short) <= 63 and bool(_QUALIFIED_NAME.match(short)))
+
+
+def extended_amounts(resources: Mapping[str, object] | None) -> Amounts:
+    """The extended resources of a ``{name: quantity}`` map; unparsable quantities skipped."""
+    amounts = {}
+    for name, quantity in (resources or {}).items():
+        if is_extended_resource(name):
+            try:
+                amounts[name] = parse_quantity(quantity)
+            except ValueError:
+                log.debug("skipping %s: bad quantity %r", name, quantity)
+    return amounts
+
+
+def add_amounts(total: Amounts, more: Mapping[str, float]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _raise_to(peak: Amounts, other: Amounts) -> None:
+    for name, amount in other.items():
+        if amount > peak.get(name, 0):
+            peak[name] = amount
+
+
+def _container_requests(container: dict[str, Any]) -> Amounts:
+    return extended_amounts((container.get("resources") or {}).get("requests"))
+
+
+def pod_requests(spec: dict[str, Any]) -> Amounts:
+    """The pod's effective extended-resource requests, as the scheduler counts them
+    (``resourcehelper.PodRequests``): app containers plus sidecars (restartable init
+    containers), or a regular init container plus the sidecars started before it if that is
+    more; plus the pod overhead."""
+    total = held_at_once(spec, _container_requests)
+    add_amounts(total, extended_amounts(spec.get("overhead")))
+    return total
+
+
+def held_at_once(spec: dict[str, Any],
+                 amounts_of: Callable[[dict[str, Any]], Amounts]) -> Amounts:
+    """What a pod holds at its peak, by the Kubernetes rule: app containers plus sidecars
+    (restartable init containers), or a regular init container plus the sidecars started
+    before it if that is more."""
+    total: Amounts = {}
+    for container in spec.get("containers") or ():
+        add_amounts(total, amounts_of(container))
+    sidecars: Amounts = {}
+    init_peak: Amounts = {}
+    for container in spec.get("initContainers") or ():
+        requests = amounts_of(container)
+        if container.get("restartPolicy") == "Always":
+            add_amounts(total, requests)
+            add_amounts(sidecars, requests)
+            _raise_to(init_peak, sidecars)
+        else:
+            running = dict(sidecars)
+            add_amounts(running, requests)
+            _raise_to(init_peak, running)
+    _raise_to(total, init_peak)
+    return total
+
+
+# Admission reasons the kubelet gives a pod it rejects for exclusive resources: the Topology
+# Manager (TopologyAffinityError), the CPU manager's full-pcpus-only option (SMTAlignmentError),
+# a resource manager's failed allocation (UnexpectedAdmissionError), and the resource fit
+# predicate, whose reason is "OutOf" + the resource name (pkg/kubelet/lifecycle/predicate.go).
+ADMISSION_REASONS = ("TopologyAffinityError", "SMTAlignmentError", "UnexpectedAdmissionError",
+                     "PodLevelResourcesIncompatible")
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A pod the kubelet rejected at admission, with the exclusive requests that mattered.
+
+    ``requests``: whole exclusive CPUs (Guaranteed pods only), memory and hugepages in bytes
+    (Guaranteed pods only; they count only where the memory manager assigns memory) and device
+    resources, summed over the containers the kubelet admits together (app containers and
+    sidecars; a regular init container's requests when larger).
+    """
+
+    uid: str
+    reason: str
+    message: str
+    requests: tuple[tuple[str, int], ...]
+    # the pod's spec and the status fields admission reads, for judging it container by
+    # container (exporter.fit.fromspec)
+    pod: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+def is_admission_reason(reason: object) -> bool:
+    """Whether a pod's ``status.reason`` is a kubelet rejection for exclusive resources."""
+    if not isinstance(reason, str):
+        return False
+    if reason in ADMISSION_REASONS:
+        return True
+    resource = reason.removeprefix("OutOf")
+    return resource != reason and (resource in ("cpu", "memory")
+                                   or resource.startswith("hugepages-")
+                                   or is_extended_resource(resource))
+
+
+def rejection(obj: dict[str, Any]) -> Rejection | None:
+    """The admission rejection of a pod object (phase Failed with an admission reason)."""
+    status = obj.get("status") or {}
+    reason = status.get("reason")
+    if status.get("phase") != "Failed" or not is_admission_reason(reason):
+        return None
+    meta = obj.get("metadata") or {}
+    kept = {"spec": obj.get("spec") or {},
+            "status": {"extendedResourceClaimStatus":
+                       status.get("extendedResourceClaimStatus") or {}}}
+    return Rejection(str(meta.get("uid", "")), str(reason), str(status.get("message", "")),
+                     exclusive_requests(obj.get("spec") or {}), kept)
+
+
+def _quantities(container: dict[str, Any], kind: str) -> dict[str, float]:
+    amounts: dict[str, float] = {}
+    for name, value in ((container.get("resources") or {}).get(kind) or {}).items():
+        try:
+            amounts[str(name)] = parse_quantity(value)
+        except ValueError:
+            log.debug("skipping %s: bad quantity %r", name, value)
+    return amounts
+
+
+def _effective(container: dict[str, Any]) -> dict[str, float]:
+    """Requests, defaulted from limits as the API server does."""
+    return {**_quantities(container, "limits"), **_quantities(container, "requests")}
+
+
+def is_guaranteed(spec: dict[str, Any]) -> bool:
+    """Kubernetes' Guaranteed QoS: every container (init ones too) has CPU and memory limits,
+    and its requests, where given, equal them."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not containers:
+        return False
+    for container in containers:
+        limits = _quantities(container, "limits")
+        requests = _quantities(container, "requests")
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return False
+    return True
+
+
+def _exclusive(container: dict[str, Any], guaranteed: bool) -> dict[str, float]:
+    amounts = _effective(container)
+    wanted: dict[str, float] = {}
+    for name, amount in amounts.items():
+        if name == "cpu":
+            if guaranteed and amount == int(amount) and amount > 0:
+                wanted[name] = amount
+        elif name == "memory" or name.startswith("hugepages-"):
+            if guaranteed and amount > 0:
+                wanted[name] = amount
+        elif is_extended_resource(name) and amount > 0:
+            wanted[name] = amount
+    return wanted
+
+
+def exclusive_requests(spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The pod's exclusive requests: app containers and sidecars together, or a regular init
+    container with the sidecars started before it when that is more (the kubelet's rule for
+    what a pod holds at once)."""
+    guaranteed = is_guaranteed(spec)
+    total = held_at_once(spec, lambda container: _exclusive(container, guaranteed))
+    return tuple(sorted((name, int(amount)) for name, amount in total.items() if amount >= 1))

@@ -139,10 +139,34 @@ def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
 
 
 def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    """The kubelet's admission of ``pod`` on ``state``."""
+    """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
+    (merge and allocation), then the resource-fit predicate."""
     if rules.policy != NONE and rules.scope == POD:
-        return _admit_pod_scope(pod, state, rules)
-    return _admit_container_scope(pod, state, rules)
+        verdict = _admit_pod_scope(pod, state, rules)
+    else:
+        verdict = _admit_container_scope(pod, state, rules)
+    if not verdict.admitted:
+        return verdict
+    short = predicate(pod, state, rules)
+    return short if short is not None else verdict
+
+
+def predicate(pod: PodShape, state: NodeState, rules: Rules) -> Verdict | None:
+    """``lifecycle.PredicateAdmitHandler`` for device-plugin resources, on the node before the
+    pod: its effective request plus what containers hold must not exceed the node's allocatable
+    (healthy devices): ``OutOf<resource>``. A resource the node does not list is dropped
+    (``removeMissingExtendedResources``)."""
+    ask = pod_effective_ask(pod, rules.managers)
+    for resource, amount in ask.devices.items():
+        devices = state.devices.get(resource)
+        if devices is None:
+            continue
+        held, healthy = devices.held_total(), devices.healthy_total()
+        if amount + held > healthy:
+            return Verdict(False, f"OutOf{resource}", resource, None,
+                           f"Node didn't have enough resource: {resource}, requested: "
+                           f"{amount}, used: {held}, capacity: {healthy}", before=state)
+    return None
 
 
 def _distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
@@ -154,7 +178,7 @@ def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Ver
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():
         ask = asks(pod, container, rules.managers)
-        hint = TopologyHint(None, True)
+        hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
         pinned = reuse.owner if _pins(ask, reuse) else None
         if rules.policy != NONE:
             answers = provider_answers(state, ask, reuse)
@@ -216,8 +240,7 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
     for resource, amount in ask.devices.items():
         known = devices.get(resource)
         if known is None:
-            return Failure(f"OutOf{resource}", resource,
-                           f"no device plugin offers {resource} on this node")
+            continue  # no device plugin: the resource-fit predicate drops what the node lacks
         result = allocate_devices(known, amount, affinity, reuse.devices.get(resource, {}))
         if result is None:
             return Failure("UnexpectedAdmissionError", resource,

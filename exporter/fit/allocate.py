@@ -67,7 +67,8 @@ def allocate_devices(devices: DeviceState, request: int, hint: NumaSet | None,
                 need -= take
             if not need:
                 break
-    return replace(devices, free=free), taken, from_reuse
+    held = devices.held_total() + sum(taken.values())
+    return replace(devices, free=free, held=held), taken, from_reuse
 
 
 def _set_order(numa: NumaSet) -> tuple[int, tuple[int, ...]]:

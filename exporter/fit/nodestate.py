@@ -73,6 +73,16 @@ class DeviceState:
 
     registered: Mapping[NumaSet, int]
     free: Mapping[NumaSet, int]
+    # the node's allocatable count (healthy devices) and the devices containers hold, for the
+    # resource-fit predicate; None: every registered device is healthy, held = registered - free
+    healthy: int | None = None
+    held: int | None = None
+
+    def healthy_total(self) -> int:
+        return self.registered_total() if self.healthy is None else self.healthy
+
+    def held_total(self) -> int:
+        return self.registered_total() - self.free_total() if self.held is None else self.held
 
     def topology_aware(self) -> bool:
         """``deviceHasTopologyAlignment``: some device names a NUMA node."""

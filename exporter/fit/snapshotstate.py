@@ -118,6 +118,12 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[str, Device
                         where.setdefault(key, set()).update(_ids(entry.numa_ids, known))
     registered: dict[str, dict[NumaSet, int]] = {}
     free: dict[str, dict[NumaSet, int]] = {}
+    healthy_count: dict[str, int] = {}
+    held_count: dict[str, int] = {}
+    for resource, _ in healthy:
+        healthy_count[resource] = healthy_count.get(resource, 0) + 1
+    for resource, _ in held:
+        held_count[resource] = held_count.get(resource, 0) + 1
     for (resource, device_id), ids in where.items():
         numa = frozenset(ids)
         counts = registered.setdefault(resource, {})
@@ -125,4 +131,5 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[str, Device
         pool = free.setdefault(resource, {})
         if (resource, device_id) in healthy and (resource, device_id) not in held:
             pool[numa] = pool.get(numa, 0) + 1
-    return {r: DeviceState(registered[r], free.get(r, {})) for r in sorted(registered)}
+    return {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
+                           held_count.get(r, 0)) for r in sorted(registered)}

@@ -118,11 +118,24 @@ def test_full_pcpus_only_rejects_with_smt_alignment_error():
                  Rules("single-numa-node", full_pcpus_only=True)).admitted
 
 
-def test_unknown_device_resource_is_out_of_it():
+def test_a_resource_no_device_plugin_offers_is_not_aligned():
+    """The device manager skips it and the resource-fit predicate drops a resource the node
+    does not list (removeMissingExtendedResources): admitted."""
     node = state(cpus(4, {0: 4, 1: 4}))
     verdict = admit(single_container("p", {"example.com/fpga": 1}), node, Rules())
-    assert (verdict.reason, verdict.blocking_resource) == ("OutOfexample.com/fpga",
-                                                           "example.com/fpga")
+    assert verdict.admitted and verdict.placements[0].devices == {}
+
+
+def test_held_devices_gone_unhealthy_make_the_predicate_say_out_of():
+    """3 GPUs registered, 2 healthy (allocatable), 2 held (one of them now unhealthy), 1 free:
+    the device manager allocates the free one, the predicate counts 1 + 2 held > 2 healthy."""
+    gpus = devices({frozenset({0}): 3}, {frozenset({0}): 1})
+    node = state(None, None, {"nvidia.com/gpu": gpus.__class__(gpus.registered, gpus.free,
+                                                               healthy=2, held=2)})
+    pod = PodShape("p", (ContainerShape("c", {"nvidia.com/gpu": 1}),), qos=BURSTABLE)
+    verdict = admit(pod, node, Rules())
+    assert (verdict.reason, verdict.blocking_resource) == ("OutOfnvidia.com/gpu",
+                                                           "nvidia.com/gpu")
 
 
 def test_best_effort_device_shortage_is_unexpected_admission_error():

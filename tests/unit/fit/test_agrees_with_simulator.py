@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter.fit.admission import Rules, admit
 from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState

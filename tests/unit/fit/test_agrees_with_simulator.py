@@ -32,11 +32,12 @@ class Node:
     grouped: bool  # nodes 0 and 1 hold one block spanning both
     single_assigned: frozenset[int]  # nodes holding a single-node block
     devices: tuple[tuple[str, tuple[int, ...], bool], ...]  # (resource, numa ids, free)
+    far: frozenset[int]  # NUMA nodes 30 away from the others (11 between the rest)
 
 
 @st.composite
 def nodes(draw: st.DrawFn) -> Node:
-    numa = draw(st.integers(2, 3))
+    numa = draw(st.integers(2, 4))
     per = draw(st.sampled_from([2, 4, 6]))
     every = range(numa * per)
     reserved = frozenset(draw(st.sets(st.sampled_from(list(every)), max_size=1)))
@@ -51,7 +52,13 @@ def nodes(draw: st.DrawFn) -> Node:
         st.sampled_from([GPU, VF]),
         st.sampled_from([(n,) for n in range(numa)] + [(0, 1), ()]),
         st.booleans()), max_size=8)))
-    return Node(numa, per, reserved, taken, memory, grouped, singles, devices)
+    far = frozenset(draw(st.sets(st.integers(0, numa - 1), max_size=2)))
+    return Node(numa, per, reserved, taken, memory, grouped, singles, devices, far)
+
+
+def distances(node: Node) -> dict[int, dict[int, int]]:
+    return {i: {j: 10 if i == j else 30 if (i in node.far) != (j in node.far) else 11
+                for j in range(node.numa)} for i in range(node.numa)}
 
 
 @st.composite
@@ -99,7 +106,8 @@ def exporter_state(node: Node) -> NodeState:
         if free:
             available[key] = available.get(key, 0) + 1
     return NodeState(tuple(range(node.numa)), cpu, memory,
-                     {r: DeviceState(reg, free) for r, (reg, free) in devices.items()})
+                     {r: DeviceState(reg, free) for r, (reg, free) in devices.items()},
+                     distances(node))
 
 
 def simulator_node(node: Node) -> sim.AdmissionNode:
@@ -125,7 +133,8 @@ def simulator_node(node: Node) -> sim.AdmissionNode:
         reserved_cpus=node.reserved,
         free_cpus=set(every) - node.reserved - node.taken,
         memory_allocatable=allocatable, memory_free=free, memory_cells=memory_cells,
-        memory_assignments=assignments, devices=devices, allocated_devices=allocated)
+        memory_assignments=assignments, devices=devices, allocated_devices=allocated,
+        distances=distances(node))
 
 
 def requests(c: dict[str, object]) -> dict[str, int]:
@@ -154,12 +163,23 @@ def simulator_pod(qos: str, apps: list[dict[str, object]],
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes(), pods(), st.sampled_from(sim.POLICIES), st.sampled_from(sim.SCOPES),
-       st.booleans())
-def test_the_two_admissions_agree(node, pod, policy, scope, full_pcpus_only):
+       st.booleans(), st.booleans())
+def test_the_two_admissions_agree(node, pod, policy, scope, full_pcpus_only, closest):
     qos, apps, inits = pod
     ours = admit(exporter_pod(qos, apps, inits), exporter_state(node),
-                 Rules(policy, scope, full_pcpus_only, managers=Managers()))
+                 Rules(policy, scope, full_pcpus_only, closest, managers=Managers()))
     theirs = sim.admit(simulator_node(node), simulator_pod(qos, apps, inits),
-                       sim.AdmissionConfig(policy, scope, full_pcpus_only))
+                       sim.AdmissionConfig(policy, scope, full_pcpus_only, closest))
     assert (ours.admitted, ours.reason) == (theirs.admitted, theirs.reason), (
         ours.message, theirs.message)
+    # and the same merged hint for aligned containers; not when a device spans NUMA nodes: the
+    # device manager takes aligned devices in map order (random), and a reusable device's
+    # NUMA set steers later containers
+    spanning = any(len(ids) > 1 for _, ids, _ in node.devices)
+    if ours.admitted and policy != "none" and not spanning:
+        everything = frozenset(range(node.numa))
+        theirs_by_name = dict(theirs.placements)
+        for placement in ours.placements:
+            if not placement.ask.is_empty() and theirs_by_name[placement.container]:
+                assert (placement.hint or everything) == theirs_by_name[placement.container], \
+                    placement.container

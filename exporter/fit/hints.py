@@ -210,14 +210,14 @@ def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
     table = mask_table(tuple(sorted(numa_ids)))
     capacity = capacity_sums(table, devices.registered)
     free = meeting_sums(table, devices.free)
-    placed = [(_bits(numa), n) for numa, n in again.items() if numa]
-    placed_count = sum(n for _, n in placed)
+    placed = [_bits(numa) for numa, n in again.items() if numa]
+    placed_count = sum(n for numa, n in again.items() if numa)
     min_width = len(table.numa_ids)
     found: list[NumaSet] = []
     for numa, b in zip(table.sets, table.bits):
         if capacity[b] >= request and len(numa) < min_width:
             min_width = len(numa)
-        if any(not (s & b) for s, _ in placed):
+        if placed and any(not (s & b) for s in placed):
             continue
         if placed_count + free[b] >= request:
             found.append(numa)

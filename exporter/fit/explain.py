@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -206,12 +206,23 @@ def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
     else:
         status = (f"not rejected at admission (phase {pod.phase or 'unknown'}"
                   + (f", reason {pod.reason}" if pod.reason else "") + ")")
-    result = answer(pod.shape, state, config.rules())
+    rules = config.rules()
+    note = ""
+    if (pod.rejection is not None and pod.rejection.reason == "SMTAlignmentError"
+            and not config.full_pcpus_only):
+        # only full-pcpus-only gives this reason: the kubelet has it on, whatever was read
+        rules = replace(rules, full_pcpus_only=True)
+        note = ("(SMTAlignmentError comes only from the CPU manager's full-pcpus-only option: "
+                "judged with it on; pass --full-pcpus-only or --kubelet-config)")
+    result = answer(pod.shape, state, rules)
     if output_format == "json":
         document = fit_json(result, state, config)
         document.update(pod=who, status=status)
+        if note:
+            document["note"] = note
         return json.dumps(document, indent=2, sort_keys=True) + "\n"
-    return format_fit_table(result, state, config, f"Pod {who} ({pod.shape.qos}): {status}")
+    text = format_fit_table(result, state, config, f"Pod {who} ({pod.shape.qos}): {status}")
+    return text + (note + "\n" if note else "")
 
 
 def free_table(state: NodeState) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -177,7 +177,10 @@ class FitView:
         fresh = sorted((k, r) for k, r in current.items() if k not in self.judged)
         rules = self.config.rules()
         for key, rejection in fresh:
-            result = answer(rejected_pod_shape(key, rejection), self.state, rules)
+            judged_by = rules
+            if rejection.reason == "SMTAlignmentError":  # only full-pcpus-only says this
+                judged_by = replace(rules, full_pcpus_only=True)
+            result = answer(rejected_pod_shape(key, rejection), self.state, judged_by)
             blocking = result.verdict.blocking_resource
             judged = Judged(rejection.uid, rejection.reason, blocking, sentence(result))
             self.judged[key] = judged

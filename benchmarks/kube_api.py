@@ -2,9 +2,9 @@
 
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
-  it watching the fake API server of the tests serving the profile's node as a cluster shows it
-  (``python -m tests.fake_apiserver``), and with the API holding nothing for the node; median
-  of ``--runs`` runs each;
+  it watching the simulator's fake API server serving the profile's node as a cluster shows it
+  (``python -m exporter.simulator.apiserver``), and with the API holding nothing for the node;
+  median of ``--runs`` runs each;
 * the import cost of the view's modules (and, for comparison, of the official ``kubernetes``
   client when it is installed): RSS of a fresh interpreter that has imported the exporter,
   before and after;
@@ -53,12 +53,12 @@ BASE_IMPORTS = (
 # ---- resident memory on large ---------------------------------------------------------------
 
 class FakeApiServer:
-    """``python -m tests.fake_apiserver`` serving the profile's node, and its kubeconfig."""
+    """``python -m exporter.simulator.apiserver`` serving the profile's node, and its kubeconfig."""
 
     def __init__(self, profile: str, directory: Path):
         self.kubeconfig = directory / "kubeconfig"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fake_apiserver", "--profile", profile, "--port",
+            [sys.executable, "-m", "exporter.simulator.apiserver", "--profile", profile, "--port",
              str(free_port()), "--kubeconfig", str(self.kubeconfig)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None

@@ -37,23 +37,34 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
     spec = load_profile(profile)
     async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
+        # the exporter's Kubernetes-API view watches the demo's own API server
         settings = dataclasses.replace(
             settings, socket=str(kubelet_sim.socket_path),
-            sysfs_root=str(kubelet_sim.sysfs_root), node_name=settings.node_name or spec.name,
+            sysfs_root=str(kubelet_sim.sysfs_root), node_name=spec.name, kube_api=True,
             fit_shapes=settings.fit_shapes or str(kubelet_sim.fit_shapes),
             kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
+        kube_environ = {"KUBECONFIG": str(kubelet_sim.kubeconfig)}
 
         def announce(port: int, refresher: Refresher) -> None:
             log.info("demo: simulated node %s (%s profile) -> %s", spec.name, profile,
                      demo_url(address[0], port))
-            log.info("demo: read it once with: %s snapshot --socket %s --sysfs-root %s", PROG,
-                     shlex.quote(str(kubelet_sim.socket_path)),
-                     shlex.quote(str(kubelet_sim.sysfs_root)))
+            snapshot = (f"{PROG} snapshot --socket {shlex.quote(str(kubelet_sim.socket_path))} "
+                        f"--sysfs-root {shlex.quote(str(kubelet_sim.sysfs_root))}")
+            log.info("demo: read it once with: %s", snapshot)
+            log.info("demo: a Kubernetes API server for the node at %s; explain a pod the "
+                     "kubelet rejected with: KUBECONFIG=%s %s --kubelet-config %s --why "
+                     "NAMESPACE/POD", kubelet_sim.api_url,
+                     shlex.quote(str(kubelet_sim.kubeconfig)), snapshot,
+                     shlex.quote(str(kubelet_sim.kubelet_config)))
+            if control_address is not None and control_address[1]:
+                log.info("demo: submit a pod as the kubelet would admit it: curl -s -XPOST "
+                         "%s:%d/pods -d '{\"namespace\": \"demo\", \"name\": \"p\", "
+                         "\"containers\": [{\"name\": \"c\", \"cpus\": 2, \"memory\": "
+                         "\"1Gi\"}]}'", control_address[0] or "127.0.0.1", control_address[1])
 
-        # without the Kubernetes API, the simulator's rejected pods stand in for it
         return await serve(settings, address, started=announce,
                            web_config=load_web_config(web_config_file),
-                           rejections=kubelet_sim.rejections)
+                           kube_environ=kube_environ)
 
 
 def demo_url(host: str, port: int) -> str:

@@ -12,7 +12,7 @@ import errno
 import logging
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,12 +57,14 @@ def read_sysfs_topology(sysfs_root: str) -> Topology:
 
 
 def build_refresher(settings: Settings, topology: Topology | None = None,
-                    rejections: Rejections | None = None) -> Refresher:
+                    rejections: Rejections | None = None,
+                    kube_environ: Mapping[str, str] | None = None) -> Refresher:
     """The refresh loop, with the Kubernetes-API view if asked for and the fit answers; all
     report into one :class:`Health`. ``rejections``: where rejected pods come from when there
-    is no view (the demo's simulator)."""
+    is no view. ``kube_environ``: the environment the view finds its API configuration in
+    (``$KUBECONFIG``; the process environment when None)."""
     health = Health(settings.node_name)
-    view = build_kube_view(settings, health) if settings.kube_api else None
+    view = build_kube_view(settings, health, kube_environ) if settings.kube_api else None
     fit = build_fit(settings, health, view.rejections if view is not None else rejections)
     return Refresher(settings, health, topology=topology, kube_view=view, fit=fit)
 
@@ -79,13 +81,15 @@ def build_fit(settings: Settings, health: Health, rejections: Rejections | None)
         raise UsageError(str(error)) from None
 
 
-def build_kube_view(settings: Settings, health: Health) -> KubeView:
-    """The Kubernetes-API view of ``settings.node_name``, its API configuration loaded."""
+def build_kube_view(settings: Settings, health: Health,
+                    environ: Mapping[str, str] | None = None) -> KubeView:
+    """The Kubernetes-API view of ``settings.node_name``, its API configuration loaded (from
+    ``environ``, the process environment when None)."""
     if not settings.node_name:
         raise UsageError("--kube-api needs the node name: set --node-name or NODE_NAME")
     from ..kubeapi.view import KubeView, ViewError
     try:
-        return KubeView(settings.node_name, health)
+        return KubeView(settings.node_name, health, environ)
     except ViewError as error:
         raise UsageError(f"--kube-api: {error}") from None
 
@@ -101,13 +105,15 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
-                web_config: WebConfig | None = None, rejections: Rejections | None = None) -> int:
-    """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status."""
+                web_config: WebConfig | None = None, rejections: Rejections | None = None,
+                kube_environ: Mapping[str, str] | None = None) -> int:
+    """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status.
+    ``rejections`` and ``kube_environ`` as for :func:`build_refresher`."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
     stop = stop or asyncio.Event()
-    refresher = build_refresher(settings, topology, rejections)
+    refresher = build_refresher(settings, topology, rejections, kube_environ)
     install_signal_handlers(stop)
     host, port = address
     try:

@@ -5,12 +5,18 @@ code); ``POST /faults`` with a JSON object changes fault switches (``{"rate_limi
 ``{"plugin_disconnect": "nvidia.com/gpu"}``); ``POST /restart`` with ``{"downtime": 2}`` restarts
 the simulated kubelet (``"reregister_seconds"``: when its device plugins register again);
 ``POST /churn`` with ``{"pods": 5}`` replaces that many pods; ``POST /health`` with
-``{"device": "<id>", "healthy": false}`` flips a device's health. ``POST /pods`` with a pod
-in profile form (``{"namespace": "demo", "name": "p", "numa": 1, "containers": [{"name": "c",
-"cpus": 2, "memory": "2Gi"}]}``) admits it as the kubelet does under ``single-numa-node``
-(200), or rejects it at admission with ``TopologyAffinityError`` (409) and keeps it as a failed
-pod, as the Kubernetes API would show it; ``POST /pods/delete`` with ``{"namespace", "name"}``
-removes either. Bad input is answered 400 with the reason, an unknown device or pod 404.
+``{"device": "<id>", "healthy": false}`` flips a device's health.
+
+``POST /pods`` with a pod in profile form (``{"namespace": "demo", "name": "p", "qos":
+"Guaranteed", "containers": [{"name": "c", "cpus": 2, "memory": "2Gi", "devices": {...}}]}``,
+``sidecars`` and ``init_containers`` alike) admits it as the kubelet would under the admission
+configuration in use (:mod:`.admitting`): 200 with each container's NUMA nodes, CPUs, memory
+blocks and devices, or 409 with the kubelet's ``reason`` and ``message``, the pod then kept as
+the failed pod the Kubernetes API would show. ``POST /pods/delete`` with ``{"namespace",
+"name"}`` removes either. ``GET /config`` shows the admission configuration in the kubelet
+config file's terms, ``POST /config`` changes it (``topologyManagerPolicy``,
+``topologyManagerScope``, ``cpuManagerPolicyOptions``, ``topologyManagerPolicyOptions``,
+``featureGates``). Bad input is answered 400 with the reason, an unknown device or pod 404.
 """
 
 from __future__ import annotations
@@ -23,6 +29,14 @@ from typing import Any
 
 from aiohttp import web
 
+from .admission import (
+    AdmissionConfig,
+    ContainerAllocation,
+    check_runs,
+    node_from_spec,
+    updated_config,
+)
+from .admitting import admit_pod
 from .profile import ProfileError, parse_pod
 from .server import Simulator
 
@@ -79,14 +93,33 @@ def control_app(simulator: Simulator) -> web.Application:
         body = await _json(request)
         try:
             pod = parse_pod(body)
-            reason = simulator.state.admit_single_numa(pod)
+            result = admit_pod(simulator.state, pod)
         except (ProfileError, KeyError, TypeError, ValueError) as error:
             raise _BadRequest(f"bad pod: {error}") from None
         key = f"{pod.namespace}/{pod.name}"
-        if reason is None:
-            return web.json_response({"pod": key, "admitted": True})
-        return web.json_response({"pod": key, "admitted": False, "reason": reason},
-                                 status=409)
+        config = simulator.state.admission_config
+        under = {"topologyManagerPolicy": config.topology_manager_policy,
+                 "topologyManagerScope": config.topology_manager_scope}
+        if result.admitted:
+            return web.json_response({
+                "pod": key, "admitted": True, **under,
+                "containers": [_placed(name, numa, allocation) for (name, numa), allocation
+                               in zip(result.placements, result.allocations)]})
+        return web.json_response({"pod": key, "admitted": False, "reason": result.reason,
+                                  "message": result.message, **under}, status=409)
+
+    async def get_config(request: web.Request) -> web.Response:
+        return web.json_response(config_document(simulator.state.admission_config))
+
+    async def set_config(request: web.Request) -> web.Response:
+        body = await _json(request)
+        try:
+            config = updated_config(simulator.state.admission_config, body)
+            check_runs(node_from_spec(simulator.state.spec), config)
+            simulator.state.admission_config = config
+        except ValueError as error:
+            raise _BadRequest(str(error)) from None
+        return web.json_response(config_document(simulator.state.admission_config))
 
     async def delete_pod(request: web.Request) -> web.Response:
         body = await _json(request)
@@ -102,6 +135,8 @@ def control_app(simulator: Simulator) -> web.Application:
         return web.json_response({"removed": f"{namespace}/{name}"})
 
     app.router.add_post("/pods", create_pod)
+    app.router.add_get("/config", get_config)
+    app.router.add_post("/config", set_config)
     app.router.add_post("/pods/delete", delete_pod)
     app.router.add_get("/state", state)
     app.router.add_post("/faults", faults)
@@ -135,6 +170,27 @@ async def _json(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise _BadRequest("body must be a JSON object")
     return body
+
+
+def config_document(config: AdmissionConfig) -> dict[str, Any]:
+    """The admission configuration in the kubelet config file's terms."""
+    return {
+        "topologyManagerPolicy": config.topology_manager_policy,
+        "topologyManagerScope": config.topology_manager_scope,
+        "cpuManagerPolicyOptions": {"full-pcpus-only": str(config.full_pcpus_only).lower()},
+        "topologyManagerPolicyOptions": {
+            "prefer-closest-numa-nodes": str(config.prefer_closest_numa_nodes).lower()},
+        "featureGates": {"PodLevelResourceManagers": config.pod_level_resource_managers},
+    }
+
+
+def _placed(name: str, numa: frozenset[int], allocation: ContainerAllocation,
+            ) -> dict[str, Any]:
+    return {"name": name, "numa": sorted(numa), "cpus": list(allocation.cpus),
+            "memory": [{"type": b.memory_type, "size": b.size, "numa": list(b.numa_ids or ())}
+                       for b in allocation.memory],
+            "devices": [{"resource": d.resource, "id": d.device_ids[0],
+                         "numa": list(d.numa_ids or ())} for d in allocation.devices]}
 
 
 def _number(body: dict[str, Any], key: str, default: float) -> float:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 import string
-import uuid
 
-from .profile import ContainerSpec, GenerateSpec, PodSpec, ProfileError, parse_pod
+from .podobjects import pod_object
+from .profile import GenerateSpec, PodSpec, ProfileError, parse_pod
 
 
 class PodMaker:
@@ -50,38 +50,13 @@ def _suffix(rng: random.Random) -> str:
 _ADMISSION_MESSAGES = {
     "TopologyAffinityError": "Pod was rejected: Resources cannot be allocated with Topology "
                              "locality",
-    "UnexpectedAdmissionError": "Pod was rejected: Allocate failed due to not enough free "
-                                "resources",
 }
 
 
-def rejected_pod_object(pod: PodSpec, reason: str, node_name: str) -> dict[str, object]:
+def rejected_pod_object(pod: PodSpec, reason: str, node_name: str,
+                        message: str | None = None) -> dict[str, object]:
     """The pod as the API server shows it after the kubelet rejected it at admission:
-    ``status.phase`` Failed, ``status.reason`` the admission reason, requests equal to limits
-    for a Guaranteed pod."""
-
-    def container(spec: ContainerSpec) -> dict[str, object]:
-        amounts: dict[str, str] = {}
-        if spec.cpus:
-            amounts["cpu"] = str(spec.cpus) if spec.exclusive_cpus else f"{spec.cpus * 1000}m"
-        amounts["memory"] = str(spec.memory.get("memory", 128 << 20))
-        for memory_type, size in spec.memory.items():
-            if memory_type != "memory":
-                amounts[memory_type] = str(size)
-        for resource, count in spec.devices.items():
-            amounts[resource] = str(count)
-        resources = {"limits": dict(amounts)}
-        if pod.guaranteed:
-            resources["requests"] = dict(amounts)
-        return {"name": spec.name, "resources": resources}
-
-    return {
-        "metadata": {"namespace": pod.namespace, "name": pod.name,
-                     "uid": str(uuid.uuid4())},
-        "spec": {"nodeName": node_name,
-                 "containers": [container(c) for c in pod.containers],
-                 "initContainers": [{**container(c), "restartPolicy": "Always"}
-                                    for c in pod.sidecars]},
-        "status": {"phase": "Failed", "reason": reason,
-                   "message": _ADMISSION_MESSAGES.get(reason, "Pod was rejected")},
-    }
+    ``status.phase`` Failed, ``status.reason`` the admission reason, ``status.message`` the
+    kubelet's (``"Pod was rejected: "`` and the reason's message)."""
+    return pod_object(pod, node_name, "Failed", reason,
+                      message or _ADMISSION_MESSAGES.get(reason, "Pod was rejected"))

@@ -26,6 +26,9 @@ PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
 # Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?$")
 _UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -47,16 +50,28 @@ def parse_bytes(value: int | str) -> int:
 
 
 def parse_cpus(value: int | str | None) -> tuple[int, bool]:
-    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` is shared-pool, never exclusive."""
+    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` and ``"1.5"`` are shared-pool,
+    never exclusive."""
+    millis = _millis(value)
+    return millis // 1000, millis > 0 and millis % 1000 == 0
+
+
+_CPU = re.compile(r"^(\d+(?:\.\d{1,3})?|\.\d{1,3})$|^(\d+)m$")
+
+
+def _millis(value: int | str | None) -> int:
+    """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores."""
     if value is None:
-        return 0, False
-    if isinstance(value, int):
-        return value, value > 0
-    text = str(value).strip()
-    if text.endswith("m"):
-        millis = int(text[:-1])
-        return millis // 1000, millis > 0 and millis % 1000 == 0
-    return int(text), int(text) > 0
+        return 0
+    if isinstance(value, bool):
+        raise ProfileError(f"bad CPU quantity {value!r}")
+    match = _CPU.match(str(value).strip())
+    if not match:
+        raise ProfileError(f"bad CPU quantity {value!r}")
+    if match.group(2) is not None:
+        return int(match.group(2))
+    whole, _, fraction = match.group(1).partition(".")
+    return int(whole or 0) * 1000 + int((fraction + "000")[:3])
 
 
 def hugepage_size_bytes(name: str) -> int:
@@ -70,6 +85,9 @@ class NumaSpec:
     cpus: frozenset[int]
     memory_bytes: int
     hugepages: dict[int, int]  # page size in bytes -> pages
+    # the node's row of the NUMA distance table, in ascending NUMA id order (sysfs
+    # nodeN/distance); empty: 10 to itself, 20 to the others (the ACPI SLIT defaults)
+    distances: tuple[int, ...] = ()
 
 
 @dataclass
@@ -95,6 +113,7 @@ class ContainerSpec:
     name: str
     cpus: int = 0
     exclusive_cpus: bool = False
+    cpu_millis: int = 0  # the request as written: 1500 for "1500m"
     memory: dict[str, int] = field(default_factory=dict)  # memory type -> bytes
     devices: dict[str, int] = field(default_factory=dict)  # resource -> count
     claims: list[str] = field(default_factory=list)  # names of the pod's claims
@@ -169,6 +188,19 @@ class NodeSpec:
     threads_per_core: int = 1
     topology_manager_policy: str = "single-numa-node"
     topology_manager_scope: str = "container"
+    # kubelet config maps of option name -> "true"/"false" (admission honours full-pcpus-only
+    # and prefer-closest-numa-nodes)
+    cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
+
+    def distances(self) -> dict[int, dict[int, int]]:
+        """The NUMA distance table: ``distances()[a][b]``."""
+        ids = sorted(n.numa_id for n in self.numa_nodes)
+        table = {}
+        for numa in self.numa_nodes:
+            row = numa.distances or tuple(10 if other == numa.numa_id else 20 for other in ids)
+            table[numa.numa_id] = dict(zip(ids, row, strict=True))
+        return table
 
     @property
     def all_cpus(self) -> frozenset[int]:
@@ -256,8 +288,13 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
             memory_bytes=parse_bytes(entry.get("memory", "16Gi")),
             hugepages={hugepage_size_bytes(size): int(pages)
                        for size, pages in entry.get("hugepages", {}).items()},
+            distances=tuple(int(d) for d in entry.get("distances", ())),
         ))
     known_numa = {n.numa_id for n in numa_nodes}
+    for numa in numa_nodes:
+        if numa.distances and len(numa.distances) != len(numa_nodes):
+            raise ProfileError(f"NUMA node {numa.numa_id}: distances must name all "
+                               f"{len(numa_nodes)} NUMA nodes")
     reserved_memory = {}
     for numa_id, amounts in data.get("reserved_memory", {}).items():
         for memory_type, amount in amounts.items():
@@ -298,9 +335,27 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
         threads_per_core=_threads_per_core(data, numa_nodes),
-        topology_manager_policy=str(data.get("topology_manager_policy", "single-numa-node")),
-        topology_manager_scope=str(data.get("topology_manager_scope", "container")),
+        topology_manager_policy=_choice(data, "topology_manager_policy", "single-numa-node",
+                                        TOPOLOGY_MANAGER_POLICIES),
+        topology_manager_scope=_choice(data, "topology_manager_scope", "container",
+                                       TOPOLOGY_MANAGER_SCOPES),
+        cpu_manager_policy_options=_options(data, "cpu_manager_policy_options"),
+        topology_manager_policy_options=_options(data, "topology_manager_policy_options"),
     )
+
+
+def _choice(data: dict[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = data.get(key, default)
+    if value not in allowed:
+        raise ProfileError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _options(data: dict[str, Any], key: str) -> dict[str, str]:
+    options = data.get(key, {})
+    if not isinstance(options, dict):
+        raise ProfileError(f"{key} must be an object of option names to \"true\"/\"false\"")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
 
 
 def _threads_per_core(data: dict[str, Any], numa_nodes: list[NumaSpec]) -> int:
@@ -351,6 +406,12 @@ def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids: Any,
 
 
 def parse_container(data: dict[str, Any]) -> ContainerSpec:
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ProfileError(f"a container is an object with a name, not {data!r}")
+    devices = data.get("devices", {})
+    if not isinstance(devices, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in devices.values()):
+        raise ProfileError(f"container {data['name']}: devices must map resources to counts")
     cpus, exclusive = parse_cpus(data.get("cpus"))
     memory = {}
     for key, value in data.items():
@@ -360,13 +421,20 @@ def parse_container(data: dict[str, Any]) -> ContainerSpec:
         name=data["name"],
         cpus=cpus,
         exclusive_cpus=exclusive,
+        cpu_millis=_millis(data.get("cpus")),
         memory=memory,
-        devices={k: int(v) for k, v in data.get("devices", {}).items()},
+        devices={str(k): int(v) for k, v in devices.items()},
         claims=list(data.get("claims", [])),
     )
 
 
 def parse_pod(data: dict[str, Any]) -> PodSpec:
+    for key in ("namespace", "name"):
+        if not isinstance(data.get(key, "default"), str):
+            raise ProfileError(f"pod {key} must be a string, got {data.get(key)!r}")
+    for key in ("containers", "sidecars", "init_containers"):
+        if not isinstance(data.get(key, []), list):
+            raise ProfileError(f"pod {key} must be a list of containers")
     pod_level = data.get("pod_level", {})
     return PodSpec(
         namespace=data.get("namespace", "default"),
@@ -374,7 +442,7 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         containers=[parse_container(c) for c in data.get("containers", [])],
         sidecars=[parse_container(c) for c in data.get("sidecars", [])],
         init_containers=[parse_container(c) for c in data.get("init_containers", [])],
-        guaranteed=data.get("qos", "Guaranteed") == "Guaranteed",
+        guaranteed=_qos(data.get("qos", "Guaranteed")) == "Guaranteed",
         pod_cpus=parse_cpus(pod_level.get("cpus"))[0],
         pod_memory={k: parse_bytes(v) for k, v in pod_level.items()
                     if k == "memory" or k.startswith("hugepages-")},
@@ -385,6 +453,12 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         phase=_phase(data.get("phase", "Running")),
         terminating=bool(data.get("terminating", False)),
     )
+
+
+def _qos(value: Any) -> str:
+    if value not in QOS_CLASSES:
+        raise ProfileError(f"bad pod qos {value!r}; one of {', '.join(QOS_CLASSES)}")
+    return str(value)
 
 
 def _phase(value: Any) -> str:

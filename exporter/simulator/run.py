@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..podspec import Rejection, rejection
+from .apiserver import FakeApiServer, SimulatedCluster
 from .control import control_app
 from .profile import NodeSpec
 from .server import DEFAULT_REREGISTER_SECONDS, Simulator
@@ -91,30 +91,25 @@ shapes:
 
 @dataclass(frozen=True)
 class DemoKubelet:
-    """Where the demo's simulated kubelet serves, its fake sysfs tree, its configuration file,
-    the demo's fit shapes, and the pods it rejected at admission (what the Kubernetes API would
-    show of them)."""
+    """Where the demo's simulated kubelet serves, its fake sysfs tree, its configuration file
+    (the one its admission follows), the demo's fit shapes, and the kubeconfig of the small
+    Kubernetes API server that shows its node and pods (rejected ones too)."""
 
     socket_path: Path
     sysfs_root: Path
     kubelet_config: Path
     fit_shapes: Path
     state: NodeState
-
-    def rejections(self) -> dict[tuple[str, str], Rejection]:
-        found = {}
-        for key, obj in self.state.rejected_pods.items():
-            record = rejection(obj)
-            if record is not None:
-                found[key] = record
-        return found
+    kubeconfig: Path
+    api_url: str
 
 
 @asynccontextmanager
 async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
                        churn_interval: float | None) -> AsyncIterator[DemoKubelet]:
-    """A simulated kubelet in a temporary directory, removed afterwards; one pod replaced
-    every ``churn_interval`` seconds if set."""
+    """A simulated kubelet in a temporary directory, removed afterwards, with a Kubernetes
+    API server showing its node and pods; one pod replaced every ``churn_interval`` seconds
+    if set. The kubelet config file written there is what ``POST /pods`` admits under."""
     workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
     try:
         sysfs = write_sysfs(spec, workdir / "sys")
@@ -124,17 +119,23 @@ async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
         state = NodeState(spec)
         simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock")
         await simulator.start()
+        api = await FakeApiServer().start()
+        cluster = SimulatedCluster(api, state)
+        cluster.sync()
+        kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
+        tasks = [asyncio.create_task(cluster.follow())]
         control = await start_control(simulator, control_address)
-        churning = None
         if churn_interval:
-            churning = asyncio.create_task(churn(simulator, churn_interval, 1))
+            tasks.append(asyncio.create_task(churn(simulator, churn_interval, 1)))
         try:
-            yield DemoKubelet(simulator.socket_path, sysfs, config, shapes, state)
+            yield DemoKubelet(simulator.socket_path, sysfs, config, shapes, state, kubeconfig,
+                              api.url)
         finally:
-            if churning is not None:
-                churning.cancel()
+            for task in tasks:
+                task.cancel()
             if control is not None:
                 await control.cleanup()
+            await api.stop()
             await simulator.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -158,5 +159,5 @@ async def start_control(simulator: Simulator,
     host, port = address
     await web.TCPSite(runner, host or "127.0.0.1", port).start()
     log.info("simulator control endpoint on http://%s:%d/state (POST /faults, /restart, "
-             "/churn, /health)", host or "127.0.0.1", runner.addresses[0][1])
+             "/churn, /health, /pods, /config)", host or "127.0.0.1", runner.addresses[0][1])
     return runner

@@ -1,8 +1,9 @@
 """The simulated kubelet's book of one node: the admitted pods, the pods refused at admission,
 and the views the gRPC layer serves.
 
-Admission asks :mod:`.allocator` (the resource managers) for each pod's exclusive resources; a
-pod that fits nowhere is rejected, as admission would. New pods for churn come from
+A profile's pods get their exclusive resources from :mod:`.allocator`; a pod that fits nowhere
+is refused. Pods submitted at run time are admitted as the kubelet would admit them
+(:mod:`.admitting`). New pods for churn come from
 :mod:`.pods`.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import random
 
 from ..model import Allocatable, DeviceEntry, MemoryBlock, PodAssignment
+from .admission import check_runs, config_from_spec, node_from_spec
 from .allocator import Allocator, NoFit, SimPod
-from .pods import PodMaker, rejected_pod_object
+from .pods import PodMaker
 from .profile import NodeSpec, PodSpec, ProfileError, SimDevice
 
 PodKey = tuple[str, str]
@@ -34,6 +36,12 @@ class NodeState:
         self.rejected: list[str] = []
         # pods refused at admission, as the Kubernetes API shows them (phase Failed)
         self.rejected_pods: dict[PodKey, dict[str, object]] = {}
+        # what POST /pods admits under (admitting.py): the profile's kubelet configuration
+        try:
+            self.admission_config = config_from_spec(spec)
+            check_runs(node_from_spec(spec), self.admission_config)
+        except ValueError as error:
+            raise ProfileError(f"profile {spec.name}: {error}") from None
         for pod in spec.pods:
             if not self.admit(pod):
                 raise ProfileError(f"profile {spec.name}: pod {pod.namespace}/{pod.name} "
@@ -120,41 +128,6 @@ class NodeState:
             self.resources.release(sim)
         self.version += 1
         return True
-
-    def admit_single_numa(self, pod: PodSpec) -> str | None:
-        """Admit ``pod`` as the kubelet does under Topology Manager ``single-numa-node``:
-        the Topology Manager admits a Guaranteed pod only when one NUMA node holds all of its
-        aligned resources (exclusive CPUs, memory-manager memory, devices), else it fails
-        admission with ``TopologyAffinityError`` before any resource is assigned
-        (pkg/kubelet/cm/topologymanager). Returns None when admitted, else the reason; a
-        rejected pod is remembered as the API server would show it (phase Failed)."""
-        key = (pod.namespace, pod.name)
-        if key in self.pods:
-            raise ProfileError(f"pod {pod.namespace}/{pod.name} already exists")
-        self.rejected_pods.pop(key, None)
-        listed = [*pod.sidecars, *pod.containers]
-        static_cpu = self.spec.cpu_manager_policy == "static"
-        static_mem = self.spec.memory_manager_policy == "Static"
-        cpus = sum(c.cpus for c in listed if pod.guaranteed and c.exclusive_cpus and static_cpu)
-        memory: dict[str, int] = {}
-        devices: dict[str, int] = {}
-        for container in listed:
-            if pod.guaranteed and static_mem:
-                for memory_type, amount in container.memory.items():
-                    memory[memory_type] = memory.get(memory_type, 0) + amount
-            for resource, count in container.devices.items():
-                devices[resource] = devices.get(resource, 0) + count
-        aligned = cpus or memory or devices
-        if aligned and pod.placement != "spread" and \
-                self.resources.fitting_numa(pod.numa, cpus, memory, devices) is None:
-            reason = "TopologyAffinityError"
-        elif self.admit(pod):
-            return None
-        else:
-            reason = "UnexpectedAdmissionError"
-        self.rejected_pods[key] = rejected_pod_object(pod, reason, self.spec.name)
-        self.version += 1
-        return reason
 
     def remove(self, namespace: str, name: str) -> bool:
         sim = self.pods.pop((namespace, name), None)

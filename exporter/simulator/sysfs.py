@@ -1,6 +1,8 @@
 """Write a fake sysfs tree matching a simulator profile.
 
-Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,meminfo,hugepages/...}``,
+Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,distance,meminfo,
+hugepages/...}`` (``distance``: the node's row of the NUMA distance table, as the kernel writes
+it, which the Topology Manager's ``prefer-closest-numa-nodes`` compares),
 ``devices/system/node/online``, ``devices/system/cpu/online`` and each CPU's
 ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
 threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
@@ -14,6 +16,8 @@ from pathlib import Path
 
 from ..topology import format_cpulist
 from .profile import NodeSpec
+
+ADMISSION_FEATURE_GATES = ("PodLevelResourceManagers",)
 
 
 def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
@@ -30,10 +34,13 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
         topology_dir = cpu_root / f"cpu{cpu}" / "topology"
         topology_dir.mkdir(parents=True, exist_ok=True)
         (topology_dir / "thread_siblings_list").write_text(format_cpulist(siblings) + "\n")
+    distances = spec.distances()
     for node in spec.numa_nodes:
         directory = node_root / f"node{node.numa_id}"
         directory.mkdir(exist_ok=True)
         (directory / "cpulist").write_text(format_cpulist(node.cpus) + "\n")
+        row = distances[node.numa_id]
+        (directory / "distance").write_text(" ".join(str(row[n]) for n in sorted(row)) + "\n")
         hugepage_bytes = sum(size * pages for size, pages in node.hugepages.items())
         total_kb = (node.memory_bytes + hugepage_bytes) // 1024
         (directory / "meminfo").write_text(
@@ -50,14 +57,25 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
 
 def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
     """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
-    holds it), with the profile's resource-manager policies."""
+    holds it), with the profile's resource-manager policies, their options and feature gates:
+    the configuration the simulator's admission follows."""
     path = Path(path)
-    path.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
-        "kind: KubeletConfiguration\n"
-        f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
-        f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
-        f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
-        f"topologyManagerScope: {spec.topology_manager_scope}\n"
-        f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    text = ("apiVersion: kubelet.config.k8s.io/v1beta1\n"
+            "kind: KubeletConfiguration\n"
+            f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
+            f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
+            f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
+            f"topologyManagerScope: {spec.topology_manager_scope}\n"
+            f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+    for key, options in (("cpuManagerPolicyOptions", spec.cpu_manager_policy_options),
+                         ("topologyManagerPolicyOptions", spec.topology_manager_policy_options)):
+        if options:
+            text += f"{key}:\n" + "".join(f"  {name}: \"{value}\"\n"
+                                          for name, value in sorted(options.items()))
+    # the gates that change admission (the profile's others describe the podresources API)
+    gates = {g: on for g, on in spec.feature_gates.items() if g in ADMISSION_FEATURE_GATES}
+    if gates:
+        text += "featureGates:\n" + "".join(f"  {gate}: {str(on).lower()}\n"
+                                             for gate, on in sorted(gates.items()))
+    path.write_text(text)
     return path

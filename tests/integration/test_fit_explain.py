@@ -21,8 +21,8 @@ from exporter import cli
 from exporter.commands.snapshot import snapshot
 from exporter.fit.section import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
+from exporter.simulator.apiserver import FakeApiServer, pod
 
-from ..support.fake_apiserver import FakeApiServer, pod
 from ..support.harness import Exporter, Node, small_profile
 
 GiB = 1 << 30

@@ -1,6 +1,6 @@
 """The Kubernetes-API view (--kube-api): the exporter's API client against a fake API server.
 
-The fake (tests/support/fake_apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
+The fake (exporter/simulator/apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
 client certificates; the client finds it through ``$KUBECONFIG`` or, as in a pod, through
 ``KUBERNETES_SERVICE_HOST``/``PORT`` and a service-account directory. The kubelet side is the
 simulator, as everywhere else.
@@ -25,9 +25,7 @@ import pytest
 from exporter.cli import main, parse_args
 from exporter.kubeapi import config, reflector
 from exporter.simulator import load_profile, write_sysfs
-
-from ..deploy.test_metrics_contract import assert_live_matches_docs
-from ..support.fake_apiserver import (
+from exporter.simulator.apiserver import (
     FakeApiServer,
     container,
     node,
@@ -35,6 +33,8 @@ from ..support.fake_apiserver import (
     resource_slice,
     tls_context,
 )
+
+from ..deploy.test_metrics_contract import assert_live_matches_docs
 from ..support.harness import (
     REPO,
     Exporter,
@@ -712,7 +712,7 @@ def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, s
 VIEW_ON = """
 import asyncio, os, sys, tempfile
 from pathlib import Path
-from tests.support.fake_apiserver import FakeApiServer, node
+from exporter.simulator.apiserver import FakeApiServer, node
 from tests.support.harness import Exporter, Node, small_profile
 
 async def main():

@@ -135,7 +135,7 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
             # 6 VFs more taken (on whichever node): 12 VFs no longer fit on the two nodes
             # container by container
             await post("/pods", {"namespace": "demo", "name": "filler", "qos": "Burstable",
-                                 "numa": 1, "containers": [
+                                 "containers": [
                                      {"name": "c", "cpus": "500m",
                                       "devices": {"intel.com/sriov_netdevice": 6}}]})
             filled = await until(lambda s: s.get("podresources_shape_admitted",
@@ -172,10 +172,14 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     failed_lists = restarted.get("podresources_api_requests_total", method="List",
                                  code="UNAVAILABLE") or 0
     assert log.count("was re-created (kubelet restarted)") == (0 if failed_lists else 1), log
-    # the whole tour: not one data issue
-    assert {issue_total(s) for s in scrapes} == {0}
-    # the exposition stays valid and documented
-    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit"})
+    # the whole tour: not one data issue but the one the old kubelet's List makes with the
+    # demo's Kubernetes API watching: batch/etl-job-28391-x7k2p is Succeeded in the API and a
+    # kubelet before 1.34 (the v1alpha1-only stage) still lists it (terminated_pod)
+    kinds = {kind for s in scrapes
+             for kind, count in s.by("podresources_data_issues_total", "kind").items() if count}
+    assert kinds <= {"terminated_pod"}, kinds
+    # the exposition stays valid and documented (the demo runs the Kubernetes-API view too)
+    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit", "kube-api"})
     assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
            "resource multiple: the kubelet would reject it with TopologyAffinityError under " \
            "Topology Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold " \

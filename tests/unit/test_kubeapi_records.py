@@ -8,8 +8,7 @@ import pytest
 
 from exporter.kubeapi.records import SliceRecord, dra_allocatable
 from exporter.podspec import is_extended_resource, parse_quantity, pod_requests
-
-from ..support.fake_apiserver import container, pod
+from exporter.simulator.apiserver import container, pod
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"

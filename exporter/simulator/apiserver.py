@@ -22,9 +22,13 @@ status), ``expire_next_continue`` (a paged list's token expires), ``served_slice
 (which resource.k8s.io versions exist), ``fail_status`` (answer every request with that
 status), and :meth:`stop` / :meth:`start` on the same port (an unreachable API server).
 
+:class:`SimulatedCluster` keeps such a server showing a running simulator's node and pods,
+admitted and rejected (the ``demo`` command does this). The object kinds served are listed in
+``COLLECTIONS``, one entry per kind.
+
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
 
-    python -m tests.fake_apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
+    python -m exporter.simulator.apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
 """
 
 from __future__ import annotations
@@ -36,31 +40,59 @@ import copy
 import json
 import ssl
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
-COLLECTIONS = ("nodes", "pods", "resourceslices")
+from ..topology import hugepage_resource_name
+from .podobjects import pod_object
+from .profile import ContainerSpec, PodSpec
+from .state import NodeState
+
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+@dataclass(frozen=True)
+class Collection:
+    """An object kind the server lists and watches: in the core API (``/api/v1/<name>``) when
+    ``group`` is None, else at ``/apis/<group>/<version>/<name>`` for each of ``versions``."""
+
+    kind: str
+    group: str | None = None
+    versions: tuple[str, ...] = ("v1",)
+
+
+# The object kinds served, by collection name. Another kind is one more entry here; its objects
+# are then put, deleted, listed and watched like the others (builders below, under "objects").
+COLLECTIONS: dict[str, Collection] = {
+    "nodes": Collection("Node"),
+    "pods": Collection("Pod"),
+    "resourceslices": Collection("ResourceSlice", "resource.k8s.io", SLICE_VERSIONS),
+}
 SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
 SLICES_PER_POOL = 4
 TOKEN = "fake-token"
 
+Obj = dict[str, Any]  # a Kubernetes object as JSON
+Terms = list[tuple[str, str]]
 
-def status(code: int, reason: str, message: str) -> dict:
+
+def status(code: int, reason: str, message: str) -> Obj:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
 
 
-def _field(obj: dict, path: str) -> str:
-    value = obj
+def _field(obj: Obj, path: str) -> str:
+    value: Any = obj
     for part in path.split("."):
         value = (value or {}).get(part)
     return "" if value is None else str(value)
 
 
-def _selector(text: str) -> list[tuple[str, str]]:
+def _selector(text: str) -> Terms:
     """``a=b,c==d`` -> [(a, b), (c, d)]; only the fields the real server selects on here."""
     terms = []
     for term in filter(None, text.split(",")):
@@ -74,20 +106,21 @@ def _selector(text: str) -> list[tuple[str, str]]:
 
 
 class _Watcher:
-    def __init__(self, collection: str, terms: list[tuple[str, str]], version: str | None,
+    def __init__(self, collection: str, terms: Terms, version: str | None,
                  response: web.StreamResponse, request: web.Request):
         self.collection = collection
         self.terms = terms
         self.version = version  # resource.k8s.io version the watcher sees objects as
         self.response = response
         self.request = request
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, Obj] | None] = asyncio.Queue()
 
 
 class FakeApiServer:
     """The state of a tiny cluster and an HTTP server answering list and watch on it."""
 
-    def __init__(self, served_slice_versions=SLICE_VERSIONS, gone_as_status: bool = False,
+    def __init__(self, served_slice_versions: Iterable[str] = SLICE_VERSIONS,
+                 gone_as_status: bool = False,
                  tokens: Iterable[str] | None = (TOKEN,), client_names: Iterable[str] = (),
                  ssl_context: ssl.SSLContext | None = None):
         self.served_slice_versions = set(served_slice_versions)
@@ -101,10 +134,10 @@ class FakeApiServer:
         self.expire_next_continue = False  # answer the next continued list with 410
         self.resource_version = 1
         self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
-        self.objects: dict[str, dict[tuple[str, str], dict]] = {c: {} for c in COLLECTIONS}
-        self.history: list[tuple[int, str, str, dict]] = []  # rv, collection, type, object
+        self.objects: dict[str, dict[tuple[str, str], Obj]] = {c: {} for c in COLLECTIONS}
+        self.history: list[tuple[int, str, str, Obj]] = []  # rv, collection, type, object
         self.watchers: list[_Watcher] = []
-        self.requests: list[tuple[str, dict]] = []  # path and query of every request
+        self.requests: list[tuple[str, dict[str, str]]] = []  # path and query of each request
         self.port = 0
         self._runner: web.AppRunner | None = None
 
@@ -115,7 +148,7 @@ class FakeApiServer:
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/api/v1/{collection}", self._core)
         app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}", self._pod)
-        app.router.add_get("/apis/resource.k8s.io/{version}/{collection}", self._resource)
+        app.router.add_get("/apis/{group}/{version}/{collection}", self._resource)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -135,7 +168,7 @@ class FakeApiServer:
     async def __aenter__(self) -> FakeApiServer:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     @property
@@ -143,8 +176,8 @@ class FakeApiServer:
         scheme = "https" if self.ssl_context is not None else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(self, path: Path, user: dict | None = None,
-                         cluster: dict | None = None) -> Path:
+    def write_kubeconfig(self, path: Path, user: Obj | None = None,
+                         cluster: Obj | None = None) -> Path:
         """A kubeconfig pointing the exporter at this server (JSON is YAML): by default with
         the token the server accepts; ``user`` and ``cluster`` replace or add fields."""
         path.write_text(json.dumps({
@@ -157,7 +190,7 @@ class FakeApiServer:
 
     # ---- controls -------------------------------------------------------------------------
 
-    def put(self, collection: str, obj: dict) -> dict:
+    def put(self, collection: str, obj: Obj) -> Obj:
         """Create or replace an object (ADDED or MODIFIED to watchers); returns the stored copy."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
@@ -210,12 +243,12 @@ class FakeApiServer:
                 closed += 1
         return closed
 
-    def watches(self, collection: str) -> list[dict]:
+    def watches(self, collection: str) -> list[dict[str, str]]:
         """Queries of the watch requests received for a collection, in order."""
         return [query for path, query in self.requests
                 if path.endswith("/" + collection) and query.get("watch") in ("true", "1")]
 
-    def _event(self, collection: str, kind: str, obj: dict) -> None:
+    def _event(self, collection: str, kind: str, obj: Obj) -> None:
         self.history.append((self.resource_version, collection, kind, obj))
         for watcher in self.watchers:
             if watcher.collection == collection and self._matches(obj, watcher.terms):
@@ -249,7 +282,7 @@ class FakeApiServer:
 
     async def _core(self, request: web.Request) -> web.StreamResponse:
         collection = request.match_info["collection"]
-        if collection not in ("nodes", "pods"):
+        if collection not in COLLECTIONS or COLLECTIONS[collection].group is not None:
             return await self._unknown(request)
         return await self._serve(request, collection, None)
 
@@ -264,11 +297,15 @@ class FakeApiServer:
         return web.json_response(self._shown(obj, "pods", None))
 
     async def _resource(self, request: web.Request) -> web.StreamResponse:
-        version = request.match_info["version"]
-        if request.match_info["collection"] != "resourceslices" \
-                or version not in self.served_slice_versions:
+        version, collection = request.match_info["version"], request.match_info["collection"]
+        served = COLLECTIONS.get(collection)
+        if served is None or served.group != request.match_info["group"]:
             return await self._unknown(request)
-        return await self._serve(request, "resourceslices", version)
+        versions = self.served_slice_versions if collection == "resourceslices" \
+            else set(served.versions)
+        if version not in versions:
+            return await self._unknown(request)
+        return await self._serve(request, collection, version)
 
     async def _unknown(self, request: web.Request) -> web.Response:
         self.requests.append((request.path, dict(request.query)))
@@ -287,7 +324,8 @@ class FakeApiServer:
             return await self._watch(request, collection, version, terms)
         return self._list(collection, version, terms, query)
 
-    def _list(self, collection: str, version: str | None, terms, query) -> web.Response:
+    def _list(self, collection: str, version: str | None, terms: Terms,
+              query: Mapping[str, str]) -> web.Response:
         items = sorted((k, o) for k, o in self.objects[collection].items()
                        if self._matches(o, terms))
         start, list_rv = 0, self.resource_version
@@ -300,18 +338,18 @@ class FakeApiServer:
                                                 "is too old"), status=410)
         limit = int(query.get("limit") or 0) or len(items)
         page = items[start:start + limit]
-        meta = {"resourceVersion": str(list_rv)}
+        meta: Obj = {"resourceVersion": str(list_rv)}
         if start + limit < len(items):
             meta["continue"] = base64.b64encode(json.dumps(
                 {"start": start + limit, "rv": list_rv}).encode()).decode()
             meta["remainingItemCount"] = len(items) - start - limit
-        kind = {"nodes": "NodeList", "pods": "PodList", "resourceslices": "ResourceSliceList"}
         return web.json_response({
-            "kind": kind[collection], "apiVersion": self._api_version(collection, version),
+            "kind": COLLECTIONS[collection].kind + "List",
+            "apiVersion": self._api_version(collection, version),
             "metadata": meta, "items": [self._shown(o, collection, version) for _, o in page]})
 
     async def _watch(self, request: web.Request, collection: str, version: str | None,
-                     terms) -> web.StreamResponse:
+                     terms: Terms) -> web.StreamResponse:
         since = request.query.get("resourceVersion", "")
         too_old = since not in ("", "0") and int(since) < self.compacted
         gone = status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
@@ -360,17 +398,18 @@ class FakeApiServer:
         return response
 
     @staticmethod
-    def _matches(obj: dict, terms) -> bool:
+    def _matches(obj: Obj, terms: Terms) -> bool:
         return all(_field(obj, name) == value for name, value in terms)
 
     @staticmethod
     def _api_version(collection: str, version: str | None) -> str:
-        return f"resource.k8s.io/{version}" if collection == "resourceslices" else "v1"
+        group = COLLECTIONS[collection].group
+        return "v1" if group is None else f"{group}/{version}"
 
-    def _shown(self, obj: dict, collection: str, version: str | None) -> dict:
+    def _shown(self, obj: Obj, collection: str, version: str | None) -> Obj:
         """The object as the requested API version spells it."""
-        kind = {"nodes": "Node", "pods": "Pod", "resourceslices": "ResourceSlice"}[collection]
-        shown = {"kind": kind, "apiVersion": self._api_version(collection, version), **obj}
+        shown = {"kind": COLLECTIONS[collection].kind,
+                 "apiVersion": self._api_version(collection, version), **obj}
         if collection == "resourceslices" and version == "v1beta1":
             # v1beta1 wraps each device's attributes and capacity in "basic"
             spec = dict(shown.get("spec") or {})
@@ -394,7 +433,7 @@ def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSL
 
 # ---- objects ------------------------------------------------------------------------------
 
-def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None = None) -> dict:
+def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None = None) -> Obj:
     base = {"cpu": "64", "memory": "263856064Ki", "pods": "110",
             "ephemeral-storage": "936484380Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
     return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
@@ -406,18 +445,18 @@ def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None
 
 
 def container(name: str, requests: dict[str, str] | None = None,
-              restart_policy: str | None = None) -> dict:
-    result = {"name": name, "image": f"registry.example.com/{name}:1.0",
+              restart_policy: str | None = None) -> Obj:
+    result: Obj = {"name": name, "image": f"registry.example.com/{name}:1.0",
               "resources": {"requests": dict(requests or {}), "limits": dict(requests or {})}}
     if restart_policy:
         result["restartPolicy"] = restart_policy
     return result
 
 
-def pod(namespace: str, name: str, node_name: str, containers: list[dict],
-        init_containers: list[dict] = (), phase: str = "Running",
-        overhead: dict[str, str] | None = None) -> dict:
-    spec = {"nodeName": node_name, "containers": list(containers), "restartPolicy": "Always"}
+def pod(namespace: str, name: str, node_name: str, containers: Sequence[Obj],
+        init_containers: Sequence[Obj] = (), phase: str = "Running",
+        overhead: dict[str, str] | None = None) -> Obj:
+    spec: Obj = {"nodeName": node_name, "containers": list(containers), "restartPolicy": "Always"}
     if init_containers:
         spec["initContainers"] = list(init_containers)
     if overhead:
@@ -427,7 +466,7 @@ def pod(namespace: str, name: str, node_name: str, containers: list[dict],
 
 
 def resource_slice(name: str, node_name: str, driver: str, pool: str, devices: list[str],
-                   generation: int = 1, slice_count: int = 1) -> dict:
+                   generation: int = 1, slice_count: int = 1) -> Obj:
     return {"metadata": {"name": name},
             "spec": {"driver": driver, "nodeName": node_name,
                      "pool": {"name": pool, "generation": generation,
@@ -436,16 +475,86 @@ def resource_slice(name: str, node_name: str, driver: str, pool: str, devices: l
                                  for i, d in enumerate(devices)]}}
 
 
+# ---- a simulated kubelet's node and pods ----------------------------------------------------
+
+def simulated_node(state: NodeState) -> Obj:
+    """The simulated node as the API shows it: CPUs, memory and hugepages of every NUMA node,
+    each device-plugin resource's devices in capacity and its healthy ones in allocatable."""
+    spec = state.spec
+    capacity = {"cpu": str(len(spec.all_cpus)),
+                "memory": f"{sum(n.memory_bytes for n in spec.numa_nodes) // 1024}Ki"}
+    for numa in spec.numa_nodes:
+        for size, pages in numa.hugepages.items():
+            name = hugepage_resource_name(size)
+            capacity[name] = str(int(capacity.get(name, "0")) + size * pages)
+    allocatable = dict(capacity)
+    for device in state.devices:
+        capacity[device.resource] = str(int(capacity.get(device.resource, "0")) + 1)
+        healthy = device.healthy and device.resource not in state.unregistered
+        allocatable[device.resource] = str(int(allocatable.get(device.resource, "0"))
+                                           + healthy)
+    return node(spec.name, capacity, allocatable)
+
+
+class SimulatedCluster:
+    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, one
+    ResourceSlice per DRA pool, every pod it knows (admitted ones in their phase, ``Running``
+    by default) and the pods it rejected at admission (phase ``Failed``, ``status.reason`` the
+    kubelet's reason), as the kubelet reports them to the API server. Each pod keeps its uid
+    while it exists."""
+
+    def __init__(self, server: FakeApiServer, state: NodeState):
+        self.server = server
+        self.state = state
+        self._shown: dict[tuple[str, str], str] = {}  # pod key -> the JSON last put
+        self._uids: dict[tuple[str, str], str] = {}
+        self._version = -1
+
+    def sync(self) -> bool:
+        """Bring the server up to date; False when nothing changed since the last call."""
+        if self.state.version == self._version:
+            return False
+        self._version = self.state.version
+        if not self.server.objects["nodes"]:
+            self.server.put("nodes", simulated_node(self.state))
+            for index, pool in enumerate(self.state.spec.dra_pools):
+                self.server.put("resourceslices", resource_slice(
+                    f"{self.state.spec.name}-{pool.driver}-{index}", self.state.spec.name,
+                    pool.driver, pool.pool, pool.devices))
+        wanted: dict[tuple[str, str], Obj] = {}
+        for key, sim in self.state.pods.items():
+            uid = self._uids.setdefault(key, str(uuid.uuid4()))
+            wanted[key] = pod_object(sim.spec, self.state.spec.name, sim.spec.phase, uid=uid)
+        for key, obj in self.state.rejected_pods.items():
+            wanted[key] = copy.deepcopy(obj)
+        for key in set(self._shown) - set(wanted):
+            del self._shown[key]
+            self._uids.pop(key, None)
+            self.server.delete("pods", key[1], key[0])
+        for key, obj in wanted.items():
+            text = json.dumps(obj, sort_keys=True)
+            if self._shown.get(key) != text:
+                self._shown[key] = text
+                self.server.put("pods", obj)
+        return True
+
+    async def follow(self, interval: float = 0.5) -> None:
+        """Sync every ``interval`` seconds until cancelled."""
+        while True:
+            self.sync()
+            await asyncio.sleep(interval)
+
+
 def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
     """Put a simulator profile's node in the API as a cluster would show it: its pods with
     their requests (sidecars as restartable init containers), managed fields and statuses; the
     device resources plus a patched ``example.com/dongle: 4`` and two dead Akri entries at 0;
     each DRA pool in a few ResourceSlices. Returns the node name."""
-    from exporter.simulator import NodeState, load_profile
+    from .profile import load_profile
 
     spec = load_profile(profile)
     state = NodeState(spec)
-    extended = {}
+    extended: dict[str, str] = {}
     for device in spec.devices:
         extended[device.resource] = str(int(extended.get(device.resource, "0")) + 1)
     extended.update({"example.com/dongle": "4", "akri.sh/zeroconf-a1b2c3": "0",
@@ -461,7 +570,7 @@ def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
     return spec.name
 
 
-def _requests_of(sim_container, dongles: int) -> dict[str, str]:
+def _requests_of(sim_container: ContainerSpec, dongles: int) -> dict[str, str]:
     requests = {"cpu": str(sim_container.cpus or 1), "memory": "512Mi"}
     for memory_type, size in sim_container.memory.items():
         requests[memory_type] = str(size)
@@ -472,7 +581,7 @@ def _requests_of(sim_container, dongles: int) -> dict[str, str]:
     return requests
 
 
-def _realistic_pod(spec, node_name: str, index: int) -> dict:
+def _realistic_pod(spec: PodSpec, node_name: str, index: int) -> Obj:
     """A pod about the size the API server returns (labels, owner, managed fields, status)."""
     containers = [container(c.name, _requests_of(c, 1 if index < 3 and not n else 0))
                   for n, c in enumerate(spec.containers)]

@@ -171,9 +171,22 @@ def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict,
     return float(count)
 
 
+def absent(state: NodeState, ask: Ask) -> Verdict | None:
+    """A device resource the node has not one device of: the kubelet's resource-fit predicate
+    would drop it (``removeMissingExtendedResources``, for cluster-level resources), but no
+    scheduler binds such a pod here; for the fit answers the node's allocatable count, 0, is
+    exceeded: ``OutOf<resource>`` (SPEC 7.2.3)."""
+    for resource, amount in ask.devices.items():
+        if amount and resource not in state.devices:
+            return Verdict(False, f"OutOf{resource}", resource, None,
+                           f"the node has no {resource}", before=state)
+    return None
+
+
 def answer(shape: PodShape, state: NodeState, rules: Rules) -> ShapeAnswer:
-    verdict = admit(shape, state, rules)
     ask = pod_effective_ask(shape, rules.managers)
+    missing = absent(state, ask)
+    verdict = missing if missing is not None else admit(shape, state, rules)
     requested = ask.resources()
     aligned = tuple(sorted((r for r in requested if is_aligned(state, r)), key=resource_order))
     not_aligned = tuple(r for r in shape.resources()
@@ -183,13 +196,14 @@ def answer(shape: PodShape, state: NodeState, rules: Rules) -> ShapeAnswer:
     free: dict[int, dict[str, int]] = {}
     shortfall: dict[int, dict[str, int]] = {}
     for numa_id in state.numa_ids:
-        fits[numa_id] = bool(aligned) and admit(shape, restrict(state, numa_id), single).admitted
+        fits[numa_id] = bool(aligned) and missing is None and admit(
+            shape, restrict(state, numa_id), single).admitted
         free[numa_id] = {r: free_on(state, r, numa_id) for r in aligned}
         shortfall[numa_id] = {r: max(0, ask.amount(r) - free[numa_id][r]) for r in aligned}
     grouped = frozenset(n for n in state.numa_ids if state.grouped(n))
     return ShapeAnswer(shape, rules, verdict, ask, aligned, not_aligned, fits, free, shortfall,
                        grouped, capacity(shape, state, rules, verdict, ask),
-                       min_numa_nodes(state, ask) if aligned else None,
+                       min_numa_nodes(state, ask) if aligned and missing is None else None,
                        {r: node_wide_free(state, r) for r in aligned})
 
 

@@ -121,3 +121,15 @@ def test_node_state_from_a_snapshot():
     free = numa_free_series(node)
     assert free[("0", "memory")] == 0 and free[("1", "memory")] == 0
     assert free[("0", "gpu")] == 1 and free[("1", "gpu")] == 0
+
+
+def test_a_shape_asking_for_a_device_the_node_lacks_is_out_of_it():
+    """The kubelet's predicate would drop the unknown resource, but no scheduler binds the pod
+    here: the fit answers say OutOf<resource>, fits nowhere, capacity 0."""
+    node = state(cpus(4, {0: 4, 1: 4}))
+    result = answer(single_container("p", {"cpu": 1000, "nvidia.com/gpu": 1}), node, Rules())
+    verdict = result.verdict
+    assert (verdict.admitted, verdict.reason, verdict.blocking_resource) == (
+        False, "OutOfnvidia.com/gpu", "nvidia.com/gpu")
+    assert result.fits == {0: False, 1: False} and result.capacity == 0
+    assert result.shortfall[0]["nvidia.com/gpu"] == 1 and result.min_numa_nodes is None

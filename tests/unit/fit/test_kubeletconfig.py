@@ -55,3 +55,12 @@ def test_file_defaults_are_the_kubelet_defaults():
 def test_bad_file_is_one_line(document, message):
     with pytest.raises(KubeletConfigError, match=message):
         parse_kubelet_config(document)
+
+
+def test_the_environment_twins_of_the_new_flags():
+    from exporter import cli
+    args = cli.parse_args([], {"PODRESOURCES_EXPORTER_TOPOLOGY_MANAGER_POLICY": "restricted",
+                               "PODRESOURCES_EXPORTER_TOPOLOGY_MANAGER_SCOPE": "pod"})
+    settings = cli.settings_from(args)
+    assert (settings.topology_manager_policy, settings.topology_manager_scope) == (
+        "restricted", "pod")

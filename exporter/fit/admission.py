@@ -75,6 +75,7 @@ class Verdict:
     pinned_by: str | None = None  # the init container pinning the rejected container
     grouped_nodes: NumaSet = frozenset()  # memory-group nodes refused for single-node memory
     before: NodeState | None = None  # what the rejected container was judged against
+    blocked: tuple[str, ...] = ()  # each resource that alone has no allowed NUMA set
 
 
 @dataclass
@@ -118,6 +119,13 @@ def _allowed(policy: str, hints: list[TopologyHint] | None) -> bool:
 def _blocking(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
     """The resource no allowed NUMA set has enough of; ``multiple`` when several do, or when
     each alone would fit but no allowed set holds them together."""
+    blocked = blocked_resources(policy, answers, ask)
+    return blocked[0] if len(blocked) == 1 else MULTIPLE
+
+
+def blocked_resources(policy: str, answers: list[ProviderAnswer], ask: Ask) -> list[str]:
+    """The resources for which, alone, no NUMA set the policy allows has enough (the memory
+    types of one container count as ``memory`` when several block)."""
     blocked: list[str] = []
     for answer in answers:
         for resource, hints in (answer or {}).items():
@@ -126,9 +134,7 @@ def _blocking(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
     memory_types = [r for r in blocked if r in ask.memory]
     if len(memory_types) > 1:  # one provider answers every memory type alike
         blocked = [r for r in blocked if r not in ask.memory] + ["memory"]
-    if len(blocked) == 1:
-        return blocked[0]
-    return MULTIPLE
+    return blocked
 
 
 def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
@@ -189,7 +195,8 @@ def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Ver
                                _blocking(rules.policy, answers, ask), container.name,
                                "Resources cannot be allocated with Topology locality",
                                tuple(placements), pinned_by=pinned,
-                               grouped_nodes=_grouped_refusals(state, ask), before=state)
+                               grouped_nodes=_grouped_refusals(state, ask), before=state,
+                               blocked=tuple(blocked_resources(rules.policy, answers, ask)))
         result = _allocate(state, container, ask, hint, reuse, regular_init, pinned,
                            rules.full_pcpus_only)
         if isinstance(result, Failure):
@@ -214,7 +221,8 @@ def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     if not admitted:
         return Verdict(False, TOPOLOGY_AFFINITY_ERROR, _blocking(rules.policy, answers, ask),
                        None, "Resources cannot be allocated with Topology locality",
-                       grouped_nodes=_grouped_refusals(state, ask), before=state)
+                       grouped_nodes=_grouped_refusals(state, ask), before=state,
+                       blocked=tuple(blocked_resources(rules.policy, answers, ask)))
     reuse = Reuse()
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():

@@ -314,10 +314,17 @@ def sentence(result: ShapeAnswer) -> str:
                  for n in result.free if blocking in result.free[n]]
         reasons.append(f"no NUMA set the policy allows has enough {blocking}"
                        + (f" ({', '.join(lacks)} free)" if lacks else ""))
-    elif blocking == "multiple" and not reasons:
-        reasons.append("no NUMA set the policy allows holds "
-                       + join([noun(r, result.request.amount(r)) for r in result.aligned])
-                       + " together")
+    elif blocking == "multiple":
+        others = [r for r in verdict.blocked
+                  if not (verdict.grouped_nodes and (r == "memory" or is_memory_resource(r)))]
+        if len(verdict.blocked) > 1 and others:
+            named = ["CPUs" if r == CPU else r for r in others]
+            reasons.append("no NUMA set the policy allows has enough " + named[0]
+                           + "".join(f", nor enough {r}" for r in named[1:]))
+        elif not reasons:
+            reasons.append("no NUMA set the policy allows holds "
+                           + join([noun(r, result.request.amount(r)) for r in result.aligned])
+                           + " together")
     if reasons:
         text += ": " + "; ".join(reasons)
     if result.min_numa_nodes is not None and rules.policy != SINGLE_NUMA_NODE:

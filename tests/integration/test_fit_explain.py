@@ -267,7 +267,7 @@ async def test_snapshot_shape_prints_the_verdict(capsys: pytest.CaptureFixture[s
         out = capsys.readouterr().out
         assert ("Verdict: the kubelet would reject it with TopologyAffinityError under "
                 "Topology Manager policy single-numa-node, scope container: no NUMA set the "
-                "policy allows holds 2 nvidia.com/gpu and 8 CPUs together.") in out
+                "policy allows has enough nvidia.com/gpu, nor enough CPUs.") in out
         assert await snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
         import json
         document = json.loads(capsys.readouterr().out)

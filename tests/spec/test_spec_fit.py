@@ -250,7 +250,7 @@ async def test_snapshot_shape_verdict_in_words():
     # s3: CPUs and GPUs short on each node
     text = await snapshot_shape("cpu=6,nvidia.com/gpu=3")
     assert "with TopologyAffinityError under Topology Manager policy single-numa-node" in text
-    assert "no NUMA set the policy allows holds 3 nvidia.com/gpu and 6 CPUs together" in text
+    assert "no NUMA set the policy allows has enough nvidia.com/gpu, nor enough CPUs" in text
     # memory: the group {0,1} is the reason
     text = await snapshot_shape("cpu=2,memory=1Gi")
     assert ("NUMA nodes 0 and 1 hold part of a memory block spanning several NUMA nodes, so "

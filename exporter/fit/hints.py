@@ -49,6 +49,12 @@ class MaskTable:
     complete: bool  # every subset is listed: sums by dynamic programming over the bits
     ascending: tuple[int, ...] = ()  # the bit masks in increasing order
 
+    @property
+    def dense(self) -> bool:
+        """Every subset listed and the ids small: sums go in a list indexed by bit mask (sparse
+        or large NUMA ids would make that list huge; they are summed set by set)."""
+        return self.complete and (not self.numa_ids or max(self.numa_ids) <= 16)
+
 
 @functools.cache
 def mask_table(numa_ids: tuple[int, ...]) -> MaskTable:
@@ -80,7 +86,7 @@ def masks(numa_ids: Sequence[int]) -> tuple[NumaSet, ...]:
 def node_sums(table: MaskTable, values: Mapping[int, int]) -> dict[int, int] | list[int]:
     """For every mask of the table, the sum of ``values`` over its NUMA nodes (indexed by the
     mask's bits)."""
-    if not table.complete:
+    if not table.dense:
         return {b: sum(v for n, v in values.items() if b >> n & 1) for b in table.bits}
     sums = [0] * (_bits(table.numa_ids) + 1)
     for b in table.ascending:
@@ -97,7 +103,7 @@ def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, i
     """For every mask of the table, how many counted items have a NUMA set that meets it (an
     item with an empty set meets none); indexed by the mask's bits. Items inside each subset
     by a zeta transform over the bits: a mask meets everything outside its complement."""
-    if not table.complete:
+    if not table.dense:
         items = [(_bits(numa), c) for numa, c in counts.items()]
         return {b: sum(c for s, c in items if s & b) for b in table.bits}
     full = _bits(table.numa_ids)

@@ -34,8 +34,17 @@ Pure functions on plain data, no I/O. The API:
     ascending NUMA order as the memory manager fills a block; a block over several NUMA nodes
     makes those nodes one memory group.
 
-``pod_from_spec(pod)``
-    A :class:`PodRequest` from a simulator profile pod (``PodSpec``).
+``pod_from_spec(pod)``, ``pod_from_object(obj)``
+    A :class:`PodRequest` from a simulator profile pod (``PodSpec``), or from a pod as the
+    Kubernetes API shows it.
+
+``config_from_spec(spec)``, ``updated_config(config, changes)``, ``check_runs(node, config)``
+    The configuration a profile describes; one changed in the kubelet config file's terms
+    (``topologyManagerPolicy``, ``...PolicyOptions``, ``featureGates``; ValueError on bad
+    values); ValueError when a kubelet so configured would not start on the node (a policy on
+    more NUMA nodes than ``max-allowable-numa-nodes``). :func:`admit` checks it too.
+
+The view of a running simulator's node is ``exporter.simulator.admitting.node_from_state``.
 
 Model limits: CPUs are picked like ``takeByTopologyNUMAPacked`` with one socket per NUMA node
 (whole free cores first, then single CPUs of the fullest cores); the other CPU manager options
@@ -48,12 +57,13 @@ allocatable) are not modelled: the scheduler keeps them true.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
+from ..podspec import is_extended_resource, is_guaranteed, parse_quantity
 from ..topology import hugepage_resource_name
 from .profile import (
     QOS_CLASSES,
@@ -89,6 +99,7 @@ class AdmissionConfig:
     full_pcpus_only: bool = False  # cpuManagerPolicyOptions full-pcpus-only
     prefer_closest_numa_nodes: bool = False  # topologyManagerPolicyOptions
     pod_level_resource_managers: bool = False  # feature gate PodLevelResourceManagers
+    max_allowable_numa_nodes: int = 8  # topologyManagerPolicyOptions max-allowable-numa-nodes
 
     def __post_init__(self) -> None:
         if self.topology_manager_policy not in POLICIES:
@@ -146,9 +157,10 @@ def updated_config(config: AdmissionConfig, changes: Mapping[str, object]) -> Ad
             if name not in allowed:
                 raise ValueError(f"unknown {key} option {name!r}; known: {', '.join(allowed)}")
             if name == "max-allowable-numa-nodes":
-                if not str(value).isdigit():
+                if not str(value).isdigit() or int(str(value)) < 1:
                     raise ValueError(f"max-allowable-numa-nodes must be a whole number, "
                                      f"got {value!r}")
+                values["max_allowable_numa_nodes"] = int(str(value))
                 continue
             enabled = _option(value, name)
             if name == "full-pcpus-only":
@@ -244,7 +256,14 @@ class AdmissionNode:
     distances: dict[int, dict[int, int]] = field(default_factory=dict)
 
     def copy(self) -> AdmissionNode:
-        return copy.deepcopy(self)
+        """A node admission may change without changing this one (the topology, the devices
+        and the distances are shared: admission never changes them)."""
+        return replace(self, free_cpus=set(self.free_cpus),
+                       memory_allocatable=dict(self.memory_allocatable),
+                       memory_free=dict(self.memory_free),
+                       memory_cells=dict(self.memory_cells),
+                       memory_assignments=dict(self.memory_assignments),
+                       allocated_devices=set(self.allocated_devices))
 
     def distance(self, a: int, b: int) -> int:
         row = self.distances.get(a)
@@ -313,12 +332,36 @@ class _PodState:
     memory: dict[tuple[NumaSet, str], int] = field(default_factory=dict)
 
 
+# Beyond this many NUMA nodes the merge over every subset of them is not modelled.
+MODELLED_NUMA_NODES = 16
+
+
+def check_runs(node: AdmissionNode, config: AdmissionConfig) -> None:
+    """ValueError when a kubelet with ``config`` does not start on ``node``: a Topology Manager
+    policy other than ``none`` on more NUMA nodes (CPU-less ones included) than
+    ``max-allowable-numa-nodes`` (topologymanager ``NewManager``), or more than this model
+    handles."""
+    if config.topology_manager_policy == "none":
+        return
+    count = len(node.numa_ids)
+    if count > config.max_allowable_numa_nodes:
+        raise ValueError(f"the kubelet does not start with topologyManagerPolicy "
+                         f"{config.topology_manager_policy} on a machine with {count} NUMA "
+                         f"nodes (max-allowable-numa-nodes is "
+                         f"{config.max_allowable_numa_nodes})")
+    if count > MODELLED_NUMA_NODES:
+        raise ValueError(f"admission under a Topology Manager policy is modelled for at most "
+                         f"{MODELLED_NUMA_NODES} NUMA nodes, not {count}")
+
+
 def admit(node: AdmissionNode, pod: PodRequest, config: AdmissionConfig) -> AdmissionResult:
     """Admit ``pod`` as the kubelet does: the Topology Manager's scope ``Admit``
     (``scope_container.go``/``scope_pod.go``, or ``admitPolicyNone`` for policy ``none``), each
     container allocated right after its hint is chosen; then the predicate admit handler for
     device-plugin resources (``lifecycle/predicate.go``), which runs after the resource
-    allocation handler (``kubelet.go`` registers it second)."""
+    allocation handler (``kubelet.go`` registers it second). ValueError when such a kubelet
+    would not start on the node (:func:`check_runs`)."""
+    check_runs(node, config)
     work = node.copy()
     reuse = _PodState()
     order = [*pod.init_containers, *pod.containers]
@@ -422,16 +465,21 @@ def cpu_hints(node: AdmissionNode, request: int, reusable: set[int]) -> list[Hin
     request; a set is a hint when every reusable CPU lies in it and reusable plus free CPUs in
     it reach the request; preferred when its width is the minimum."""
     cpu_nodes = sorted(set(node.cpu_numa.values()))
+    total_on: dict[int, int] = dict.fromkeys(cpu_nodes, 0)
+    for numa in node.cpu_numa.values():
+        total_on[numa] += 1
+    free_on: dict[int, int] = dict.fromkeys(cpu_nodes, 0)
+    for cpu in node.free_cpus:
+        free_on[node.cpu_numa[cpu]] += 1
+    reusable_on = {node.cpu_numa[c] for c in reusable}
     min_width = len(cpu_nodes)
     found: list[NumaSet] = []
     for mask in _masks(cpu_nodes):
-        total = sum(1 for n in node.cpu_numa.values() if n in mask)
-        if total >= request and len(mask) < min_width:
+        if sum(total_on[n] for n in mask) >= request and len(mask) < min_width:
             min_width = len(mask)
-        if any(node.cpu_numa[c] not in mask for c in reusable):
+        if not reusable_on <= mask:
             continue
-        matching = len(reusable) + sum(1 for c in node.free_cpus if node.cpu_numa[c] in mask)
-        if matching >= request:
+        if len(reusable) + sum(free_on[n] for n in mask) >= request:
             found.append(mask)
     return [Hint(m, len(m) == min_width) for m in found]
 
@@ -444,28 +492,57 @@ def memory_hints(node: AdmissionNode, request: Mapping[str, int],
     single-allocated or in another group; then free plus this pod's reusable memory for that
     very set must hold every type. Every type gets the same hints. An empty answer (no set
     qualifies) is an empty map, which the Topology Manager reads as "no preference"."""
-    min_width = len(node.numa_ids)
-    found: list[NumaSet] = []
-    for mask in _masks(node.numa_ids):
-        if any(sum(node.memory_allocatable.get((n, t), 0) for n in mask) < size
-               for t, size in request.items()):
-            continue
-        min_width = min(min_width, len(mask))
-        if len(mask) == 1:
-            (only,) = mask
-            if len(node.memory_cells.get(only, frozenset({only}))) > 1:
-                continue
-        elif any(node.memory_assignments.get(n, 0) > 0
-                 and node.memory_cells.get(n, frozenset({n})) != mask for n in mask):
-            # a single-allocated member has cells {n} != mask; a member in another group too
-            continue
-        if any(sum(node.memory_free.get((n, t), 0) for n in mask) + reusable.get((mask, t), 0)
-               < size for t, size in request.items()):
-            continue
-        found.append(mask)
+    found, min_width = _memory_scan(node, request, reusable, first_level=False)
     if not found:
         return {}
     return {t: [Hint(m, len(m) == min_width) for m in found] for t in request}
+
+
+def _memory_scan(node: AdmissionNode, request: Mapping[str, int],
+                 reusable: Mapping[tuple[NumaSet, str], int], first_level: bool,
+                 within: NumaSet = frozenset()) -> tuple[list[NumaSet], int]:
+    """The sets that are memory hints (containing ``within``), and the minimum width. With
+    ``first_level``, the scan stops at the narrowest width that has a hint: what
+    ``findBestHint`` picks lies there, and a node with many NUMA nodes is not walked through
+    every subset."""
+    min_width = len(node.numa_ids)
+    found: list[NumaSet] = []
+    for size in range(1, len(node.numa_ids) + 1):
+        for combo in itertools.combinations(node.numa_ids, size):
+            mask = frozenset(combo)
+            if any(sum(node.memory_allocatable.get((n, t), 0) for n in mask) < amount
+                   for t, amount in request.items()):
+                continue
+            min_width = min(min_width, len(mask))
+            if len(mask) == 1:
+                (only,) = mask
+                if len(node.memory_cells.get(only, frozenset({only}))) > 1:
+                    continue
+            elif any(node.memory_assignments.get(n, 0) > 0
+                     and node.memory_cells.get(n, frozenset({n})) != mask for n in mask):
+                # a single-allocated member has cells {n} != mask; one in another group too
+                continue
+            if any(sum(node.memory_free.get((n, t), 0) for n in mask)
+                   + reusable.get((mask, t), 0) < amount for t, amount in request.items()):
+                continue
+            if within <= mask:
+                found.append(mask)
+        if first_level and found:
+            break
+    return found, min_width
+
+
+def _best_memory_hint(node: AdmissionNode, request: Mapping[str, int],
+                      reusable: Mapping[tuple[NumaSet, str], int],
+                      within: NumaSet = frozenset()) -> Hint | None:
+    """memorymanager ``findBestHint`` over the hints (containing ``within``, for
+    ``extendTopologyManagerHint``): preferred first, then the narrowest, then the lowest
+    NUMA ids."""
+    found, min_width = _memory_scan(node, request, reusable, first_level=True, within=within)
+    if not found:
+        return None
+    best = min(found, key=lambda m: (len(m), _mask_value(m)))
+    return Hint(best, len(best) == min_width)
 
 
 def device_hints(node: AdmissionNode, resource: str, request: int,
@@ -484,29 +561,26 @@ def device_hints(node: AdmissionNode, resource: str, request: int,
                  if d.healthy and (resource, d.device_id) not in node.allocated_devices}
     if len(available | reusable) < request:
         return []
+    # devices counted per NUMA set they are local to (a set meets a mask when they intersect)
+    every: dict[frozenset[int], int] = {}
+    free: dict[frozenset[int], int] = {}
+    for device in devices:
+        if device.numa:
+            local = frozenset(device.numa)
+            every[local] = every.get(local, 0) + 1
+            if device.device_id in available:
+                free[local] = free.get(local, 0) + 1
+    pinned = [frozenset(by_id[d].numa or ()) for d in reusable
+              if d in by_id and by_id[d].numa is not None]
     min_width = len(node.numa_ids)
     found: list[NumaSet] = []
-
-    def meets(device_id: str, mask: NumaSet) -> bool:
-        numa = by_id[device_id].numa if device_id in by_id else None
-        return bool(numa) and any(n in mask for n in numa or ())
-
     for mask in _masks(node.numa_ids):
-        if sum(1 for d in devices if meets(d.device_id, mask)) >= request \
+        if sum(n for local, n in every.items() if local & mask) >= request \
                 and len(mask) < min_width:
             min_width = len(mask)
-        matching = 0
-        ok = True
-        for device_id in reusable:
-            if by_id.get(device_id) is None or by_id[device_id].numa is None:
-                continue
-            if not meets(device_id, mask):
-                ok = False
-                break
-            matching += 1
-        if not ok:
+        if any(not local & mask for local in pinned):
             continue
-        matching += sum(1 for d in available if meets(d, mask))
+        matching = len(pinned) + sum(n for local, n in free.items() if local & mask)
         if matching >= request:
             found.append(mask)
     return [Hint(m, len(m) == min_width) for m in found]
@@ -814,7 +888,7 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
         return ()
     chosen = hint if hint is not None else Hint(None, False)
     if chosen.affinity is None:
-        default = _find_best(memory_hints(node, asked, reuse.memory))
+        default = _best_memory_hint(node, asked, reuse.memory)
         if default is None:
             raise _unexpected("[memorymanager] failed to get the default NUMA affinity, no NUMA "
                               "nodes with enough memory is available")
@@ -824,10 +898,7 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
     assert chosen.affinity is not None
     if any(sum(node.memory_free.get((n, t), 0) for n in chosen.affinity) < size
            for t, size in asked.items()):
-        hints = memory_hints(node, asked, reuse.memory)
-        wider = [h for h in next(iter(hints.values()), []) if h.affinity is not None
-                 and chosen.affinity <= h.affinity]
-        extended = _find_best({"memory": wider} if wider else {})
+        extended = _best_memory_hint(node, asked, reuse.memory, within=chosen.affinity)
         if extended is None:
             raise _unexpected("[memorymanager] failed to find NUMA nodes to extend the current "
                               "topology hint")
@@ -860,23 +931,6 @@ def _allocate_memory(node: AdmissionNode, pod: PodRequest, container: ContainerR
             node.memory_free[(numa, memory_type)] = free - used
             left -= used
     return tuple(blocks)
-
-
-def _find_best(hints: Mapping[str, list[Hint]]) -> Hint | None:
-    """memorymanager ``findBestHint`` over the hints of ``memory`` (all types share them):
-    preferred first, then the narrowest (lowest ids on a tie)."""
-    candidates = hints.get("memory") or next(iter(hints.values()), [])
-    best: Hint | None = None
-    for hint in candidates:
-        if best is None or (hint.preferred and not best.preferred):
-            best = hint
-            continue
-        assert hint.affinity is not None and best.affinity is not None
-        if hint.preferred == best.preferred and (
-                (len(hint.affinity), _mask_value(hint.affinity))
-                < (len(best.affinity), _mask_value(best.affinity))):
-            best = hint
-    return best
 
 
 def _allocate_devices(node: AdmissionNode, container: ContainerRequest, hint: Hint | None,
@@ -987,6 +1041,7 @@ def node_from_spec(spec: NodeSpec, pods: Iterable[PodAssignment] = (),
         memory_allocatable=allocatable,
         memory_free=dict(allocatable),
         devices=devices,
+        distances=spec.distances(),
     )
     node.free_cpus -= set(held_cpus)
     for pod in pods:
@@ -1046,6 +1101,44 @@ def pod_from_spec(pod: PodSpec) -> PodRequest:
     )
 
 
+def pod_from_object(obj: Mapping[str, Any]) -> PodRequest:
+    """A pod as the Kubernetes API shows it (``v1.Pod`` as JSON) as admission sees it: each
+    container's requests (defaulted from limits), device-plugin resources from the limits, init
+    containers with ``restartPolicy: Always`` as sidecars, the QoS class by Kubernetes' rules
+    (Guaranteed: CPU and memory limits everywhere, requests equal; BestEffort: no CPU or memory
+    anywhere). ValueError on a quantity that is no quantity."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+
+    def amounts(container: Mapping[str, Any], kind: str) -> dict[str, float]:
+        given = (container.get("resources") or {}).get(kind) or {}
+        return {str(name): parse_quantity(value) for name, value in given.items()}
+
+    def request(container: Mapping[str, Any]) -> ContainerRequest:
+        limits = amounts(container, "limits")
+        requests = {**limits, **amounts(container, "requests")}
+        memory = {name: int(value) for name, value in requests.items()
+                  if name == "memory" or name.startswith("hugepages-")}
+        devices = {name: int(value) for name, value in limits.items()
+                   if is_extended_resource(name) and not name.startswith("hugepages-")}
+        return ContainerRequest(str(container.get("name", "")),
+                                round(requests.get("cpu", 0) * 1000), memory, devices,
+                                container.get("restartPolicy") == "Always")
+
+    inits = [request(c) for c in spec.get("initContainers") or ()]
+    apps = [request(c) for c in spec.get("containers") or ()]
+    everything = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    if is_guaranteed(dict(spec)):
+        qos = "Guaranteed"
+    elif not any(name in ("cpu", "memory") for c in everything
+                 for kind in ("requests", "limits") for name in amounts(c, kind)):
+        qos = "BestEffort"
+    else:
+        qos = "Burstable"
+    return PodRequest(str(meta.get("namespace", "")), str(meta.get("name", "")), apps, inits,
+                      qos, bool(spec.get("resources")))
+
+
 def to_assignment(pod: PodRequest, result: AdmissionResult) -> PodAssignment:
     """The admitted pod as ``List`` reports it: its sidecars and app containers with what
     they got (regular init containers have finished and are not listed)."""
@@ -1068,6 +1161,7 @@ __all__ = [
     "Hint",
     "PodRequest",
     "admit",
+    "check_runs",
     "config_from_spec",
     "cpu_hints",
     "device_hints",
@@ -1078,6 +1172,7 @@ __all__ = [
     "merge",
     "merge_filtered",
     "node_from_spec",
+    "pod_from_object",
     "pod_from_spec",
     "take_assignment",
     "to_assignment",

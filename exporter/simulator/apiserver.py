@@ -509,10 +509,11 @@ def simulated_node(state: NodeState) -> Obj:
 
 
 class SimulatedCluster:
-    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, every pod
-    it knows (admitted ones in their phase, ``Running`` by default) and the pods it rejected at
-    admission (phase ``Failed``, ``status.reason`` the kubelet's reason), as the kubelet reports
-    them to the API server. Each pod keeps its uid while it exists."""
+    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, one
+    ResourceSlice per DRA pool, every pod it knows (admitted ones in their phase, ``Running``
+    by default) and the pods it rejected at admission (phase ``Failed``, ``status.reason`` the
+    kubelet's reason), as the kubelet reports them to the API server. Each pod keeps its uid
+    while it exists."""
 
     def __init__(self, server: FakeApiServer, state: NodeState):
         self.server = server

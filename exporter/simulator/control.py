@@ -29,7 +29,13 @@ from typing import Any
 
 from aiohttp import web
 
-from .admission import AdmissionConfig, ContainerAllocation, updated_config
+from .admission import (
+    AdmissionConfig,
+    ContainerAllocation,
+    check_runs,
+    node_from_spec,
+    updated_config,
+)
 from .admitting import admit_pod
 from .profile import ProfileError, parse_pod
 from .server import Simulator
@@ -108,8 +114,9 @@ def control_app(simulator: Simulator) -> web.Application:
     async def set_config(request: web.Request) -> web.Response:
         body = await _json(request)
         try:
-            simulator.state.admission_config = updated_config(
-                simulator.state.admission_config, body)
+            config = updated_config(simulator.state.admission_config, body)
+            check_runs(node_from_spec(simulator.state.spec), config)
+            simulator.state.admission_config = config
         except ValueError as error:
             raise _BadRequest(str(error)) from None
         return web.json_response(config_document(simulator.state.admission_config))

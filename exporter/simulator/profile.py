@@ -50,25 +50,28 @@ def parse_bytes(value: int | str) -> int:
 
 
 def parse_cpus(value: int | str | None) -> tuple[int, bool]:
-    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` is shared-pool, never exclusive."""
-    if value is None:
-        return 0, False
-    if isinstance(value, int):
-        return value, value > 0
-    text = str(value).strip()
-    if text.endswith("m"):
-        millis = int(text[:-1])
-        return millis // 1000, millis > 0 and millis % 1000 == 0
-    return int(text), int(text) > 0
+    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` and ``"1.5"`` are shared-pool,
+    never exclusive."""
+    millis = _millis(value)
+    return millis // 1000, millis > 0 and millis % 1000 == 0
+
+
+_CPU = re.compile(r"^(\d+(?:\.\d{1,3})?|\.\d{1,3})$|^(\d+)m$")
 
 
 def _millis(value: int | str | None) -> int:
+    """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores."""
     if value is None:
         return 0
-    text = str(value).strip()
-    if text.endswith("m"):
-        return int(text[:-1])
-    return int(float(text) * 1000)
+    if isinstance(value, bool):
+        raise ProfileError(f"bad CPU quantity {value!r}")
+    match = _CPU.match(str(value).strip())
+    if not match:
+        raise ProfileError(f"bad CPU quantity {value!r}")
+    if match.group(2) is not None:
+        return int(match.group(2))
+    whole, _, fraction = match.group(1).partition(".")
+    return int(whole or 0) * 1000 + int((fraction + "000")[:3])
 
 
 def hugepage_size_bytes(name: str) -> int:
@@ -82,6 +85,9 @@ class NumaSpec:
     cpus: frozenset[int]
     memory_bytes: int
     hugepages: dict[int, int]  # page size in bytes -> pages
+    # the node's row of the NUMA distance table, in ascending NUMA id order (sysfs
+    # nodeN/distance); empty: 10 to itself, 20 to the others (the ACPI SLIT defaults)
+    distances: tuple[int, ...] = ()
 
 
 @dataclass
@@ -197,6 +203,15 @@ class NodeSpec:
     cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
     topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
 
+    def distances(self) -> dict[int, dict[int, int]]:
+        """The NUMA distance table: ``distances()[a][b]``."""
+        ids = sorted(n.numa_id for n in self.numa_nodes)
+        table = {}
+        for numa in self.numa_nodes:
+            row = numa.distances or tuple(10 if other == numa.numa_id else 20 for other in ids)
+            table[numa.numa_id] = dict(zip(ids, row, strict=True))
+        return table
+
     @property
     def all_cpus(self) -> frozenset[int]:
         return frozenset().union(*(n.cpus for n in self.numa_nodes))
@@ -283,8 +298,13 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
             memory_bytes=parse_bytes(entry.get("memory", "16Gi")),
             hugepages={hugepage_size_bytes(size): int(pages)
                        for size, pages in entry.get("hugepages", {}).items()},
+            distances=tuple(int(d) for d in entry.get("distances", ())),
         ))
     known_numa = {n.numa_id for n in numa_nodes}
+    for numa in numa_nodes:
+        if numa.distances and len(numa.distances) != len(numa_nodes):
+            raise ProfileError(f"NUMA node {numa.numa_id}: distances must name all "
+                               f"{len(numa_nodes)} NUMA nodes")
     reserved_memory = {}
     for numa_id, amounts in data.get("reserved_memory", {}).items():
         for memory_type, amount in amounts.items():
@@ -395,6 +415,12 @@ def _device_id(style: str, prefix: str, index: int, ordinal: int, numa_ids: Any,
 
 
 def parse_container(data: dict[str, Any]) -> ContainerSpec:
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ProfileError(f"a container is an object with a name, not {data!r}")
+    devices = data.get("devices", {})
+    if not isinstance(devices, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in devices.values()):
+        raise ProfileError(f"container {data['name']}: devices must map resources to counts")
     cpus, exclusive = parse_cpus(data.get("cpus"))
     memory = {}
     for key, value in data.items():
@@ -406,12 +432,18 @@ def parse_container(data: dict[str, Any]) -> ContainerSpec:
         exclusive_cpus=exclusive,
         cpu_millis=_millis(data.get("cpus")),
         memory=memory,
-        devices={k: int(v) for k, v in data.get("devices", {}).items()},
+        devices={str(k): int(v) for k, v in devices.items()},
         claims=list(data.get("claims", [])),
     )
 
 
 def parse_pod(data: dict[str, Any]) -> PodSpec:
+    for key in ("namespace", "name"):
+        if not isinstance(data.get(key, "default"), str):
+            raise ProfileError(f"pod {key} must be a string, got {data.get(key)!r}")
+    for key in ("containers", "sidecars", "init_containers"):
+        if not isinstance(data.get(key, []), list):
+            raise ProfileError(f"pod {key} must be a list of containers")
     pod_level = data.get("pod_level", {})
     return PodSpec(
         namespace=data.get("namespace", "default"),

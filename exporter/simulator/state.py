@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from ..model import Allocatable, DeviceEntry, MemoryBlock, PodAssignment
-from .admission import config_from_spec
+from .admission import check_runs, config_from_spec, node_from_spec
 from .allocator import Allocator, NoFit, SimPod
 from .pods import PodMaker
 from .profile import NodeSpec, PodSpec, ProfileError, SimDevice
@@ -39,6 +39,7 @@ class NodeState:
         # what POST /pods admits under (admitting.py): the profile's kubelet configuration
         try:
             self.admission_config = config_from_spec(spec)
+            check_runs(node_from_spec(spec), self.admission_config)
         except ValueError as error:
             raise ProfileError(f"profile {spec.name}: {error}") from None
         for pod in spec.pods:

@@ -1,6 +1,8 @@
 """Write a fake sysfs tree matching a simulator profile.
 
-Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,meminfo,hugepages/...}``,
+Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,distance,meminfo,
+hugepages/...}`` (``distance``: the node's row of the NUMA distance table, as the kernel writes
+it, which the Topology Manager's ``prefer-closest-numa-nodes`` compares),
 ``devices/system/node/online``, ``devices/system/cpu/online`` and each CPU's
 ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
 threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
@@ -39,10 +41,13 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
         device_dir = root / "bus" / "pci" / "devices" / bus_id
         device_dir.mkdir(parents=True, exist_ok=True)
         (device_dir / "numa_node").write_text(f"{numa}\n")
+    distances = spec.distances()
     for node in spec.numa_nodes:
         directory = node_root / f"node{node.numa_id}"
         directory.mkdir(exist_ok=True)
         (directory / "cpulist").write_text(format_cpulist(node.cpus) + "\n")
+        row = distances[node.numa_id]
+        (directory / "distance").write_text(" ".join(str(row[n]) for n in sorted(row)) + "\n")
         hugepage_bytes = sum(size * pages for size, pages in node.hugepages.items())
         total_kb = (node.memory_bytes + hugepage_bytes) // 1024
         (directory / "meminfo").write_text(

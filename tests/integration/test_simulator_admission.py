@@ -117,3 +117,21 @@ async def test_full_pcpus_only_set_at_run_time_gives_smt_alignment_error():
                                      "per core = 2")
         assert (await call("POST", "/pods", {"namespace": "demo", "name": "q",
                                              "qos": "Platinum", "containers": []}))[0] == 400
+
+
+async def test_bad_pods_are_answered_400_with_the_reason():
+    async with Node(load_profile("small")) as node, controlled(node) as call:
+        for body, reason in (
+                ({"name": "x", "containers": "abc"}, "containers must be a list"),
+                ({"name": "x", "containers": [1]}, "a container is an object with a name"),
+                ({"name": "x", "containers": [{"name": "c", "cpus": -2}]}, "bad CPU quantity"),
+                ({"name": "x", "containers": [{"name": "c", "devices": ["a"]}]},
+                 "devices must map resources to counts"),
+                ({"name": 5}, "pod name must be a string"),
+                ({"name": "x", "qos": "Gold"}, "bad pod qos")):
+            status, answer = await call("POST", "/pods", body)
+            assert status == 400 and reason in answer["error"], (body, answer)
+        # 1.5 CPUs is a fractional request: the shared pool, nothing exclusive
+        status, answer = await call("POST", "/pods", {
+            "name": "half", "containers": [{"name": "c", "cpus": "1.5", "memory": "1Gi"}]})
+        assert status == 200 and answer["containers"][0]["cpus"] == []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from exporter.model import MemoryBlock
-from exporter.simulator import load_profile, parse_profile
+from exporter.simulator import ProfileError, load_profile, parse_profile
 from exporter.simulator.admission import (
     AdmissionConfig,
     AdmissionNode,
@@ -17,6 +17,7 @@ from exporter.simulator.admission import (
     admit,
     config_from_spec,
     node_from_spec,
+    pod_from_object,
     pod_from_spec,
     updated_config,
 )
@@ -319,3 +320,92 @@ def test_pod_from_profile_spec() -> None:
     trainer = request.containers[0]
     assert (trainer.cpu_millis, trainer.memory["memory"], trainer.devices["nvidia.com/gpu"]) \
         == (16000, 96 * GiB, 4)
+
+
+def test_a_policy_needs_max_allowable_numa_nodes_beyond_eight() -> None:
+    data = {"name": "t", "numa_nodes": [{"id": i, "cpus": str(i)} for i in range(9)]}
+    node = node_from_spec(parse_profile(data))
+    with pytest.raises(ValueError, match="9 NUMA nodes"):
+        admit(node, pod(c(cpu=1)), SNN)
+    allowed = updated_config(SNN, {"topologyManagerPolicyOptions":
+                                   {"max-allowable-numa-nodes": "9"}})
+    assert admit(node, pod(c(cpu=1)), allowed).placements == (("c", frozenset({0})),)
+    assert admit(node, pod(c(cpu=1)), AdmissionConfig("none")).admitted
+    # gb200-tray: 34 NUMA nodes, so its profile runs the Topology Manager with policy none
+    tray = NodeState(load_profile("gb200-tray"))
+    assert tray.admission_config.topology_manager_policy == "none"
+    with pytest.raises(ProfileError, match="restricted on a machine with 9 NUMA nodes"):
+        NodeState(parse_profile({**data, "topology_manager_policy": "restricted"}))
+
+
+def test_pod_from_api_object() -> None:
+    def container(name: str, requests: dict[str, str], limits: dict[str, str],
+                  restart: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "resources": {"requests": requests,
+                                                            "limits": limits}}
+        if restart:
+            body["restartPolicy"] = restart
+        return body
+
+    whole = {"cpu": "4", "memory": "8Gi", "hugepages-1Gi": "2Gi", "nvidia.com/gpu": "1"}
+    obj = {"metadata": {"namespace": "ml", "name": "p"},
+           "spec": {"containers": [container("app", {}, whole)],  # requests from limits
+                    "initContainers": [
+                        container("proxy", {"cpu": "500m", "memory": "1Gi"},
+                                  {"cpu": "500m", "memory": "1Gi"}, "Always")]}}
+    request = pod_from_object(obj)
+    assert (request.namespace, request.name, request.qos) == ("ml", "p", "Guaranteed")
+    app = request.containers[0]
+    assert (app.cpu_millis, dict(app.memory), dict(app.devices)) == (
+        4000, {"memory": 8 * GiB, "hugepages-1Gi": 2 * GiB}, {"nvidia.com/gpu": 1})
+    assert request.init_containers[0].sidecar and request.init_containers[0].cpu_millis == 500
+    # CPU limit above the request: Burstable; devices only: BestEffort
+    burst = {**obj, "spec": {"containers": [container("app", {"cpu": "2", "memory": "1Gi"},
+                                                      {"cpu": "4", "memory": "1Gi"})]}}
+    assert pod_from_object(burst).qos == "Burstable"
+    loose = {**obj, "spec": {"containers": [container("app", {}, {"x.io/nic": "2"})]}}
+    assert pod_from_object(loose).qos == "BestEffort"
+    assert dict(pod_from_object(loose).containers[0].devices) == {"x.io/nic": 2}
+
+
+def test_the_kubelet_config_file_says_what_admission_follows(tmp_path) -> None:
+    import yaml
+
+    from exporter.simulator.sysfs import write_kubelet_config
+
+    spec = parse_profile({"name": "t", "numa_nodes": [{"id": 0, "cpus": "0-3"}],
+                          "topology_manager_scope": "pod",
+                          "cpu_manager_policy_options": {"full-pcpus-only": "true"},
+                          "topology_manager_policy_options": {
+                              "prefer-closest-numa-nodes": "true"},
+                          "feature_gates": {"PodLevelResourceManagers": True, "Get": True}})
+    written = yaml.safe_load(write_kubelet_config(spec, tmp_path / "config.yaml").read_text())
+    assert written["featureGates"] == {"PodLevelResourceManagers": True}
+    settings = {k: written[k] for k in ("topologyManagerPolicy", "topologyManagerScope",
+                                        "cpuManagerPolicyOptions",
+                                        "topologyManagerPolicyOptions", "featureGates")}
+    from_file = updated_config(AdmissionConfig(), settings)
+    assert from_file == NodeState(spec).admission_config == AdmissionConfig(
+        "single-numa-node", "pod", full_pcpus_only=True, prefer_closest_numa_nodes=True,
+        pod_level_resource_managers=True)
+
+
+def test_profile_distances_reach_sysfs_and_admission(tmp_path) -> None:
+    from exporter.simulator import write_sysfs
+
+    data = {"name": "t", "numa_nodes": [
+        {"id": i, "cpus": f"{4 * i}-{4 * i + 3}",
+         "distances": [[10, 30, 12, 30], [30, 10, 30, 12], [12, 30, 10, 30],
+                       [30, 12, 30, 10]][i]} for i in range(4)]}
+    spec = parse_profile(data)
+    root = write_sysfs(spec, tmp_path)
+    assert (root / "devices/system/node/node2/distance").read_text() == "12 30 10 30\n"
+    closest = AdmissionConfig("best-effort", prefer_closest_numa_nodes=True)
+    # 6 CPUs need two nodes; {0,2} and {1,3} are the close pairs, {0,2} the lower
+    assert admit(node_from_spec(spec), pod(c(cpu=6)), closest).placements[0][1] == {0, 2}
+    plain = node_from_spec(parse_profile({"name": "t", "numa_nodes": [
+        {"id": 0, "cpus": "0"}, {"id": 1, "cpus": "1"}]}))
+    assert plain.distances == {0: {0: 10, 1: 20}, 1: {0: 20, 1: 10}}
+    with pytest.raises(ProfileError, match="distances must name all 2"):
+        parse_profile({"name": "t", "numa_nodes": [{"id": 0, "cpus": "0", "distances": [10]},
+                                                    {"id": 1, "cpus": "1"}]})

@@ -1,0 +1,62 @@
+"""The demo's own Kubernetes API: a pod the simulated kubelet rejects is failed in the API with
+the kubelet's reason, counted by the exporter's Kubernetes-API view, and explained by the
+``snapshot --why`` command the demo prints, with no cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+
+import aiohttp
+
+from ..support.harness import REPO, free_port, scrape_port_until, terminate
+
+
+async def test_demo_serves_its_rejections_through_a_kubernetes_api():
+    port, control = free_port(), free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
+        "--control-address", f"127.0.0.1:{control}", "--interval", "0.5", cwd=REPO,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        hint = ""
+        while "--why" not in hint:
+            hint = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+            assert hint, "the demo ended before printing how to ask snapshot --why"
+        command = shlex.split(hint.split("rejected with: ", 1)[1])
+        assert command[0].startswith("KUBECONFIG=") and command[1] == "podresources-exporter"
+        assert command[-2:] == ["--why", "NAMESPACE/POD"]
+        kubeconfig = command[0].removeprefix("KUBECONFIG=")
+
+        # dual-socket-gpu: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
+        async with aiohttp.ClientSession() as session, session.post(
+                f"http://127.0.0.1:{control}/pods", json={
+                    "namespace": "demo", "name": "db-client",
+                    "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}) as response:
+            assert response.status == 409
+            assert (await response.json())["reason"] == "TopologyAffinityError"
+        await scrape_port_until(port, lambda s: s.series(
+            "podresources_admission_failure_info", namespace="demo", pod="db-client",
+            reason="TopologyAffinityError"),
+            30.0, "the rejection seen through the demo's Kubernetes API")
+
+        why = subprocess.run(
+            [sys.executable, "-m", "exporter", *command[2:-1], "demo/db-client"],
+            env={**os.environ, "KUBECONFIG": kubeconfig}, cwd=REPO, capture_output=True,
+            text=True, timeout=60)
+        assert why.returncode == 0, why.stderr
+        assert why.stdout.startswith(
+            "Pod demo/db-client (Guaranteed): rejected at admission: TopologyAffinityError (Pod "
+            "was rejected: Resources cannot be allocated with Topology locality)\n"), why.stdout
+        assert "Container c: cpu=2, memory=1Gi -> not placed" in why.stdout
+        # the exporter's model says why: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
+        assert ("Verdict: the kubelet would reject it with TopologyAffinityError under Topology "
+                "Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold part "
+                "of a memory block spanning several NUMA nodes, so the memory manager serves no "
+                "single-NUMA memory request there.") in why.stdout
+    finally:
+        await terminate(proc)

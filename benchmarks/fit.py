@@ -1,10 +1,12 @@
 """What the fit answers cost per refresh, against the accounting they follow.
 
-For each profile, on the simulator's own assignments: the free capacity per NUMA node, three
-shapes held against it and their section of /metrics rendered, against a from-scratch
-accounting of the same snapshot. The fit section is recomputed only when the accounting, the
-allocatable view, the shapes or the kubelet configuration changed; this is the cost when they
-did. Prints a table and writes JSON with ``--json PATH``.
+For each profile, on the simulator's own assignments: the resource managers' state rebuilt from
+the snapshot, four shapes admitted against it (each with its per-NUMA fits and its capacity by
+repeated placement, at most ``CAPACITY_CAP`` admissions) and their section of /metrics
+rendered, against a from-scratch accounting of the same snapshot; under each Topology Manager
+policy and scope. The fit section is recomputed only when the accounting, the allocatable view,
+the shapes or the kubelet configuration changed; this is the cost when they did. Prints a table
+and writes JSON with ``--json PATH``.
 
     python -m benchmarks.fit
 """
@@ -19,20 +21,30 @@ import time
 
 from exporter.accounting import account
 from exporter.exposition.rendering import render_text
-from exporter.fit.engine import Shape, evaluate, free_capacity
+from exporter.fit.admission import Rules
+from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series
+from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
 from exporter.fit.section import shape_families
+from exporter.fit.snapshotstate import node_state
 from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
 
 GiB = 1 << 30
-SHAPES = (Shape("cpu4-8g", {"cpu": 4, "memory": 8 * GiB}),
-          Shape("vf", {"cpu": 1, "intel.com/sriov_netdevice": 1}),
-          Shape("big", {"cpu": 16, "hugepages-1Gi": 4 * GiB, "nvidia.com/gpu": 1}))
+SHAPES = (single_container("cpu4-8g", {"cpu": 4000, "memory": 8 * GiB}),
+          single_container("vf", {"cpu": 1000, "intel.com/sriov_netdevice": 1}),
+          single_container("big", {"cpu": 16000, "hugepages-1Gi": 4 * GiB,
+                                   "nvidia.com/gpu": 1}),
+          PodShape("pair", (ContainerShape("rx", {"cpu": 500, "intel.com/sriov_netdevice": 2}),
+                            ContainerShape("tx", {"cpu": 500, "intel.com/sriov_netdevice": 2})),
+                   qos=BURSTABLE))
+RULES = {"single-numa-node/container": Rules("single-numa-node", "container"),
+         "restricted/pod": Rules("restricted", "pod"),
+         "best-effort/container": Rules("best-effort", "container")}
 
 
-def measure(profile: str, rounds: int) -> dict[str, float]:
+def measure(profile: str, rounds: int, rules: Rules) -> dict[str, float]:
     spec = load_profile(profile)
     state = NodeState(spec)
     with tempfile.TemporaryDirectory() as directory:
@@ -42,32 +54,39 @@ def measure(profile: str, rounds: int) -> dict[str, float]:
     fit_times, account_times = [], []
     for _ in range(rounds):
         started = time.perf_counter()
-        accounting = account(snapshot, topology)
+        account(snapshot, topology)
         account_times.append(time.perf_counter() - started)
         started = time.perf_counter()
-        free = free_capacity(snapshot, topology, accounting)
-        assert free is not None
-        render_text(shape_families([evaluate(shape, free) for shape in SHAPES]))
+        state = node_state(snapshot, topology, True, True)
+        assert state is not None
+        numa_free_series(state)
+        answers = [answer(shape, state, rules) for shape in SHAPES]
+        render_text(shape_families(answers))
         fit_times.append(time.perf_counter() - started)
     fit_ms = statistics.median(fit_times) * 1000
     account_ms = statistics.median(account_times) * 1000
     return {"pods": len(snapshot.pods), "numa_nodes": len(topology.numa_nodes),
             "fit_ms": round(fit_ms, 2), "accounting_ms": round(account_ms, 2),
-            "ratio": round(fit_ms / account_ms, 3)}
+            "ratio": round(fit_ms / account_ms, 3),
+            "capacities": {a.shape.name: a.capacity for a in answers}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--profiles", default="small,dual-socket-gpu,large,huge",
+                        help="comma-separated simulator profiles (default: %(default)s)")
     args = parser.parse_args()
-    results = {name: measure(name, args.rounds)
-               for name in ("small", "dual-socket-gpu", "large", "huge")}
-    print(f"{'profile':<16} {'pods':>5} {'NUMA':>4} {'fit ms':>8} {'accounting ms':>14} "
-          f"{'fit/accounting':>15}")
+    profiles = args.profiles.split(",")
+    results = {f"{name} {label}": measure(name, args.rounds, rules)
+               for name in profiles for label, rules in RULES.items()}
+    print(f"capacity by repeated placement: at most {CAPACITY_CAP} admissions per shape")
+    print(f"{'profile and rules':<40} {'pods':>5} {'NUMA':>4} {'fit ms':>8} "
+          f"{'accounting ms':>14} {'fit/accounting':>15}  capacities")
     for name, row in results.items():
-        print(f"{name:<16} {row['pods']:>5} {row['numa_nodes']:>4} {row['fit_ms']:>8} "
-              f"{row['accounting_ms']:>14} {row['ratio']:>15}")
+        print(f"{name:<40} {row['pods']:>5} {row['numa_nodes']:>4} {row['fit_ms']:>8} "
+              f"{row['accounting_ms']:>14} {row['ratio']:>15}  {row['capacities']}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(results, out, indent=2)

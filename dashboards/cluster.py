@@ -134,20 +134,23 @@ def utilization() -> list:
     ]
 
 
+# DRA devices prepared per node, driver and pool: the sum over NUMA nodes (max strips the target
+# labels of a node scraped twice).
+DRA_ALLOCATED = ("sum by (node, driver, pool) (max by (node, driver, pool, numa_node) "
+                 f"(podresources_dra_devices_allocated{{{NODES}}}))")
+
+
 def dra_and_alignment() -> list:
     return [
         row("DRA devices and alignment"),
         table("DRA devices by node, driver and pool",
-              "Distinct DRA devices prepared for containers.",
-              [query(f"max by (node, driver, pool) (podresources_dra_devices_allocated{{{NODES}}})",
-                     table=True)],
+              "Distinct DRA devices prepared for containers (all NUMA nodes of the node).",
+              [query(DRA_ALLOCATED, table=True)],
               transformations=[organize({"Value": "devices"})], sort_by="devices",
               links=NODE_LINKS, width=8),
         bar_gauge("DRA devices by driver",
                   "Distinct DRA devices prepared for containers, all selected nodes, per driver.",
-                  [query("sum by (driver) (max by (node, driver, pool) "
-                         f"(podresources_dra_devices_allocated{{{NODES}}}))",
-                         "{{driver}}", instant=True)],
+                  [query(f"sum by (driver) ({DRA_ALLOCATED})", "{{driver}}", instant=True)],
                   unit="short", max_value=None, steps=((None, "blue"),), width=8),
         timeseries("Misaligned containers per node",
                    "Containers needing more than one NUMA node, per node, over time.",

@@ -32,28 +32,30 @@ NUMA = 'numa_node=~"$numa_node"'  # single NUMA nodes (CPUs, utilization)
 NUMA_OR_GROUP = numa_matcher()  # also items attributed to a group such as "0,1"
 NAMESPACE = 'namespace=~"$namespace"'
 HUGEPAGES = 'hugepages-.+'
-NOT_DEVICE = f'cpu|memory|{HUGEPAGES}'
 WORKLOAD = f"{NODE},{NAMESPACE},{NUMA_OR_GROUP}"
 CONTAINER_KEY = "namespace, pod, container, numa_node"
 POD_LINKS = {"pod": [pod_link()]}
-# dcgm-exporter's GPU metrics carry the GPU's UUID in label UUID; for nvidia.com/gpu the device
-# plugin's device ids are those UUIDs (its default DEVICE_ID_STRATEGY=uuid).
-# label_join copies device_id into UUID (label_replace's "$1" would read as a Grafana variable).
-# The gpu variable lists this node's GPUs (their UUIDs); dcgm-exporter's series carry no node
-# label, so selecting them by UUID is what keeps the join to this node's GPUs instead of joining
-# every GPU of the cluster.
-GPU = 'resource="nvidia.com/gpu"'
+# dcgm-exporter's GPU metrics carry the GPU's UUID in label UUID. The recording rule
+# gpu:podresources_device_info:relabel gives every nvidia.com/gpu* device a container holds the
+# UUID of its physical GPU, whatever the device id's form (GPU-<uuid>, a time-slicing replica
+# GPU-<uuid>::<n>, GKE's nvidia<n>/vgpu<m>); several containers may hold one GPU. The gpu
+# variable lists this node's GPUs (their UUIDs); dcgm-exporter's series are selected by UUID, so
+# the join reads this node's GPUs instead of every GPU of the cluster.
+GPU_RECORD = "gpu:podresources_device_info:relabel"
 THIS_NODES_GPUS = f'{CLUSTER},UUID=~"$gpu"'
-GPU_HOLDERS = ('topk by (UUID) (1, label_join(max by (device_id, numa_node, namespace, pod, '
-               f'container) (podresources_device_info{{{NODE},{GPU},device_id=~"$gpu"}}), '
-               '"UUID", "", "device_id"))')
-GPU_LABELS = "numa_node, namespace, pod, container"
+HOLDING = "UUID, resource, device_id, numa_node, namespace, pod, container"
+GPU_HOLDINGS = f'max by ({HOLDING}) ({GPU_RECORD}{{{NODE},UUID=~"$gpu"}})'
 
 
 def on_this_nodes_gpus(dcgm_metric: str) -> str:
-    """A DCGM metric per GPU of this node, labelled with its NUMA node and holder."""
-    return (f"max by (UUID) ({dcgm_metric}{{{THIS_NODES_GPUS}}}) * on (UUID) "
-            f"group_left({GPU_LABELS}) {GPU_HOLDERS}")
+    """A DCGM metric per GPU device held on this node (one series per holder of a shared GPU),
+    labelled with the device, its NUMA node and its holder."""
+    return (f"{GPU_HOLDINGS} * on (UUID) group_left() "
+            f"max by (UUID) ({dcgm_metric}{{{THIS_NODES_GPUS}}})")
+
+
+DRA_DRIVERS = 'resource=~".+\\\\..+",resource!~".*/.*"'  # driver names: dots, no slash
+PLUGIN_DEVICES = 'resource=~".+/.+"'  # device-plugin resources: vendor/name
 
 
 def utilization(resource_matcher: str) -> str:
@@ -112,10 +114,13 @@ def utilization_bars() -> list:
         bar_gauge("Hugepages utilization", about + " One bar per NUMA node and page size.",
                   [query(utilization(f'resource=~"{HUGEPAGES}"'),
                          "NUMA {{numa_node}} {{resource}}", instant=True)]),
-        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource; a "
-                  "device local to several NUMA nodes counts on each.",
-                  [query(utilization(f'resource!~"{NOT_DEVICE}"'),
-                         "NUMA {{numa_node}} {{resource}}", instant=True)]),
+        bar_gauge("Device utilization", about + " One bar per NUMA node and device resource "
+                  "(device plugins) or DRA driver (marked DRA); a device local to several NUMA "
+                  "nodes counts on each.",
+                  [query(utilization(PLUGIN_DEVICES), "NUMA {{numa_node}} {{resource}}",
+                         instant=True),
+                   query(utilization(DRA_DRIVERS), "NUMA {{numa_node}} {{resource}} (DRA)",
+                         instant=True)]),
     ]
 
 
@@ -205,14 +210,15 @@ def holders() -> list:
         links=POD_LINKS, width=12, height=10)
     dra_devices = table(
         "DRA devices → pods",
-        "Which container each prepared DRA device is prepared for, by driver, pool and claim "
-        "(DRA devices carry no NUMA information).",
-        [query("max by (driver, pool, device, claim, share_id, namespace, pod, container) "
-               f"(podresources_dra_device_info{{{NODE},{NAMESPACE}}})", table=True)],
+        "Which container each prepared DRA device is prepared for, by driver, pool and claim, "
+        "and the NUMA node(s) the device is local to (from its ResourceSlice; unknown without "
+        "the Kubernetes-API view).",
+        [query("max by (driver, pool, device, numa_node, claim, share_id, namespace, pod, "
+               f"container) (podresources_dra_device_info{{{NODE},{NAMESPACE}}})", table=True)],
         unit="none", transformations=[organize(
-            {"share_id": "share id"}, hide=("Time", "Value"),
-            order=("driver", "pool", "device", "claim", "share_id", "namespace", "pod",
-                   "container"))],
+            {"share_id": "share id", "numa_node": "NUMA node"}, hide=("Time", "Value"),
+            order=("driver", "pool", "device", "numa_node", "claim", "share_id", "namespace",
+                   "pod", "container"))],
         links=POD_LINKS, width=12, height=10)
     misaligned = timeseries(
         "Misaligned containers over time",
@@ -220,29 +226,63 @@ def holders() -> list:
         [query(f"max(podresources_misaligned_containers{{{NODE}}})", "misaligned containers")],
         unit="short", width=12, height=6)
     return [row("Who holds it"), containers, alignment, misaligned, devices, dra_devices,
-            pod_level]
+            *dra_per_numa_node(), pod_level]
+
+
+def dra_per_numa_node() -> list:
+    """DRA devices of this node per driver, pool and NUMA node: published, prepared, shared,
+    tainted (from the ResourceSlices, with the Kubernetes-API view)."""
+    by = "driver, pool, numa_node"
+    return [
+        table("DRA devices per NUMA node",
+              "Per DRA driver, pool and NUMA node: untainted devices published in the node's "
+              "ResourceSlices (allocatable), distinct devices prepared for containers "
+              "(allocated), and allocations of shared devices (shares). Allocatable needs the "
+              "Kubernetes-API view.",
+              [query(f"max by ({by}) (podresources_dra_devices_allocatable{{{NODE}}})",
+                     table=True),
+               query(f"max by ({by}) (podresources_dra_devices_allocated{{{NODE}}})",
+                     table=True),
+               query(f"max by ({by}) (podresources_dra_device_shares{{{NODE}}})", table=True)],
+              transformations=[merge(), organize(
+                  {"numa_node": "NUMA node", "Value #A": "allocatable", "Value #B": "allocated",
+                   "Value #C": "shares"},
+                  order=("driver", "pool", "numa_node", "Value #A", "Value #B", "Value #C"))],
+              width=12, height=8),
+        table("Tainted DRA devices",
+              "Published DRA devices carrying a taint, per driver, pool, NUMA node and effect; "
+              "NoSchedule and NoExecute keep them out of allocatable.",
+              [query(f"max by ({by}, effect) (podresources_dra_devices_tainted{{{NODE}}}) > 0",
+                     table=True)],
+              transformations=[organize({"numa_node": "NUMA node", "Value": "devices"},
+                                        order=("driver", "pool", "numa_node", "effect"))],
+              colored={"devices": ((None, "green"), (1, "orange"))}, width=12, height=8),
+    ]
 
 
 def gpus() -> list:
     """DCGM's GPU metrics joined to the pods holding the GPUs and their NUMA nodes; the row is
     folded, and empty without dcgm-exporter."""
-    about = (" From dcgm-exporter (DCGM_FI_DEV_*, label UUID), joined on the GPU's UUID to "
-             "podresources_device_info (device_id) of nvidia.com/gpu devices on this node; empty "
-             "without dcgm-exporter.")
+    about = (" From dcgm-exporter (DCGM_FI_DEV_*, label UUID), joined on the GPU's UUID to the "
+             "nvidia.com/gpu* devices held on this node (recording rule "
+             "gpu:podresources_device_info:relabel: whole GPUs, time-slicing replicas, GKE "
+             "shared GPUs; not MIG). A GPU shared by several pods shows its whole figures on "
+             "each. Empty without dcgm-exporter.")
     table_panel = table(
         "GPUs: utilization and memory by pod and NUMA node",
-        "Each assigned GPU of this node: the container holding it, the NUMA node it is local "
-        "to, its utilization and framebuffer memory." + about,
+        "Each GPU device held on this node: the physical GPU, the container holding it, the "
+        "NUMA node it is local to, the GPU's utilization and framebuffer memory." + about,
         [query(on_this_nodes_gpus("DCGM_FI_DEV_GPU_UTIL"), table=True),
          query(on_this_nodes_gpus("DCGM_FI_DEV_FB_USED"), table=True),
          query(f"{on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')} / on (UUID) group_left() "
                f"(max by (UUID) (DCGM_FI_DEV_FB_USED{{{THIS_NODES_GPUS}}}) + max by (UUID) "
                f"(DCGM_FI_DEV_FB_FREE{{{THIS_NODES_GPUS}}}))", table=True)],
         transformations=[merge(), organize(
-            {"UUID": "GPU", "numa_node": "NUMA node", "Value #A": "utilization",
-             "Value #B": "memory used", "Value #C": "memory used share"},
-            order=("UUID", "numa_node", "namespace", "pod", "container", "Value #A",
-                   "Value #B", "Value #C"))],
+            {"UUID": "GPU", "device_id": "device", "numa_node": "NUMA node",
+             "Value #A": "utilization", "Value #B": "memory used",
+             "Value #C": "memory used share"},
+            order=("UUID", "resource", "device_id", "numa_node", "namespace", "pod", "container",
+                   "Value #A", "Value #B", "Value #C"))],
         units={"utilization": "percent", "memory used": "mbytes",
                "memory used share": "percentunit"},
         colored={"utilization": ((None, "blue"), (50, "green"), (90, "orange"))},
@@ -250,13 +290,15 @@ def gpus() -> list:
     by_numa = timeseries(
         "GPU utilization by NUMA node",
         "Mean utilization of the assigned GPUs local to each NUMA node." + about,
-        [query(f"avg by (numa_node) ({on_this_nodes_gpus('DCGM_FI_DEV_GPU_UTIL')})",
+        [query("avg by (numa_node) (max by (numa_node, UUID) "
+               f"({on_this_nodes_gpus('DCGM_FI_DEV_GPU_UTIL')}))",
                "NUMA {{numa_node}}")],
         unit="percent")
     by_pod = timeseries(
         "GPU memory used by pod",
-        "Framebuffer memory used on the GPUs each pod holds." + about,
-        [query(f"sum by (namespace, pod) ({on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')})",
+        "Framebuffer memory used on the GPUs each pod holds (each GPU once)." + about,
+        [query("sum by (namespace, pod) (max by (namespace, pod, UUID) "
+               f"({on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')}))",
                "{{namespace}}/{{pod}}")],
         unit="mbytes")
     return [row("GPUs (dcgm-exporter)", collapsed_panels=[table_panel, by_numa, by_pod])]
@@ -310,8 +352,7 @@ def build() -> dict:
                        'label_values({__name__=~"podresources_(container_numa_nodes|device_info'
                        f'|dra_device_info|pod_cpus|pod_memory_bytes)",{NODE}}}, namespace)',
                        multi=True),
-        query_variable("gpu", "GPUs",
-                       f"label_values(podresources_device_info{{{NODE},{GPU}}}, device_id)",
+        query_variable("gpu", "GPUs", f"label_values({GPU_RECORD}{{{NODE}}}, UUID)",
                        multi=True, all_value=None,
                        description="The node's GPUs (their UUIDs), for the GPU row: "
                                    "dcgm-exporter's series are selected by UUID, so the row "

@@ -31,6 +31,7 @@ RECORDING_GROUP = "podresources-exporter.rules"
 UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
 LATENCY_GROUP = "podresources-exporter.latency.rules"
+GPU_GROUP = "podresources-exporter.gpu.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
 PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
 
@@ -98,10 +99,17 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "memory_type", "(.+)"))\n'
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
-           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocatable))",
-           "Allocatable and allocated per node and resource; `resource` is cpu, a memory type or "
-           "a device resource, as in podresources_numa_utilization_ratio. Node-level sums are "
-           "exact: an item local to several NUMA nodes is exported once, under its group."),
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocatable))\n"
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, driver, pool) "
+           "(podresources_dra_devices_allocatable),\n"
+           '    "resource", "$1", "driver", "(.+)"))',
+           "Allocatable and allocated per node and resource; `resource` is cpu, a memory type, "
+           "a device resource or a DRA driver, as in podresources_numa_utilization_ratio. "
+           "Node-level sums are exact: an item local to several NUMA nodes is exported once, "
+           "under its group."),
     Record("node_resource:podresources_allocated:sum",
            "label_replace(\n"
            "  sum by (<<cluster>>, node) (max by (<<cluster>>, node, numa_node) "
@@ -115,7 +123,13 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "memory_type", "(.+)"))\n'
            "or\n"
            "sum by (<<cluster>>, node, resource) (\n"
-           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))"),
+           "  max by (<<cluster>>, node, numa_node, resource) (podresources_devices_allocated))\n"
+           "or\n"
+           "sum by (<<cluster>>, node, resource) (\n"
+           "  label_replace(\n"
+           "    max by (<<cluster>>, node, numa_node, driver, pool) "
+           "(podresources_dra_devices_allocated),\n"
+           '    "resource", "$1", "driver", "(.+)"))'),
 )
 
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so
@@ -157,8 +171,40 @@ LATENCY_RECORDS = (
            "The 99th percentile of kubelet call durations per node and method (label quantile)."),
 )
 
+# The physical GPU behind each nvidia.com/gpu* device a container holds, as dcgm-exporter names
+# it (label UUID), for the NUMA overview's GPU row. The device plugin's device ids take several
+# forms: a whole GPU "GPU-<uuid>", a time-slicing replica "GPU-<uuid>::<n>" (several containers
+# on one GPU), GKE's shared GPU "nvidia<n>/vgpu<m>", which names the GPU by its device file: that
+# one is looked up in dcgm-exporter's own series of the same node (its Hostname label is the node
+# name, from NODE_NAME, as its chart and the GPU operator set it) by device="nvidia<n>". MIG
+# devices ("MIG-<uuid>", resources nvidia.com/mig-*) are not here: dcgm-exporter never shows a
+# MIG device's UUID. The regular expressions live here, not in the dashboards, because Grafana
+# would read label_replace's "$1" as one of its variables.
+GPU_HOLDINGS = ("max by (<<cluster>>, node, resource, device_id, numa_node, namespace, pod, "
+                "container, UUID)")
+GPU_RECORDS = (
+    Record("gpu:podresources_device_info:relabel",
+           f"{GPU_HOLDINGS} (\n"
+           "  label_replace(\n"
+           '    podresources_device_info{resource=~"nvidia.com/gpu.*",device_id=~"GPU-.+"},\n'
+           '    "UUID", "$1", "device_id", "(GPU-[^:]+)(::[0-9]+)?"))\n'
+           "or\n"
+           f"{GPU_HOLDINGS} (\n"
+           "  label_replace(\n"
+           '    podresources_device_info{resource=~"nvidia.com/gpu.*",'
+           'device_id=~"nvidia[0-9]+/vgpu[0-9]+"},\n'
+           '    "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")\n'
+           "  * on (<<cluster>>, node, device) group_left(UUID)\n"
+           "  group by (<<cluster>>, node, device, UUID) (\n"
+           '    label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))',
+           "One series per GPU device a container holds, with the physical GPU's UUID (label "
+           "UUID) for every device id form that names one: GPU-<uuid>, GPU-<uuid>::<n> and GKE's "
+           "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node)."),
+)
+
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
-                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS))
+                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS),
+                    (GPU_GROUP, GPU_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (

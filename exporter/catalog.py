@@ -205,41 +205,58 @@ KUBE_API_ERRORS = _define(
 # ---- fit and explain: where does a pod still fit, why was it rejected ----
 NUMA_FREE = _define(
     "podresources_numa_free", "gauge",
-    "What a new exclusive request could still get on this NUMA node alone: allocatable minus "
-    "allocated (memory spanning nodes apportioned, an estimate; devices: allocatable devices "
-    "not assigned, a device local to several nodes counted on each). CPUs, bytes or devices.",
-    ("numa_node", "resource"))
+    "What a new single-NUMA request could still get on this NUMA node: allocatable, "
+    "unassigned CPUs and devices (a device local to several nodes counted on each); a memory "
+    "type's allocatable left after the node's blocks, 0 on a node holding part of a block "
+    "that spans several NUMA nodes (the memory manager serves no single-node request there). "
+    "CPUs, bytes or devices.", ("numa_node", "resource"))
 NUMA_FREE_FULL_CORES = _define(
     "podresources_numa_free_full_cores", "gauge",
     "Free allocatable CPUs whose SMT siblings are all free and allocatable (whole free "
     "physical cores), counted in CPUs.", ("numa_node",))
 KUBELET_CONFIG_INFO = _define(
     "podresources_kubelet_config_info", "gauge",
-    "Always 1; the kubelet's Topology Manager policy and scope and its CPU and memory manager "
-    "policies from --kubelet-config, each unknown when not read.",
+    "Always 1; the Topology Manager policy and scope and the CPU and memory manager policies "
+    "the fit answers use, and where they came from: flags, file (--kubelet-config), assumed, "
+    "or a mix joined by +.",
     ("topology_manager_policy", "topology_manager_scope", "cpu_manager_policy",
-     "memory_manager_policy"))
+     "memory_manager_policy", "source"))
+SHAPE_ADMITTED = _define(
+    "podresources_shape_admitted", "gauge",
+    "1 when the kubelet, with the Topology Manager policy, scope and options in use, would "
+    "admit one more pod of the shape now, else 0.", ("shape",), "fit")
+SHAPE_REJECTION_INFO = _define(
+    "podresources_shape_rejection_info", "gauge",
+    "1 while one more pod of the shape would be rejected: reason is what the kubelet would "
+    "say (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError, "
+    "OutOf<resource>), blocking_resource the resource no allowed NUMA set has enough of "
+    "(multiple when several or only together).", ("shape", "reason", "blocking_resource"),
+    "fit")
 SHAPE_FITS = _define(
     "podresources_shape_fits", "gauge",
-    "1 when one pod of the shape fits on this NUMA node alone now (every resource of the "
-    "shape together), else 0.", ("shape", "numa_node"), "fit")
+    "1 when the whole pod of the shape, every container of it, would be admitted on this NUMA "
+    "node alone under the single-numa-node policy, else 0.", ("shape", "numa_node"), "fit")
 SHAPE_SHORTFALL = _define(
     "podresources_shape_shortfall", "gauge",
-    "How much of the resource this NUMA node lacks for one pod of the shape (0 when enough): "
-    "the why not.", ("shape", "numa_node", "resource"), "fit")
+    "How much of the resource this NUMA node lacks for the pod's effective request (0 when "
+    "enough; the whole request for memory on a node of a multi-NUMA memory group): the why "
+    "not.", ("shape", "numa_node", "resource"), "fit")
 SHAPE_CAPACITY = _define(
     "podresources_shape_capacity", "gauge",
-    "How many more pods of the shape this node could admit now under the single-numa-node "
-    "policy, packed greedily, each on one NUMA node.", ("shape",), "fit")
+    "How many more pods of the shape the kubelet would admit now, one after another, each "
+    "placed as the kubelet places it under the policy and scope in use; at most 64 (meaning "
+    "64 or more), +Inf when the shape asks for nothing the kubelet assigns exclusively.",
+    ("shape",), "fit")
 SHAPE_MIN_NUMA_NODES = _define(
     "podresources_shape_min_numa_nodes", "gauge",
-    "The fewest NUMA nodes that together hold one pod of the shape now (what the restricted "
-    "or best-effort policy would need); absent when it does not fit at all.", ("shape",), "fit")
+    "The fewest NUMA nodes that together hold one pod of the shape now (what the best-effort "
+    "policy aligns to); absent when it does not fit at all.", ("shape",), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",
     "Pods of this node rejected at admission for exclusive resources (seen with --kube-api); "
-    "blocking_resource is what no single NUMA node had enough of at the next refresh, "
-    "multiple when several, none when the pod would fit now.",
+    "blocking_resource is the resource no NUMA set the policy allows had enough of at the "
+    "next refresh (cpu for SMTAlignmentError), multiple when several or only together, none "
+    "when the pod would be admitted now.",
     ("reason", "blocking_resource"), "fit")
 ADMISSION_FAILURE_INFO = _define(
     "podresources_admission_failure_info", "gauge",

@@ -248,14 +248,24 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--fit-shapes", _EXPORTER, "YAML file of named pod shapes (shapes: {NAME: {cpu: 8, "
          "memory: 64Gi, nvidia.com/gpu: 2}}) for the podresources_shape_* answers; re-read on "
          "change (off when unset)", None, _LOOP.fit_shapes, FIT, "FILE"),
-    Flag("--full-pcpus-only", _EXPORTER, "fit counts whole free physical cores only, as the "
-         "CPU manager option full-pcpus-only does (also read from --kubelet-config)", switch,
+    Flag("--full-pcpus-only", _EXPORTER, "the CPU manager option full-pcpus-only is on: CPU "
+         "requests not a multiple of the threads per core, or beyond the free physical cores, "
+         "are rejected (SMTAlignmentError; also read from --kubelet-config)", switch,
          _LOOP.full_pcpus_only, FIT),
     Flag("--kubelet-config", _EXPORTER, "the kubelet's config file (e.g. "
          "/var/lib/kubelet/config.yaml), read for Topology Manager policy and scope and CPU "
          "manager options (off when unset)", None, _LOOP.kubelet_config, FIT, "PATH"),
-    Flag("--shape", (SNAPSHOT,), "where does one pod of this shape fit: RESOURCE=QUANTITY,... "
-         "(e.g. cpu=8,nvidia.com/gpu=2,memory=64Gi)", None, None, FIT, "SHAPE"),
+    Flag("--topology-manager-policy", _EXPORTER, "the kubelet's Topology Manager policy "
+         "(none, best-effort, restricted or single-numa-node), when its config file cannot be "
+         "mounted; overrides --kubelet-config (default: the file's, else single-numa-node)",
+         choice("none", "best-effort", "restricted", "single-numa-node"),
+         _LOOP.topology_manager_policy, FIT, "POLICY"),
+    Flag("--topology-manager-scope", _EXPORTER, "the kubelet's Topology Manager scope "
+         "(container or pod); overrides --kubelet-config (default: the file's, else "
+         "container)", choice("container", "pod"), _LOOP.topology_manager_scope, FIT, "SCOPE"),
+    Flag("--shape", (SNAPSHOT,), "would the kubelet admit one pod of this shape, and where: a "
+         "shape's name from --fit-shapes, or RESOURCE=QUANTITY,... for one container (e.g. "
+         "cpu=8,nvidia.com/gpu=2,memory=64Gi)", None, None, FIT, "SHAPE"),
     Flag("--why", (SNAPSHOT,), "why was this pod rejected at admission: NAMESPACE/POD, read "
          "from the Kubernetes API (in-cluster config, or $KUBECONFIG)", None, None, FIT,
          "NAMESPACE/POD"),

@@ -151,6 +151,8 @@ class NumaNode:
     memory_bytes: int | None = None
     # hugepage size in bytes -> number of pages configured on this node
     hugepages: dict[int, int] = field(default_factory=dict)
+    # sysfs ``distance``: the ACPI SLIT distance to each online NUMA node, in id order
+    distances: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,19 @@ class Topology:
             for cpu in node.cpus:
                 cpu_to_numa.setdefault(cpu, node.numa_id)
         return cls({node.numa_id: node for node in nodes}, cpu_to_numa, dict(cpu_siblings or {}))
+
+    def distances(self) -> dict[int, dict[int, int]] | None:
+        """distances[i][j] between NUMA nodes, as the kubelet's ``NUMADistances`` holds them
+        (the k-th value of a node's list is the distance to the k-th node by id); ``None``
+        when sysfs gave none or a list of the wrong length."""
+        ids = sorted(self.numa_nodes)
+        table: dict[int, dict[int, int]] = {}
+        for numa_id in ids:
+            row = self.numa_nodes[numa_id].distances
+            if len(row) != len(ids):
+                return None
+            table[numa_id] = dict(zip(ids, row))
+        return table
 
     def siblings(self, cpu: int) -> frozenset[int]:
         """The hardware threads sharing ``cpu``'s physical core, ``cpu`` included."""

@@ -14,7 +14,7 @@ import copy
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -125,7 +125,8 @@ def held_at_once(spec: dict[str, Any],
 # Manager (TopologyAffinityError), the CPU manager's full-pcpus-only option (SMTAlignmentError),
 # a resource manager's failed allocation (UnexpectedAdmissionError), and the resource fit
 # predicate, whose reason is "OutOf" + the resource name (pkg/kubelet/lifecycle/predicate.go).
-ADMISSION_REASONS = ("TopologyAffinityError", "SMTAlignmentError", "UnexpectedAdmissionError")
+ADMISSION_REASONS = ("TopologyAffinityError", "SMTAlignmentError", "UnexpectedAdmissionError",
+                     "PodLevelResourcesIncompatible")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,9 @@ class Rejection:
     reason: str
     message: str
     requests: tuple[tuple[str, int], ...]
+    # the pod's spec and the status fields admission reads, for judging it container by
+    # container (exporter.fit.fromspec)
+    pod: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def is_admission_reason(reason: object) -> bool:
@@ -163,8 +167,11 @@ def rejection(obj: dict[str, Any]) -> Rejection | None:
     if status.get("phase") != "Failed" or not is_admission_reason(reason):
         return None
     meta = obj.get("metadata") or {}
+    kept = {"spec": obj.get("spec") or {},
+            "status": {"extendedResourceClaimStatus":
+                       status.get("extendedResourceClaimStatus") or {}}}
     return Rejection(str(meta.get("uid", "")), str(reason), str(status.get("message", "")),
-                     exclusive_requests(obj.get("spec") or {}))
+                     exclusive_requests(obj.get("spec") or {}), kept)
 
 
 def _quantities(container: dict[str, Any], kind: str) -> dict[str, float]:

@@ -104,6 +104,7 @@ def read_topology(sysfs_root: str | Path) -> Topology:
             cpus=cpus,
             memory_bytes=_read_memtotal(entry / "meminfo"),
             hugepages=_read_hugepages(entry / "hugepages"),
+            distances=_read_distances(entry / "distance"),
         ))
     if not nodes:
         if online is None:
@@ -173,6 +174,15 @@ def _read_online_cpus(root: Path) -> frozenset[int] | None:
         return None
     except ValueError as error:
         raise TopologyError(f"{path}: {error}") from error
+
+
+def _read_distances(path: Path) -> tuple[int, ...]:
+    """``node<N>/distance`` (``10 21``); empty when missing or unreadable (the fit answers then
+    break ties by NUMA id, as without ``prefer-closest-numa-nodes``)."""
+    try:
+        return tuple(int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return ()
 
 
 def _read_memtotal(path: Path) -> int | None:

@@ -74,7 +74,9 @@ def build_fit(settings: Settings, health: Health, rejections: Rejections | None)
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
-                              settings.full_pcpus_only, health.registry, rejections)
+                              settings.full_pcpus_only, health.registry, rejections,
+                              settings.topology_manager_policy,
+                              settings.topology_manager_scope)
     except FitSetupError as error:
         raise UsageError(str(error)) from None
 

@@ -69,11 +69,11 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
                                refresher.status.capabilities, settings.node_name,
                                pods=refresher.snapshot.pods))
-    if output_format != "json" and refresher.fit is not None and refresher.fit.free is not None:
+    if output_format != "json" and refresher.fit is not None and refresher.fit.state is not None:
         from ..fit.explain import free_table, shapes_summary
-        sys.stdout.write("\n" + free_table(refresher.fit.free))
-        if refresher.fit.fits:
-            sys.stdout.write("\n" + shapes_summary(refresher.fit.fits))
+        sys.stdout.write("\n" + free_table(refresher.fit.state))
+        if refresher.fit.answers:
+            sys.stdout.write("\n" + shapes_summary(refresher.fit.answers))
     return 0
 
 
@@ -83,7 +83,9 @@ def _fit_question(shape: str | None, why: str | None) -> object:
     if shape and why:
         raise UsageError("--shape and --why are two questions: ask one at a time")
     if shape:
-        from ..fit.shapes import ShapeError, parse_shape_argument
+        from ..fit.shapes import ShapeError, ShapeName, parse_shape_argument
+        if "=" not in shape:
+            return ShapeName(shape.strip())  # a shape of --fit-shapes, looked up later
         try:
             return parse_shape_argument(shape, "request")
         except ShapeError as error:
@@ -98,16 +100,24 @@ def _fit_question(shape: str | None, why: str | None) -> object:
 
 
 async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
-    from ..fit.engine import Shape
     from ..fit.explain import ExplainError, shape_report, why_report
+    from ..fit.pod import PodShape
+    from ..fit.shapes import ShapeName
 
-    free = refresher.fit.free if refresher.fit is not None else None
-    if free is None:
+    fit = refresher.fit
+    if fit is None or fit.state is None or fit.config is None:
         print(f"{PROG}: the kubelet does not report allocatable resources (GetAllocatableResources "
               "unavailable, or API v1alpha1): nothing can be said about fit", file=sys.stderr)
         return 1
-    if isinstance(question, Shape):
-        sys.stdout.write(shape_report(question, free, output_format))
+    if isinstance(question, ShapeName):
+        named = {shape.name: shape for shape in fit.current_shapes()}
+        if question not in named:
+            known = ", ".join(sorted(named)) or "none (no --fit-shapes)"
+            raise UsageError(f"--shape: no shape named {question!r} in --fit-shapes (known: "
+                             f"{known}); or give RESOURCE=QUANTITY,...")
+        question = named[question]
+    if isinstance(question, PodShape):
+        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format))
         return 0
     assert isinstance(question, tuple)
     try:
@@ -115,7 +125,7 @@ async def _answer(question: object, refresher: Refresher, output_format: str) ->
     except ExplainError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
-    sys.stdout.write(why_report(pod, free, output_format))
+    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format))
     return 0
 
 

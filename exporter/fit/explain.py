@@ -1,21 +1,36 @@
 """The operator's two questions in words: ``snapshot --shape`` and ``snapshot --why``.
 
-``--shape 'cpu=8,nvidia.com/gpu=2'`` holds a shape against the snapshot just read;
-``--why NAMESPACE/POD`` takes the pod read from the Kubernetes API (by the ``snapshot``
-command), its exclusive requests from its spec (as the kubelet's admission counts them), and
-holds those against the same snapshot. Both print a per-NUMA table of request, free and
-shortfall, and a verdict sentence; ``--format json`` prints the same as one JSON object.
+``--shape 'cpu=8,nvidia.com/gpu=2'`` (or a shape's name from ``--fit-shapes``) admits one pod
+of the shape against the snapshot just read, as the kubelet would; ``--why NAMESPACE/POD``
+takes the pod read from the Kubernetes API (by the ``snapshot``
+command), takes each container's requests from its spec (SPEC
+7.2.1) and admits that pod the same way. Both print, per container, the request, each NUMA
+node's free amount and shortfall, where the kubelet would place it, and the verdict in one
+sentence naming the policy and scope; ``--format json`` prints the same as one JSON object.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..podspec import Rejection, exclusive_requests, rejection, without_dra_served
-from .engine import FreeCapacity, Shape, ShapeFit, evaluate, format_amount, verdict
-from .section import blocking_resource
+from ..podspec import Rejection, rejection
+from .answers import (
+    ShapeAnswer,
+    answer,
+    format_amount,
+    free_on,
+    full_cores_series,
+    nodes_text,
+    numa_free_series,
+    sentence,
+    where,
+)
+from .fromspec import pod_shape
+from .kubeletconfig import KubeletConfig
+from .nodestate import NodeState
+from .pod import PodShape, asks
 
 
 class ExplainError(Exception):
@@ -32,16 +47,15 @@ class PodQuestion:
     reason: str
     message: str
     rejection: Rejection | None
-    requests: tuple[tuple[str, int], ...]
+    shape: PodShape
 
     @classmethod
     def of(cls, namespace: str, name: str, obj: dict[str, Any]) -> PodQuestion:
         """The question about a pod object as the API server returned it."""
         status = obj.get("status") or {}
-        obj = without_dra_served(obj)  # DRA devices are never aligned (KEP-5004)
         return cls(namespace, name, str(status.get("phase", "")),
                    str(status.get("reason", "")), str(status.get("message", "")),
-                   rejection(obj), exclusive_requests(obj.get("spec") or {}))
+                   rejection(obj), pod_shape(obj, f"{namespace}/{name}"))
 
 
 def parse_pod_name(text: str) -> tuple[str, str]:
@@ -51,69 +65,115 @@ def parse_pod_name(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-def explain_shape(shape: Shape, free: FreeCapacity) -> ShapeFit:
-    return evaluate(shape, free)
-
-
-def _rows(fit: ShapeFit) -> list[tuple[str, str, str, str, str]]:
+def _container_rows(result: ShapeAnswer, state: NodeState) -> list[dict[str, Any]]:
+    """Per container: its request, each NUMA node's free amount and shortfall, and where the
+    kubelet placed it (or that it could not)."""
+    rules = result.rules
+    placed = {p.container: p for p in result.verdict.placements}
     rows = []
-    for numa_id in fit.fits:
-        for resource in fit.constrained:
-            amount = fit.shape.requests[resource]
-            rows.append((str(numa_id), resource, format_amount(resource, amount),
-                         format_amount(resource, fit.free[numa_id][resource]),
-                         format_amount(resource, fit.shortfall[numa_id][resource])))
+    for container, _ in result.shape.in_admission_order():
+        ask = asks(result.shape, container, rules.managers)
+        resources = [r for r in ask.resources() if r in result.aligned or r in ask.devices]
+        placement = placed.get(container.name)
+        seen = state  # what this container was judged against: after the ones before it
+        if placement is not None and placement.before is not None:
+            seen = placement.before
+        elif result.verdict.container == container.name and result.verdict.before is not None:
+            seen = result.verdict.before
+        numa = []
+        for numa_id in state.numa_ids:
+            free = {r: free_on(seen, r, numa_id) for r in resources}
+            numa.append({"numa_node": str(numa_id), "free": free,
+                         "shortfall": {r: max(0, ask.amount(r) - free[r]) for r in resources}})
+        aligned_to = None
+        if placement is not None and not placement.ask.is_empty():
+            found = where(placement)
+            aligned_to = sorted(found) if found else None
+        rows.append({"container": container.name, "sidecar": container.sidecar,
+                     "init": container in result.shape.init_containers,
+                     "request": {r: ask.amount(r) for r in resources},
+                     "not_exclusive": sorted(set(container.requests) - set(resources)),
+                     "placed": placement is not None, "numa_nodes_used": aligned_to,
+                     "numa": numa})
     return rows
 
 
-def format_fit_table(fit: ShapeFit, free: FreeCapacity, title: str) -> str:
-    """The per-NUMA table and the verdict, for a terminal."""
-    lines = [title]
-    header = ("NUMA", "RESOURCE", "REQUEST", "FREE", "SHORTFALL")
-    rows = _rows(fit)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    for resource in fit.unmanaged:
-        lines.append(f"({resource}: not assigned per NUMA node on this kubelet, no constraint)")
-    if free.full_pcpus_only and "cpu" in fit.constrained:
-        lines.append("(full-pcpus-only: free CPUs are counted in whole free cores)")
-    fits_on = [str(n) for n, ok in fit.fits.items() if ok]
-    lines.append(f"fits on NUMA nodes: {', '.join(fits_on) or 'none'}; capacity under "
-                 f"single-numa-node: {fit.capacity if fit.capacity is not None else 'unbounded'}"
-                 f"; fewest NUMA nodes together: "
-                 f"{fit.min_numa_nodes if fit.min_numa_nodes is not None else 'does not fit'}")
-    lines.append(f"Verdict: {verdict(fit)}.")
-    return "\n".join(lines) + "\n"
-
-
-def fit_json(fit: ShapeFit) -> dict[str, Any]:
+def fit_json(result: ShapeAnswer, state: NodeState, config: KubeletConfig) -> dict[str, Any]:
+    verdict = result.verdict
     return {
-        "shape": fit.shape.name,
-        "requests": dict(fit.shape.requests),
-        "numa_nodes": [
-            {"numa_node": str(numa_id), "fits": fit.fits[numa_id],
-             "free": fit.free[numa_id], "shortfall": fit.shortfall[numa_id]}
-            for numa_id in fit.fits],
-        "not_aligned": list(fit.unmanaged),
-        "capacity": fit.capacity,
-        "min_numa_nodes": fit.min_numa_nodes,
-        "blocking_resource": blocking_resource(fit),
-        "verdict": verdict(fit),
+        "shape": result.shape.name,
+        "qos": result.shape.qos,
+        "kubelet_config": dict(zip(("topology_manager_policy", "topology_manager_scope",
+                                    "cpu_manager_policy", "memory_manager_policy", "source"),
+                                   config.labels())),
+        "containers": _container_rows(result, state),
+        "admitted": verdict.admitted,
+        "reason": verdict.reason,
+        "blocking_resource": verdict.blocking_resource,
+        "rejected_container": verdict.container,
+        "pinned_by": verdict.pinned_by,
+        "memory_group_nodes": sorted(verdict.grouped_nodes),
+        "fits": {str(n): ok for n, ok in result.fits.items()},
+        "not_aligned": list(result.not_aligned),
+        "capacity": result.capacity if result.capacity != float("inf") else "+Inf",
+        "min_numa_nodes": result.min_numa_nodes,
+        "verdict": sentence(result),
     }
 
 
-def shape_report(shape: Shape, free: FreeCapacity, output_format: str) -> str:
-    fit = evaluate(shape, free)
+def format_fit_table(result: ShapeAnswer, state: NodeState, config: KubeletConfig,
+                     title: str) -> str:
+    """Per container: the request, free and shortfall per NUMA node, the placement; then the
+    verdict."""
+    lines = [title, f"Kubelet configuration ({config.source}): Topology Manager policy "
+             f"{config.topology_manager_policy}, scope {config.topology_manager_scope}, CPU "
+             f"manager {config.cpu_manager_policy}, memory manager "
+             f"{config.memory_manager_policy}"
+             + (", full-pcpus-only" if config.full_pcpus_only else "")]
+    for row in _container_rows(result, state):
+        kind = "sidecar " if row["sidecar"] else "init container " if row["init"] else ""
+        request = ", ".join(f"{r}={format_amount(r, a)}" for r, a in row["request"].items())
+        if not row["placed"]:
+            where = "not placed"
+        elif row["numa_nodes_used"] is None:
+            where = "nothing aligned"
+        else:
+            where = "placed on " + nodes_text(frozenset(row["numa_nodes_used"]))
+        lines.append(f"{kind.capitalize() or 'Container '}"
+                     f"{row['container']}: {request or 'no exclusive request'} -> {where}")
+        if row["not_exclusive"]:
+            lines.append(f"  (not exclusive here: {', '.join(row['not_exclusive'])})")
+        if not row["request"]:
+            continue
+        header = ("NUMA", "RESOURCE", "REQUEST", "FREE", "SHORTFALL")
+        cells = [(n["numa_node"], r, format_amount(r, a), format_amount(r, n["free"][r]),
+                  format_amount(r, n["shortfall"][r]))
+                 for n in row["numa"] for r, a in row["request"].items()]
+        widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
+        for cell in [header, *cells]:
+            lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(cell, widths)).rstrip())
+    fits_on = [str(n) for n, ok in result.fits.items() if ok]
+    capacity = ("unbounded" if result.capacity == float("inf") else str(int(result.capacity)))
+    lines.append(f"Whole pod alone on NUMA nodes (single-numa-node): {', '.join(fits_on) or 'none'}"
+                 f"; capacity: {capacity}; fewest NUMA nodes together: "
+                 f"{result.min_numa_nodes if result.min_numa_nodes is not None else 'none'}")
+    for resource in result.not_aligned:
+        lines.append(f"({resource}: no exclusive assignment here, so no NUMA alignment)")
+    lines.append(f"Verdict: {sentence(result)}.")
+    return "\n".join(lines) + "\n"
+
+
+def shape_report(shape: PodShape, state: NodeState, config: KubeletConfig,
+                 output_format: str) -> str:
+    result = answer(shape, state, config.rules())
     if output_format == "json":
-        return json.dumps(fit_json(fit), indent=2, sort_keys=True) + "\n"
-    requested = ", ".join(f"{r}={format_amount(r, a)}" for r, a in shape.requests.items())
-    return format_fit_table(fit, free, f"Shape {requested}")
+        return json.dumps(fit_json(result, state, config), indent=2, sort_keys=True) + "\n"
+    return format_fit_table(result, state, config, f"Shape {shape.name} ({shape.qos})")
 
 
-def why_report(pod: PodQuestion, free: FreeCapacity, output_format: str) -> str:
-    """The rejected pod's exclusive requests against this snapshot."""
-    requests = pod.rejection.requests if pod.rejection is not None else pod.requests
+def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
+               output_format: str) -> str:
+    """The pod's containers admitted against this snapshot, as the kubelet would."""
     who = f"{pod.namespace}/{pod.name}"
     if pod.rejection is not None:
         status = f"rejected at admission: {pod.rejection.reason}"
@@ -122,26 +182,29 @@ def why_report(pod: PodQuestion, free: FreeCapacity, output_format: str) -> str:
     else:
         status = (f"not rejected at admission (phase {pod.phase or 'unknown'}"
                   + (f", reason {pod.reason}" if pod.reason else "") + ")")
-    if not requests:
-        text = (f"Pod {who}: {status}. It requests no exclusive resources (no whole CPUs in "
-                "a Guaranteed pod, no devices), so NUMA placement cannot have rejected it.\n")
-        if output_format == "json":
-            return json.dumps({"pod": who, "status": status, "requests": {},
-                               "verdict": text.strip()}, indent=2, sort_keys=True) + "\n"
-        return text
-    fit = evaluate(Shape(who, dict(requests)), free)
+    rules = config.rules()
+    note = ""
+    if (pod.rejection is not None and pod.rejection.reason == "SMTAlignmentError"
+            and not config.full_pcpus_only):
+        # only full-pcpus-only gives this reason: the kubelet has it on, whatever was read
+        rules = replace(rules, full_pcpus_only=True)
+        note = ("(SMTAlignmentError comes only from the CPU manager's full-pcpus-only option: "
+                "judged with it on; pass --full-pcpus-only or --kubelet-config)")
+    result = answer(pod.shape, state, rules)
     if output_format == "json":
-        document = fit_json(fit)
+        document = fit_json(result, state, config)
         document.update(pod=who, status=status)
+        if note:
+            document["note"] = note
         return json.dumps(document, indent=2, sort_keys=True) + "\n"
-    return format_fit_table(fit, free, f"Pod {who}: {status}\nExclusive requests: "
-                            + ", ".join(f"{r}={format_amount(r, a)}" for r, a in requests))
+    text = format_fit_table(result, state, config, f"Pod {who} ({pod.shape.qos}): {status}")
+    return text + (note + "\n" if note else "")
 
 
-def free_table(free: FreeCapacity) -> str:
+def free_table(state: NodeState) -> str:
     """``podresources_numa_free`` as a table, for the plain ``snapshot``."""
-    series = free.series()
-    full = free.full_cores_series()
+    series = numa_free_series(state)
+    full = full_cores_series(state)
     nodes = sorted({label for label, _ in series}, key=lambda x: (x == "unknown", x))
     resources = sorted({resource for _, resource in series},
                        key=lambda r: (r != "cpu", r.startswith(("memory", "hugepages-")), r))
@@ -154,17 +217,22 @@ def free_table(free: FreeCapacity) -> str:
             row.append(str(full.get(label, "-")))
         rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["Free for new exclusive requests, per NUMA node:"]
+    lines = ["Free for new single-NUMA requests, per NUMA node:"]
     for row in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    grouped = [n for n in state.numa_ids if state.grouped(n)]
+    if grouped:
+        lines.append(f"(memory: {nodes_text(frozenset(grouped))} hold part of a block spanning "
+                     "several NUMA nodes; the memory manager serves no single-node request "
+                     "there)")
     return "\n".join(lines) + "\n"
 
 
-def shapes_summary(fits: list[ShapeFit]) -> str:
+def shapes_summary(answers: list[ShapeAnswer]) -> str:
     """One verdict per ``--fit-shapes`` shape, for the plain ``snapshot``."""
-    if not fits:
+    if not answers:
         return ""
     lines = ["Pod shapes (--fit-shapes):"]
-    for fit in fits:
-        lines.append(f"  {fit.shape.name}: {verdict(fit)}")
+    for result in answers:
+        lines.append(f"  {result.shape.name}: {sentence(result)}")
     return "\n".join(lines) + "\n"

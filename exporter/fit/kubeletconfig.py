@@ -1,24 +1,38 @@
-"""The kubelet's configuration file (``--kubelet-config``), read for the fit answers.
+"""The kubelet's configuration for the fit answers: flags, then the config file, then what the
+exporter assumes (SPEC 7.1).
 
 The kubelet's ``KubeletConfiguration`` (``kubelet.config.k8s.io/v1beta1``, usually
-``/var/lib/kubelet/config.yaml``) says which Topology Manager policy and scope decide admission
-and whether the CPU manager's ``full-pcpus-only`` option is on. Fields the file leaves out take
-the kubelet's defaults (policy ``none``, scope ``container``, CPU manager ``none``, memory
-manager ``None``), as the kubelet itself applies them. Command-line flags of the kubelet that
-override the file are not visible here; the docs say so.
+``/var/lib/kubelet/config.yaml``, ``--kubelet-config``) says which Topology Manager policy and
+scope decide admission, its options (``prefer-closest-numa-nodes``,
+``max-allowable-numa-nodes``), the CPU and memory manager policies, the CPU manager's
+``full-pcpus-only`` and the ``PodLevelResourceManagers`` feature gate. Fields the file leaves
+out take the kubelet's defaults (policy ``none``, scope ``container``, CPU manager ``none``,
+memory manager ``None``). The flags ``--topology-manager-policy``,
+``--topology-manager-scope`` and ``--full-pcpus-only`` override the file. Without a file the
+exporter assumes policy ``single-numa-node`` (``none`` beyond 8 NUMA nodes, where a kubelet with
+a policy does not start), scope ``container``, CPU manager ``static`` when
+``GetAllocatableResources`` lists CPUs and memory manager ``Static`` when it lists memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..files import FileStamp
+from .admission import CONTAINER, SCOPES, Rules
+from .pod import Managers
+from .policy import NONE, POLICIES, SINGLE_NUMA_NODE
 
-UNKNOWN = "unknown"
 FULL_PCPUS_ONLY = "full-pcpus-only"
+PREFER_CLOSEST = "prefer-closest-numa-nodes"
+MAX_NUMA = "max-allowable-numa-nodes"
+POD_LEVEL_GATE = "PodLevelResourceManagers"
 KIND = "KubeletConfiguration"
+DEFAULT_MAX_NUMA_NODES = 8
+FLAGS, FILE, ASSUMED = "flags", "file", "assumed"
 
 
 class KubeletConfigError(ValueError):
@@ -26,22 +40,100 @@ class KubeletConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class KubeletConfig:
-    """What the fit answers need of the kubelet's configuration; ``unknown`` when not read."""
+class FileConfig:
+    """What the kubelet's config file says, with the kubelet's defaults for what it omits."""
 
-    topology_manager_policy: str = UNKNOWN
-    topology_manager_scope: str = UNKNOWN
-    cpu_manager_policy: str = UNKNOWN
-    memory_manager_policy: str = UNKNOWN
+    topology_manager_policy: str = NONE
+    topology_manager_scope: str = CONTAINER
+    cpu_manager_policy: str = "none"
+    memory_manager_policy: str = "None"
+    full_pcpus_only: bool = False
+    prefer_closest_numa_nodes: bool = False
+    max_allowable_numa_nodes: int = DEFAULT_MAX_NUMA_NODES
+    pod_level_resource_managers: bool = False
+
+
+@dataclass(frozen=True)
+class FlagConfig:
+    """The exporter's own flags for the kubelet's settings; ``None``: not given."""
+
+    topology_manager_policy: str | None = None
+    topology_manager_scope: str | None = None
     full_pcpus_only: bool = False
 
-    def labels(self) -> tuple[str, str, str, str]:
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    """The configuration in use, and where each part came from."""
+
+    topology_manager_policy: str
+    topology_manager_scope: str
+    cpu_manager_policy: str
+    memory_manager_policy: str
+    full_pcpus_only: bool
+    prefer_closest_numa_nodes: bool
+    pod_level_resource_managers: bool
+    source: str
+
+    def labels(self) -> tuple[str, str, str, str, str]:
         """Label values of ``podresources_kubelet_config_info``, in catalog order."""
         return (self.topology_manager_policy, self.topology_manager_scope,
-                self.cpu_manager_policy, self.memory_manager_policy)
+                self.cpu_manager_policy, self.memory_manager_policy, self.source)
+
+    def rules(self) -> Rules:
+        return Rules(self.topology_manager_policy, self.topology_manager_scope,
+                     self.full_pcpus_only, self.prefer_closest_numa_nodes,
+                     Managers(self.cpu_manager_policy == "static",
+                              self.memory_manager_policy == "Static",
+                              self.pod_level_resource_managers))
 
 
-def _text(config: dict[str, Any], key: str, default: str) -> str:
+def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_memory: bool,
+            numa_nodes: int) -> KubeletConfig:
+    """Flags, then the file, then the assumptions; ``source`` names what was used."""
+    used: list[str] = []
+
+    def note(source: str) -> None:
+        if source not in used:
+            used.append(source)
+
+    if flags.topology_manager_policy is not None:
+        policy = flags.topology_manager_policy
+        note(FLAGS)
+    elif file is not None:
+        policy = file.topology_manager_policy
+        note(FILE)
+    else:
+        policy = SINGLE_NUMA_NODE if numa_nodes <= DEFAULT_MAX_NUMA_NODES else NONE
+        note(ASSUMED)
+    if flags.topology_manager_scope is not None:
+        scope = flags.topology_manager_scope
+        note(FLAGS)
+    elif file is not None:
+        scope = file.topology_manager_scope
+        note(FILE)
+    else:
+        scope = CONTAINER
+        note(ASSUMED)
+    if file is not None:
+        cpu_policy, memory_policy = file.cpu_manager_policy, file.memory_manager_policy
+        note(FILE)
+    else:
+        cpu_policy = "static" if lists_cpus else "none"
+        memory_policy = "Static" if lists_memory else "None"
+        note(ASSUMED)
+    full = flags.full_pcpus_only or (file is not None and file.full_pcpus_only)
+    if flags.full_pcpus_only:
+        note(FLAGS)
+    closest = file.prefer_closest_numa_nodes if file is not None else False
+    gate = file.pod_level_resource_managers if file is not None else False
+    return KubeletConfig(policy, scope, cpu_policy, memory_policy, full, closest, gate,
+                         "+".join(sorted(used, key=(FLAGS, FILE, ASSUMED).index)))
+
+
+# ---- the file --------------------------------------------------------------------------------
+
+def _text(config: Mapping[str, Any], key: str, default: str) -> str:
     value = config.get(key, default)
     if value is None:
         return default
@@ -50,30 +142,60 @@ def _text(config: dict[str, Any], key: str, default: str) -> str:
     return value
 
 
-def parse_kubelet_config(document: object) -> KubeletConfig:
+def _options(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    options = document.get(key) or {}
+    if not isinstance(options, Mapping):
+        raise KubeletConfigError(f"{key} must be a map")
+    return options
+
+
+def _true(options: Mapping[str, Any], key: str, where: str) -> bool:
+    value = str(options.get(key, "false")).strip().lower()
+    if value not in ("true", "false"):
+        raise KubeletConfigError(f"{where}.{key} must be true or false, got {options.get(key)!r}")
+    return value == "true"
+
+
+def parse_kubelet_config(document: object) -> FileConfig:
     """A loaded KubeletConfiguration document, with the kubelet's defaults for what it omits."""
     if not isinstance(document, dict):
         raise KubeletConfigError("not a KubeletConfiguration (expected a YAML map)")
     kind = document.get("kind")
     if kind is not None and kind != KIND:
         raise KubeletConfigError(f"kind is {kind!r}, expected {KIND}")
-    options = document.get("cpuManagerPolicyOptions") or {}
-    if not isinstance(options, dict):
-        raise KubeletConfigError("cpuManagerPolicyOptions must be a map")
-    full = str(options.get(FULL_PCPUS_ONLY, "false")).strip().lower()
-    if full not in ("true", "false"):
-        raise KubeletConfigError(f"cpuManagerPolicyOptions.{FULL_PCPUS_ONLY} must be true or "
-                                 f"false, got {options.get(FULL_PCPUS_ONLY)!r}")
-    return KubeletConfig(
-        topology_manager_policy=_text(document, "topologyManagerPolicy", "none"),
-        topology_manager_scope=_text(document, "topologyManagerScope", "container"),
+    policy = _text(document, "topologyManagerPolicy", NONE)
+    if policy not in POLICIES:
+        raise KubeletConfigError(f"topologyManagerPolicy {policy!r} is not one of "
+                                 f"{', '.join(POLICIES)}")
+    scope = _text(document, "topologyManagerScope", CONTAINER)
+    if scope not in SCOPES:
+        raise KubeletConfigError(f"topologyManagerScope {scope!r} is not one of "
+                                 f"{', '.join(SCOPES)}")
+    cpu_options = _options(document, "cpuManagerPolicyOptions")
+    topology_options = _options(document, "topologyManagerPolicyOptions")
+    gates = _options(document, "featureGates")
+    gate = gates.get(POD_LEVEL_GATE, False)
+    if not isinstance(gate, bool):
+        raise KubeletConfigError(f"featureGates.{POD_LEVEL_GATE} must be true or false")
+    try:
+        max_numa = int(str(topology_options.get(MAX_NUMA, DEFAULT_MAX_NUMA_NODES)))
+    except ValueError:
+        raise KubeletConfigError(f"topologyManagerPolicyOptions.{MAX_NUMA} must be a number, got "
+                                 f"{topology_options.get(MAX_NUMA)!r}") from None
+    return FileConfig(
+        topology_manager_policy=policy,
+        topology_manager_scope=scope,
         cpu_manager_policy=_text(document, "cpuManagerPolicy", "none"),
         memory_manager_policy=_text(document, "memoryManagerPolicy", "None"),
-        full_pcpus_only=full == "true",
+        full_pcpus_only=_true(cpu_options, FULL_PCPUS_ONLY, "cpuManagerPolicyOptions"),
+        prefer_closest_numa_nodes=_true(topology_options, PREFER_CLOSEST,
+                                        "topologyManagerPolicyOptions"),
+        max_allowable_numa_nodes=max_numa,
+        pod_level_resource_managers=gate,
     )
 
 
-def load_kubelet_config(path: str | Path) -> KubeletConfig:
+def load_kubelet_config(path: str | Path) -> FileConfig:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -102,7 +224,7 @@ class KubeletConfigFile:
         self.config = load_kubelet_config(self.path)
         self.problem: str | None = None
 
-    def current(self) -> KubeletConfig:
+    def current(self) -> FileConfig:
         if self._stamp.changed():
             try:
                 self.config = load_kubelet_config(self.path)

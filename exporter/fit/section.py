@@ -1,18 +1,20 @@
 """The fit answers on /metrics: one section rendered after every refresh.
 
 :class:`FitView` holds what the fit answers need beyond one snapshot: the shapes (re-read when
-their file changes), the kubelet's configuration, and the pods already judged after an
-admission rejection. After each successful refresh, :meth:`FitView.update` computes the free
-capacity from that refresh's snapshot (no extra kubelet call), holds every shape and every newly
-seen rejection against it, and renders the gauges; the admission counter lives in the health
-registry (it is a counter, rendered per exposition format there).
+their file changes), the kubelet's configuration (flags, file, assumptions), and the pods
+already judged after an admission rejection. After each successful refresh,
+:meth:`FitView.update` rebuilds the resource managers' state from that refresh's snapshot (no
+extra kubelet call), answers every shape and every newly seen rejection with the kubelet's
+admission model, and renders the gauges; the admission counter lives in the health registry
+(it is a counter, rendered per exposition format there).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import Metric
@@ -22,15 +24,22 @@ from ..accounting import Accounting
 from ..exposition.rendering import gauge_family, render_text
 from ..model import KubeletSnapshot, Topology
 from ..podspec import Rejection
-from .engine import FreeCapacity, Shape, ShapeFit, evaluate, free_capacity, verdict
-from .kubeletconfig import KubeletConfig, KubeletConfigError, KubeletConfigFile
+from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
+from .fromspec import pod_shape
+from .kubeletconfig import (
+    FileConfig,
+    FlagConfig,
+    KubeletConfig,
+    KubeletConfigError,
+    KubeletConfigFile,
+    resolve,
+)
+from .nodestate import NodeState
+from .pod import PodShape, single_container
 from .shapes import ShapeError, ShapeFile
+from .snapshotstate import node_state
 
 log = logging.getLogger(__name__)
-
-
-# the configuration without --kubelet-config
-NOT_READ = KubeletConfig()
 
 
 class FitSetupError(Exception):
@@ -39,7 +48,9 @@ class FitSetupError(Exception):
 
 def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpus_only: bool,
                    registry: CollectorRegistry | None = None,
-                   rejections: Rejections | None = None) -> FitView:
+                   rejections: Rejections | None = None,
+                   topology_manager_policy: str | None = None,
+                   topology_manager_scope: str | None = None) -> FitView:
     """The fit view of the flags; :class:`FitSetupError` names the flag and the reason."""
     try:
         shapes = ShapeFile(fit_shapes) if fit_shapes else None
@@ -49,24 +60,14 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
         config = KubeletConfigFile(kubelet_config) if kubelet_config else None
     except KubeletConfigError as error:
         raise FitSetupError(f"--kubelet-config: {error}") from None
-    return FitView(shapes, config, full_pcpus_only, rejections, registry)
+    flags = FlagConfig(topology_manager_policy, topology_manager_scope, full_pcpus_only)
+    return FitView(shapes, config, flags, rejections, registry)
 
-NONE, MULTIPLE = "none", "multiple"
+
+NONE = "none"
 RejectionKey = tuple[str, str]
 # where rejected pods come from: the Kubernetes-API view, or the demo's simulator
 Rejections = Callable[[], Mapping[RejectionKey, Rejection]]
-
-
-def blocking_resource(fit: ShapeFit) -> str:
-    """The admission failures' ``blocking_resource``: the one resource no single NUMA node had
-    enough of; ``multiple`` when several (or when each node lacks something different);
-    ``none`` when the pod would fit now."""
-    if fit.smt_misaligned:
-        return "cpu"
-    if any(fit.fits.values()) or not fit.constrained:
-        return NONE
-    blocking = fit.blocking()
-    return blocking[0] if len(blocking) == 1 else MULTIPLE
 
 
 @dataclass
@@ -77,18 +78,28 @@ class Judged:
     sentence: str
 
 
+def rejected_pod_shape(key: RejectionKey, rejection: Rejection) -> PodShape:
+    """The rejected pod as the model judges it: container by container from its spec when the
+    record kept it, else its exclusive requests as one container."""
+    if rejection.pod.get("spec"):
+        return pod_shape(rejection.pod, f"{key[0]}/{key[1]}")
+    requests = {r: (a * 1000 if r == "cpu" else a) for r, a in rejection.requests}
+    return single_container(f"{key[0]}/{key[1]}", requests)
+
+
 @dataclass
 class FitView:
     """Shapes, kubelet configuration and admission verdicts, and their section of /metrics."""
 
     shapes: ShapeFile | None = None
     kubelet_config: KubeletConfigFile | None = None
-    full_pcpus_only: bool = False
+    flags: FlagConfig = field(default_factory=FlagConfig)
     # where rejected pods come from (the Kubernetes-API view), None without --kube-api
     rejections: Rejections | None = None
     registry: CollectorRegistry | None = None  # the health registry, for the counter
-    free: FreeCapacity | None = None
-    fits: list[ShapeFit] = field(default_factory=list)
+    state: NodeState | None = None
+    config: KubeletConfig | None = None
+    answers: list[ShapeAnswer] = field(default_factory=list)
     judged: dict[RejectionKey, Judged] = field(default_factory=dict)
     _counter: Counter | None = None
     _config_problem: str | None = None
@@ -96,9 +107,9 @@ class FitView:
     _rendered: bytes = b""
     _failed: bool = False
 
-    def config(self) -> KubeletConfig:
+    def file_config(self) -> FileConfig | None:
         if self.kubelet_config is None:
-            return NOT_READ  # the same object every time: update() compares inputs by identity
+            return None
         config = self.kubelet_config.current()
         problem = self.kubelet_config.problem
         if problem and problem != self._config_problem:
@@ -106,8 +117,15 @@ class FitView:
         self._config_problem = problem
         return config
 
-    def current_shapes(self) -> tuple[Shape, ...]:
+    def current_shapes(self) -> tuple[PodShape, ...]:
         return self.shapes.current() if self.shapes is not None else ()
+
+    def resolve(self, snapshot: KubeletSnapshot, topology: Topology) -> KubeletConfig:
+        allocatable = snapshot.allocatable
+        lists_cpus = bool(allocatable is not None and allocatable.cpu_ids)
+        lists_memory = bool(allocatable is not None and allocatable.memory)
+        return resolve(self.flags, self.file_config(), lists_cpus, lists_memory,
+                       len(topology.numa_nodes))
 
     def update(self, snapshot: KubeletSnapshot, topology: Topology,
                accounting: Accounting) -> bytes:
@@ -125,19 +143,22 @@ class FitView:
 
     def _update(self, snapshot: KubeletSnapshot, topology: Topology,
                 accounting: Accounting) -> bytes:
-        config = self.config()
+        config = self.resolve(snapshot, topology)
         shapes = self.current_shapes()
-        full = self.full_pcpus_only or config.full_pcpus_only
         # the ledger hands back the same accounting object when nothing changed
         inputs = (accounting, snapshot.allocatable, snapshot.api_version, topology, shapes,
-                  config, full)
+                  config)
         changed = len(inputs) != len(self._inputs) or any(
-            a is not b for a, b in zip(inputs, self._inputs))
+            (a != b) if isinstance(a, KubeletConfig) else (a is not b)
+            for a, b in zip(inputs, self._inputs))
         if changed:
             self._inputs = inputs
-            self.free = free_capacity(snapshot, topology, accounting, full)
-            self.fits = ([evaluate(shape, self.free) for shape in shapes]
-                         if self.free is not None else [])
+            self.config = config
+            rules = config.rules()
+            self.state = node_state(snapshot, topology, rules.managers.cpu_static,
+                                    rules.managers.memory_static)
+            self.answers = ([answer(shape, self.state, rules) for shape in shapes]
+                            if self.state is not None else [])
         if self._judge() or changed:
             self._rendered = render_text(self.families(config))
         return self._rendered
@@ -150,13 +171,17 @@ class FitView:
         gone = [k for k, j in self.judged.items() if k not in current or current[k].uid != j.uid]
         for key in gone:
             del self.judged[key]
-        if self.free is None:
+        if self.state is None or self.config is None:
             return bool(gone)  # new ones are judged at the first refresh that can tell
         fresh = sorted((k, r) for k, r in current.items() if k not in self.judged)
+        rules = self.config.rules()
         for key, rejection in fresh:
-            fit = evaluate(Shape(f"{key[0]}/{key[1]}", dict(rejection.requests)), self.free)
-            judged = Judged(rejection.uid, rejection.reason, blocking_resource(fit),
-                            verdict(fit))
+            judged_by = rules
+            if rejection.reason == "SMTAlignmentError":  # only full-pcpus-only says this
+                judged_by = replace(rules, full_pcpus_only=True)
+            result = answer(rejected_pod_shape(key, rejection), self.state, judged_by)
+            blocking = result.verdict.blocking_resource
+            judged = Judged(rejection.uid, rejection.reason, blocking, sentence(result))
             self.judged[key] = judged
             self._count(judged)
             log.warning("pod %s/%s was rejected at admission (%s); blocking resource %s: %s",
@@ -174,33 +199,41 @@ class FitView:
 
     def families(self, config: KubeletConfig) -> list[Metric]:
         families: list[Metric] = [gauge_family(catalog.KUBELET_CONFIG_INFO, {config.labels(): 1})]
-        free = self.free
-        if free is not None:
-            families.append(gauge_family(catalog.NUMA_FREE, free.series()))
-            families.append(gauge_family(catalog.NUMA_FREE_FULL_CORES, free.full_cores_series()))
-        families.extend(shape_families(self.fits))
+        if self.state is not None:
+            families.append(gauge_family(catalog.NUMA_FREE, numa_free_series(self.state)))
+            families.append(gauge_family(catalog.NUMA_FREE_FULL_CORES,
+                                         full_cores_series(self.state)))
+        families.extend(shape_families(self.answers))
         info: dict[tuple[str, ...], float] = {
             (key[0], key[1], j.reason, j.blocking): 1 for key, j in self.judged.items()}
         families.append(gauge_family(catalog.ADMISSION_FAILURE_INFO, info))
         return [f for f in families if f.samples]
 
 
-def shape_families(fits: Iterable[ShapeFit]) -> list[Metric]:
+def shape_families(answers: Iterable[ShapeAnswer]) -> list[Metric]:
+    admitted: dict[tuple[str, ...], float] = {}
+    rejection: dict[tuple[str, ...], float] = {}
     fits_series: dict[tuple[str, ...], float] = {}
     shortfall: dict[tuple[str, ...], float] = {}
     capacity: dict[tuple[str, ...], float] = {}
     smallest: dict[tuple[str, ...], float] = {}
-    for fit in fits:
-        name = fit.shape.name
-        for numa_id, ok in fit.fits.items():
+    for result in answers:
+        name = result.shape.name
+        verdict = result.verdict
+        admitted[(name,)] = int(verdict.admitted)
+        if not verdict.admitted and verdict.reason:
+            rejection[(name, verdict.reason, verdict.blocking_resource)] = 1
+        for numa_id, ok in result.fits.items():
             fits_series[(name, str(numa_id))] = int(ok)
-            for resource, amount in fit.shortfall[numa_id].items():
+            for resource, amount in result.shortfall[numa_id].items():
                 shortfall[(name, str(numa_id), resource)] = amount
-        if fit.capacity is not None:
-            capacity[(name,)] = fit.capacity
-        if fit.min_numa_nodes is not None:
-            smallest[(name,)] = fit.min_numa_nodes
-    return [gauge_family(catalog.SHAPE_FITS, fits_series),
+        capacity[(name,)] = result.capacity if not math.isnan(result.capacity) else 0
+        if result.min_numa_nodes is not None:
+            smallest[(name,)] = result.min_numa_nodes
+    return [gauge_family(catalog.SHAPE_ADMITTED, admitted),
+            gauge_family(catalog.SHAPE_REJECTION_INFO, rejection),
+            gauge_family(catalog.SHAPE_FITS, fits_series),
             gauge_family(catalog.SHAPE_SHORTFALL, shortfall),
             gauge_family(catalog.SHAPE_CAPACITY, capacity),
             gauge_family(catalog.SHAPE_MIN_NUMA_NODES, smallest)]
+

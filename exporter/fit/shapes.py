@@ -4,13 +4,22 @@ The file is YAML (JSON is YAML too), the chart renders it from the value ``fitSh
 
     shapes:
       gpu-train: {cpu: 16, memory: 64Gi, hugepages-1Gi: 8Gi, nvidia.com/gpu: 2}
-      dpdk-upf: {cpu: 6, hugepages-1Gi: 8Gi, intel.com/sriov_netdevice: 4}
+      upf:
+        initContainers:
+          - {cpu: 2, memory: 1Gi}                  # a regular init container
+          - {cpu: 1, memory: 256Mi, sidecar: true} # restartable init container (sidecar)
+        containers:
+          - {cpu: 8, memory: 16Gi, intel.com/sriov_vf: 2}
+          - {cpu: 500m, memory: 1Gi}               # not whole CPUs: the shared pool
+      batch: {qos: Burstable, containers: [{cpu: 4, nvidia.com/gpu: 1}]}
 
-Requests are exclusive requests in Kubernetes notation: ``cpu`` in whole CPUs (``8`` or
-``8000m``; a fraction is never exclusive), ``memory`` and ``hugepages-<size>`` as quantities,
-device resources (``vendor.example/name``) as whole devices. Anything else is an error that
-names the shape and the resource. :class:`ShapeFile` re-reads the file when it changes; a bad
-new version keeps the shapes in use and is logged once.
+A flat map is a one-container pod. Requests are in Kubernetes notation: ``cpu`` (``8``,
+``500m``), ``memory`` and ``hugepages-<size>`` as quantities, device resources
+(``vendor.example/name``) as whole devices; ``qos`` is ``Guaranteed`` (the default: requests
+equal limits), ``Burstable`` or ``BestEffort``. A container may carry a ``name``; an init
+container ``sidecar: true``. Anything else is an error naming the shape and the resource.
+:class:`ShapeFile` re-reads the file when it changes; a bad new version keeps the shapes in use
+and is logged once.
 """
 
 from __future__ import annotations
@@ -25,15 +34,31 @@ from typing import Any
 
 from ..files import FileStamp
 from ..podspec import is_extended_resource, parse_quantity
-from .engine import CPU, Shape, is_memory_resource
+from .pod import (
+    BEST_EFFORT,
+    CPU,
+    GUARANTEED,
+    QOS_CLASSES,
+    ContainerShape,
+    PodShape,
+    is_memory_resource,
+)
 
 log = logging.getLogger(__name__)
+
+Shape = PodShape  # a named shape is a pod
 
 # a shape name becomes the value of the ``shape`` label
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _HUGEPAGES = re.compile(r"^hugepages-(\d+)(Ki|Mi|Gi|Ti|Pi|Ei)$")
 MAX_SHAPES = 100  # each shape adds series per NUMA node and resource
+MAX_CONTAINERS = 32
 EXPECTED = "cpu, memory, hugepages-<size> or a device resource such as nvidia.com/gpu"
+_STRUCTURE = ("containers", "initContainers", "qos")
+
+
+class ShapeName(str):
+    """``snapshot --shape NAME``: a shape of ``--fit-shapes``, looked up once it is read."""
 
 
 class ShapeError(ValueError):
@@ -41,7 +66,8 @@ class ShapeError(ValueError):
 
 
 def parse_request(shape: str, resource: object, value: object) -> tuple[str, int]:
-    """One ``resource: quantity`` of shape ``shape``, checked: (resource, amount)."""
+    """One ``resource: quantity`` of shape ``shape``, checked: (resource, amount); ``cpu`` in
+    millicores."""
     if not isinstance(resource, str) or not resource:
         raise ShapeError(f"shape {shape}: resource names must be strings, got {resource!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -54,10 +80,11 @@ def parse_request(shape: str, resource: object, value: object) -> tuple[str, int
     if not math.isfinite(amount) or amount <= 0:
         raise ShapeError(f"shape {shape}: {resource} must be more than 0, got {value!r}")
     if resource == CPU:
-        if amount != int(amount):
-            raise ShapeError(f"shape {shape}: cpu must be whole CPUs (a fraction is never "
-                             f"exclusive), got {value!r}")
-    elif is_memory_resource(resource):
+        millis = amount * 1000
+        if millis != int(millis):
+            raise ShapeError(f"shape {shape}: cpu must be whole millicores, got {value!r}")
+        return resource, int(millis)
+    if is_memory_resource(resource):
         if resource != "memory" and not _HUGEPAGES.match(resource):
             raise ShapeError(f"shape {shape}: unknown resource {resource!r} (hugepages are "
                              "named like hugepages-2Mi or hugepages-1Gi)")
@@ -71,18 +98,76 @@ def parse_request(shape: str, resource: object, value: object) -> tuple[str, int
     return resource, int(amount)
 
 
-def build_shape(name: object, requests: object) -> Shape:
+def _container(shape: str, spec: object, default_name: str, init: bool) -> ContainerShape:
+    if not isinstance(spec, Mapping) or not spec:
+        raise ShapeError(f"shape {shape}: a container must be a map of resource: quantity, got "
+                         f"{spec!r}")
+    name = spec.get("name", default_name)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ShapeError(f"shape {shape}: bad container name {name!r}")
+    sidecar = spec.get("sidecar", False)
+    if not isinstance(sidecar, bool):
+        raise ShapeError(f"shape {shape}: sidecar must be true or false, got {sidecar!r}")
+    if sidecar and not init:
+        raise ShapeError(f"shape {shape}: sidecar: true belongs to an init container")
+    requests = dict(parse_request(shape, r, v) for r, v in spec.items()
+                    if r not in ("name", "sidecar"))
+    if not requests:
+        raise ShapeError(f"shape {shape}: container {name} requests nothing")
+    return ContainerShape(name, requests, sidecar)
+
+
+def _containers(shape: str, items: object, key: str, prefix: str) -> tuple[ContainerShape, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise ShapeError(f"shape {shape}: {key} must be a list of containers")
+    if len(items) > MAX_CONTAINERS:
+        raise ShapeError(f"shape {shape}: {len(items)} {key}; at most {MAX_CONTAINERS}")
+    found = tuple(_container(shape, item, f"{prefix}-{i}", key == "initContainers")
+                  for i, item in enumerate(items))
+    names = [c.name for c in found]
+    if len(set(names)) != len(names):
+        raise ShapeError(f"shape {shape}: container names must differ, got {names}")
+    return found
+
+
+def build_shape(name: object, spec: object) -> PodShape:
+    """A flat map (one container) or ``{qos, initContainers, containers}``."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise ShapeError(f"bad shape name {name!r}: 1-63 letters, digits, '.', '_' or '-', "
                          "starting and ending with a letter or digit")
-    if not isinstance(requests, Mapping) or not requests:
-        raise ShapeError(f"shape {name}: expected a map of resource: quantity, got "
-                         f"{requests!r}")
-    return Shape(name, dict(parse_request(name, r, v) for r, v in requests.items()))
+    if not isinstance(spec, Mapping) or not spec:
+        raise ShapeError(f"shape {name}: expected a map of resource: quantity, got {spec!r}")
+    qos = spec.get("qos", GUARANTEED)
+    if qos not in QOS_CLASSES:
+        raise ShapeError(f"shape {name}: qos must be one of {', '.join(QOS_CLASSES)}, got "
+                         f"{qos!r}")
+    if "containers" in spec or "initContainers" in spec:
+        extra = sorted(str(k) for k in spec if k not in _STRUCTURE)
+        if extra:
+            raise ShapeError(f"shape {name}: {extra[0]!r} beside containers (put requests in a "
+                             "container)")
+        containers = _containers(name, spec.get("containers"), "containers", "container")
+        if not containers:
+            raise ShapeError(f"shape {name}: containers must list at least one container")
+        inits = _containers(name, spec.get("initContainers"), "initContainers", "init")
+        if {c.name for c in containers} & {c.name for c in inits}:
+            raise ShapeError(f"shape {name}: an init container and a container share a name")
+    else:
+        flat = {k: v for k, v in spec.items() if k != "qos"}
+        if not flat:
+            raise ShapeError(f"shape {name}: requests nothing")
+        containers = (_container(name, flat, "main", False),)
+        inits = ()
+    if qos == BEST_EFFORT and any(CPU in c.requests or "memory" in c.requests
+                                  for c in containers + inits):
+        raise ShapeError(f"shape {name}: a BestEffort pod requests no cpu or memory")
+    return PodShape(name, containers, inits, qos)
 
 
-def parse_shapes(document: object) -> tuple[Shape, ...]:
-    """The shapes of a loaded document ``{shapes: {name: {resource: quantity}}}``."""
+def parse_shapes(document: object) -> tuple[PodShape, ...]:
+    """The shapes of a loaded document ``{shapes: {name: shape}}``."""
     if not isinstance(document, Mapping) or set(document) != {"shapes"}:
         keys = sorted(map(str, document)) if isinstance(document, Mapping) else None
         raise ShapeError("expected a map with the single key 'shapes'"
@@ -92,11 +177,11 @@ def parse_shapes(document: object) -> tuple[Shape, ...]:
         raise ShapeError("'shapes' must map at least one shape name to its requests")
     if len(shapes) > MAX_SHAPES:
         raise ShapeError(f"{len(shapes)} shapes; at most {MAX_SHAPES}")
-    return tuple(build_shape(name, requests) for name, requests in shapes.items())
+    return tuple(build_shape(name, spec) for name, spec in shapes.items())
 
 
-def parse_shape_argument(text: str, name: str = "request") -> Shape:
-    """``cpu=8,nvidia.com/gpu=2,memory=64Gi`` (``snapshot --shape``)."""
+def parse_shape_argument(text: str, name: str = "request") -> PodShape:
+    """``cpu=8,nvidia.com/gpu=2,memory=64Gi`` (``snapshot --shape``): one container."""
     requests: dict[str, str] = {}
     for part in text.split(","):
         resource, sep, value = part.strip().partition("=")
@@ -131,7 +216,7 @@ def _unique_key_loader() -> Any:
     return UniqueKeyLoader
 
 
-def load_shapes(path: str | Path) -> tuple[Shape, ...]:
+def load_shapes(path: str | Path) -> tuple[PodShape, ...]:
     """Read and check a shape file; :class:`ShapeError` with a one-line reason otherwise."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -167,7 +252,7 @@ class ShapeFile:
         self.shapes = load_shapes(self.path)
         self.reloads = 0
 
-    def current(self) -> tuple[Shape, ...]:
+    def current(self) -> tuple[PodShape, ...]:
         if self._stamp.changed():
             try:
                 shapes = load_shapes(self.path)

@@ -63,6 +63,8 @@ class Settings:
     fit_shapes: str | None = None
     full_pcpus_only: bool = False
     kubelet_config: str | None = None
+    topology_manager_policy: str | None = None
+    topology_manager_scope: str | None = None
 
 
 class Refresher:

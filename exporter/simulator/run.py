@@ -70,14 +70,22 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     await simulator.stop()
 
 
-# The demo's fit shapes. On dual-socket-gpu under single-numa-node the kubelet admits neither:
-# analytics/inmem-db-0's 150 GiB block over NUMA nodes 0 and 1 makes them one memory group, so
-# no single-node memory request is served; deleting that pod (POST /pods/delete) lets
-# dpdk-upf-small in on node 0, while gpu-infer still finds no node with a free GPU and 4 CPUs.
+# The demo's fit shapes. On the dual-socket-gpu node, analytics/inmem-db-0 holds a memory block
+# across NUMA nodes 0 and 1, so the memory manager serves no single-NUMA memory request there:
+# every Guaranteed shape with memory is rejected (inmem-cache says why). vf-pair's two
+# containers are each aligned on their own (scope container): rx lands on NUMA node 0, tx on
+# node 1, though no single node holds both. Filling the node through the control endpoint
+# (POST /pods) moves them all.
 DEMO_SHAPES = """\
 shapes:
   dpdk-upf-small: {cpu: 2, memory: 2Gi, hugepages-1Gi: 4Gi, intel.com/sriov_netdevice: 2}
   gpu-infer: {cpu: 4, memory: 16Gi, nvidia.com/gpu: 1}
+  inmem-cache: {cpu: 2, memory: 8Gi}
+  vf-pair:
+    qos: Burstable
+    containers:
+      - {name: rx, cpu: 500m, intel.com/sriov_netdevice: 6}
+      - {name: tx, cpu: 500m, intel.com/sriov_netdevice: 6}
 """
 
 

@@ -247,20 +247,49 @@ def test_gpu_row_joins_dcgm_to_pods_and_numa_nodes():
     exprs = " ".join(target["expr"] for panel in inner for target in panel["targets"])
     for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
         assert metric in exprs
-    # DCGM's UUID label meets the device plugin's device id, on this node's GPUs only
-    assert 'label_join(' in exprs and '"UUID", "", "device_id"' in exprs
-    assert 'podresources_device_info{cluster="$cluster",node="$node",resource="nvidia.com/gpu",' \
-        'device_id=~"$gpu"}' in exprs
-    assert "group_left(numa_node, namespace, pod, container)" in exprs
+    # DCGM's UUID meets the recorded physical GPU of every held device, on this node's GPUs only;
+    # the holders are the many side (a time-sliced GPU has several), keyed on resource and
+    # device id, never on a device id alone
+    holdings = ('max by (UUID, resource, device_id, numa_node, namespace, pod, container) '
+                '(gpu:podresources_device_info:relabel{cluster="$cluster",node="$node",'
+                'UUID=~"$gpu"}) * on (UUID) group_left() max by (UUID) (DCGM_')
+    assert exprs.count(holdings) == 5  # the memory share divides by two DCGM series more
+    assert "topk" not in exprs and "label_join" not in exprs and "$1" not in exprs
     # dcgm-exporter's series are read for this node's GPUs only (by UUID), never the cluster's
     dcgm = re.findall(r"DCGM_\w+\{([^}]*)\}", exprs)
     assert len(dcgm) == 7 and set(dcgm) == {'cluster="$cluster",UUID=~"$gpu"'}
     gpu = next(v for v in model["templating"]["list"] if v["name"] == "gpu")
-    assert gpu["query"] == ('label_values(podresources_device_info{cluster="$cluster",'
-                            'node="$node",resource="nvidia.com/gpu"}, device_id)')
+    assert gpu["query"] == ('label_values(gpu:podresources_device_info:relabel{'
+                            'cluster="$cluster",node="$node"}, UUID)')
     # All means the node's GPUs (Grafana writes them as (a|b|...)), not ".*"
     assert gpu["multi"] and gpu["includeAll"] and not gpu.get("allValue")
     assert gpu["current"]["value"] == "$__all" and not gpu.get("hide")
+    # the regular expressions that find the GPU in a device id live in a recording rule
+    record = next(r for g in yaml.safe_load(generate.RULES.read_text(encoding="utf-8"))["groups"]
+                  for r in g["rules"] if r.get("record") == "gpu:podresources_device_info:relabel")
+    assert '"(GPU-[^:]+)(::[0-9]+)?"' in record["expr"]
+    assert '"(nvidia[0-9]+)/vgpu[0-9]+"' in record["expr"]
+
+
+def test_dra_devices_per_numa_node_on_the_overview_and_summed_on_the_cluster_dashboard():
+    overview = {panel["title"]: panel for panel in panels(DASHBOARDS["numa-overview"])}
+    exprs = [t["expr"] for t in overview["DRA devices per NUMA node"]["targets"]]
+    node = 'cluster="$cluster",node="$node"'
+    assert exprs == [f"max by (driver, pool, numa_node) (podresources_dra_{metric}{{{node}}})"
+                     for metric in ("devices_allocatable", "devices_allocated", "device_shares")]
+    assert overview["Tainted DRA devices"]["targets"][0]["expr"] == (
+        "max by (driver, pool, numa_node, effect) "
+        f"(podresources_dra_devices_tainted{{{node}}}) > 0")
+    assert "numa_node" in overview["DRA devices → pods"]["targets"][0]["expr"]
+    assert "no NUMA" not in overview["DRA devices → pods"]["description"]
+    device_bars = [t["expr"] for t in overview["Device utilization"]["targets"]]
+    assert 'resource=~".+/.+"' in device_bars[0]
+    assert 'resource=~".+\\\\..+",resource!~".*/.*"' in device_bars[1]  # DRA drivers
+    cluster = {panel["title"]: panel for panel in panels(DASHBOARDS["cluster-topology-fit"])}
+    summed = ("sum by (node, driver, pool) (max by (node, driver, pool, numa_node) "
+              '(podresources_dra_devices_allocated{cluster="$cluster",node=~"$node"}))')
+    assert cluster["DRA devices by node, driver and pool"]["targets"][0]["expr"] == summed
+    assert cluster["DRA devices by driver"]["targets"][0]["expr"] == f"sum by (driver) ({summed})"
 
 
 # What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet.py): the raw

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -39,6 +40,8 @@ import yaml
 from aiohttp import web
 
 from exporter.simulator import load_profile
+from exporter.simulator.apiserver import FakeApiServer
+from exporter.simulator.slices import resource_slices
 
 from ..support.harness import REPO, Exporter, Node, free_port, require_tool
 
@@ -85,6 +88,8 @@ FIRING_ON_DEMO_DATA = {
 # Recording rules that keep only non-zero series: empty while every exporter is healthy, shown
 # to record after a fault in test_every_alert_fires_on_demo_data_or_after_a_fault.
 ONLY_WHEN_NONZERO = {"node_kind:podresources_data_issues:rate5m"}
+# Recording rules about GPUs: series of the GPU nodes only.
+GPU_NODES_ONLY = {"gpu:podresources_device_info:relabel"}
 
 
 def gpu_inventory() -> list[str]:
@@ -139,10 +144,11 @@ class Prometheus:
     """A Prometheus server scraping the given exporters, with one rules file."""
 
     def __init__(self, binary: str, targets: dict[tuple[str, str], int],
-                 dcgm: dict[str, int], rules: Path):
+                 dcgm: dict[str, int] | list[tuple[str, int]], rules: Path):
         self.binary = binary
         self.targets = targets  # (cluster, node) -> exporter port
-        self.dcgm = dcgm  # cluster -> DCGM target port
+        # cluster -> DCGM target port, or (cluster, port) pairs for several per cluster
+        self.dcgm = list(dcgm.items()) if isinstance(dcgm, dict) else list(dcgm)
         self.rules = rules
         self.dir = Path(tempfile.mkdtemp(prefix="prom-"))
         self.port = free_port()
@@ -163,7 +169,7 @@ class Prometheus:
                 "job_name": DCGM_JOB,
                 "static_configs": [{"targets": [f"127.0.0.1:{port}"],
                                     "labels": {"cluster": cluster}}
-                                   for cluster, port in self.dcgm.items()],
+                                   for cluster, port in self.dcgm],
             }],
         }
 
@@ -241,13 +247,37 @@ class Prometheus:
             await asyncio.sleep(0.5)
 
 
+@contextlib.contextmanager
+def environment(name: str, value: str):
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 @contextlib.asynccontextmanager
-async def clusters(rules: Path):
+async def clusters(rules: Path, kube_api: bool = False):
     """Both simulated clusters, their exporters, the DCGM targets, and Prometheus with enough
-    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node)."""
+    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node).
+
+    With ``kube_api``, the exporters also watch a Kubernetes API server publishing the GPU
+    node's ResourceSlices (the same in both clusters): its DRA devices get their allocatable
+    count, taints and NUMA nodes."""
     binary = require_tool("prometheus", "apt-get install prometheus")
     gpus = gpu_inventory()
     async with contextlib.AsyncExitStack() as stack:
+        if kube_api:
+            api = await stack.enter_async_context(FakeApiServer())
+            for obj in resource_slices(load_profile("dual-socket-gpu")):
+                api.put("resourceslices", obj)
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            stack.enter_context(environment(
+                "KUBECONFIG", str(api.write_kubeconfig(directory / "kubeconfig"))))
         nodes = {
             (EAST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
             (EAST, EDGE_NODE): await stack.enter_async_context(Node("small")),
@@ -260,7 +290,8 @@ async def clusters(rules: Path):
         for (cluster_name, name), node in nodes.items():
             assert node.spec.name == name
             exporters[cluster_name, name] = await stack.enter_async_context(
-                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes))))
+                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes),
+                                       kube_api=kube_api)))
             await exporters[cluster_name, name].ready()
         dcgm = {
             EAST: await stack.enter_async_context(DcgmTarget(
@@ -280,7 +311,11 @@ async def clusters(rules: Path):
                 f"count_over_time(podresources_up{{job=\"{JOB}\"}}[{RATE_INTERVAL}]) >= 5")
             recorded = await prometheus.instant("node:podresources_cpus_free:sum")
             gpu_series = await prometheus.instant("DCGM_FI_DEV_GPU_UTIL")
-            return len(scrapes) == 3 and len(recorded) == 3 and len(gpu_series) == 2 * len(gpus)
+            # with the API view, both GPU nodes' ResourceSlices are seen (and recorded)
+            dra = await prometheus.instant('node_resource:podresources_allocatable:sum'
+                                           '{resource="gpu.nvidia.com"}') if kube_api else [1, 1]
+            return (len(scrapes) == 3 and len(recorded) == 3 and len(dra) == 2
+                    and len(gpu_series) == 2 * len(gpus))
 
         await prometheus.wait_until(enough_samples, "samples of every node")
         yield prometheus, nodes, exporters, dcgm
@@ -405,7 +440,7 @@ def by(result: list[dict], label: str) -> dict[str, float]:
 
 
 async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster():
-    async with clusters(RULES) as (prometheus, _, _, dcgm):
+    async with clusters(RULES, kube_api=True) as (prometheus, _, _, dcgm):
         failures: list[str] = []
         queries = 0
         results: dict[str, dict[tuple, dict]] = {}
@@ -432,9 +467,11 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 queries += 1
                 recorded = await prometheus.instant(rule["record"])
                 seen = {(s["metric"].get("cluster"), s["metric"].get("node")) for s in recorded}
+                expected = {(EAST, GPU_NODE), (WEST, GPU_NODE)} if name in GPU_NODES_ONLY \
+                    else expected_nodes
                 if not has_finite_value(result) or not has_finite_value(recorded):
                     failures.append(f"recording rule {name}: no data")
-                elif seen != expected_nodes:  # gpu-node-01 of each cluster kept apart
+                elif seen != expected:  # gpu-node-01 of each cluster kept apart
                     failures.append(f"recording rule {name}: {sorted(seen)}")
 
         assert not failures, f"{len(failures)} of {queries} queries failed:\n" + "\n".join(failures)
@@ -445,8 +482,11 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         overview, fit = results["numa-overview"], results["cluster-topology-fit"]
         assert by(overview[EAST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 3}
         assert by(overview[WEST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 11}
+        # inmem-db-0/db and mpi-rank-0/rank; in east also ml/llm-infer-1/server, whose CPUs are
+        # on NUMA node 1 and whose DRA GPU (gpu-8) on NUMA node 0 by its ResourceSlice
+        assert by(overview[EAST, "Misaligned containers"]["A"], "") == {"": 3}
+        assert by(overview[WEST, "Misaligned containers"]["A"], "") == {"": 2}
         for cluster_name in (EAST, WEST):
-            assert by(overview[cluster_name, "Misaligned containers"]["A"], "") == {"": 2}
             assert by(overview[cluster_name, "CPU utilization"]["A"], "numa_node")["0"] == \
                 pytest.approx(29 / 30)
         assert by(overview[EAST, "CPU utilization"]["A"], "numa_node")["1"] == \
@@ -492,6 +532,37 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 for s in cpu} == pytest.approx({(EAST, GPU_NODE): 58 / 62,
                                                 (EAST, EDGE_NODE): 4 / 7,
                                                 (WEST, GPU_NODE): 50 / 62})
+
+        # DRA devices per NUMA node (the profile's ResourceSlices): fpga-2's PCI address has no
+        # NUMA node, fpga-3 is tainted NoSchedule; mlx5_0 is shared by two pods; west lacks
+        # llm-infer-1 and so its DRA GPU gpu-8.
+        fpga, rdma, gpu = (("fpga.example.com", "gpu-node-01"),
+                           ("rdma.example.com", "gpu-node-01-mlx"),
+                           ("gpu.nvidia.com", "gpu-node-01-dra"))
+
+        def dra(result: list[dict], *labels: str) -> dict[tuple, float]:
+            return {tuple(s["metric"][label] for label in labels): float(s["value"][1])
+                    for s in result}
+
+        for cluster_name, gpu_on_0 in ((EAST, 1), (WEST, 0)):
+            per_numa = overview[cluster_name, "DRA devices per NUMA node"]
+            key = ("driver", "pool", "numa_node")
+            assert dra(per_numa["A"], *key) == {
+                (*fpga, "0"): 1, (*fpga, "1"): 1, (*fpga, "unknown"): 1,
+                (*rdma, "0"): 1, (*rdma, "1"): 1, (*gpu, "0"): 1, (*gpu, "1"): 1}
+            assert dra(per_numa["B"], *key) == {
+                (*fpga, "0"): 1, (*fpga, "1"): 0, (*fpga, "unknown"): 0,
+                (*rdma, "0"): 1, (*rdma, "1"): 0, (*gpu, "0"): gpu_on_0, (*gpu, "1"): 1}
+            assert dra(per_numa["C"], *key) == {(*rdma, "0"): 2}
+            assert dra(overview[cluster_name, "Tainted DRA devices"]["A"], *key, "effect") == {
+                (*fpga, "1", "NoSchedule"): 1}
+            assert dra(fit[cluster_name, "DRA devices by node, driver and pool"]["A"],
+                       "node", "driver", "pool") == {
+                (GPU_NODE, *fpga): 1, (GPU_NODE, *rdma): 1, (GPU_NODE, *gpu): 1 + gpu_on_0}
+            assert dra(overview[cluster_name, "Device utilization"]["B"],
+                       "numa_node", "resource") == {
+                ("0", fpga[0]): 1, ("1", fpga[0]): 0, ("0", rdma[0]): 1, ("1", rdma[0]): 0,
+                ("0", gpu[0]): gpu_on_0, ("1", gpu[0]): 1}
 
         # The GPU row: DCGM's series joined to the pods holding each GPU and its NUMA node.
         inventory = load_profile("dual-socket-gpu").devices
@@ -629,3 +700,160 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
             proven.add("PodresourcesExporterDown")
 
     assert proven == set(exprs), f"alerts without proof: {sorted(set(exprs) - proven)}"
+
+
+# ---- every form of GPU device id lands on its physical GPU --------------------------------------
+
+FORMS = "forms"
+FORMS_NODE, GKE_NODE = "gpu-forms-01", "gke-node-01"
+WHOLE = "GPU-0a1b2c3d-0000-4000-8000-000000000000"  # nvidia.com/gpu, id_prefix + index 0
+SLICED = "GPU-5e6f7a8b-1111-4111-8111-111111111111"  # its replicas ::0 and ::1
+IDLE = "GPU-9c8d7e6f-2222-4222-8222-222222222222"  # held by no pod
+GKE_HELD, GKE_IDLE = "GPU-7b6a5c4d-3333-4333-8333-333333333333", \
+    "GPU-1f2e3d4c-4444-4444-8444-444444444444"
+
+
+def forms_profile() -> dict:
+    """A node whose device plugins name devices in every form the NVIDIA plugins use, and RDMA
+    shared devices whose ids (0, 1) repeat under two resources."""
+    return {
+        "name": "gpu-forms", "node_name": FORMS_NODE, "kubernetes_version": "1.35", "seed": 1,
+        "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "8Gi"},
+                       {"id": 1, "cpus": "4-7", "memory": "8Gi"}],
+        "cpu_manager_policy": "static", "memory_manager_policy": "None",
+        "devices": [
+            {"resource": "nvidia.com/gpu", "id_prefix": WHOLE[:-1], "per_numa": {"0": 1}},
+            {"resource": "nvidia.com/gpu.shared", "id_prefix": SLICED + "::",
+             "per_numa": {"1": 2}},
+            {"resource": "rdma/hca_shared_devices_a", "id_prefix": "", "per_numa": {"0": 2}},
+            {"resource": "rdma/hca_shared_devices_b", "id_prefix": "", "per_numa": {"1": 2}},
+        ],
+        "pods": [
+            {"namespace": "ml", "name": "train-0", "containers": [{
+                "name": "trainer", "cpus": 1,
+                "devices": {"nvidia.com/gpu": 1, "rdma/hca_shared_devices_a": 1}}]},
+            {"namespace": "ml", "name": "infer-0", "containers": [{
+                "name": "server", "cpus": 1,
+                "devices": {"nvidia.com/gpu.shared": 1, "rdma/hca_shared_devices_b": 1}}]},
+            {"namespace": "ml", "name": "infer-1", "containers": [{
+                "name": "server", "cpus": 1, "devices": {"nvidia.com/gpu.shared": 1}}]},
+        ],
+    }
+
+
+def gke_profile() -> dict:
+    """A GKE node sharing GPU nvidia0 between two pods (ids nvidia0/vgpu0 and nvidia0/vgpu1)."""
+    return {
+        "name": "gke-shared", "node_name": GKE_NODE, "kubernetes_version": "1.35", "seed": 2,
+        "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "8Gi"}],
+        "cpu_manager_policy": "static", "memory_manager_policy": "None",
+        "devices": [{"resource": "nvidia.com/gpu", "id_prefix": "nvidia0/vgpu",
+                     "per_numa": {"0": 2}}],
+        "pods": [{"namespace": "lab", "name": f"notebook-{n}", "containers": [{
+            "name": "jupyter", "cpus": 1, "devices": {"nvidia.com/gpu": 1}}]} for n in (0, 1)],
+    }
+
+
+async def overview_values(prometheus: Prometheus, node: str) -> dict[str, str]:
+    """The NUMA overview's variables for one node, multi-value ones at All, as Grafana sets
+    them (every value offered, as a regex alternation)."""
+    model = json.loads((REPO / "dashboards" / "numa-overview.json").read_text())
+    values = {"__rate_interval": RATE_INTERVAL, "datasource": "prometheus", "cluster": FORMS,
+              "node": node}
+    for variable in model["templating"]["list"]:
+        if variable["name"] in values:
+            continue
+        selector, label = LABEL_VALUES.match(variable["query"]).groups()
+        offered = await prometheus.label_values(label, substitute(selector, values))
+        values[variable["name"]] = "(" + "|".join(grafana_regex_escape(v) for v in offered) + ")"
+    return values
+
+
+async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu():
+    binary = require_tool("prometheus", "apt-get install prometheus")
+    model = json.loads((REPO / "dashboards" / "numa-overview.json").read_text())
+    gpu_row = next(p for p in model["panels"] if p["title"] == "GPUs (dcgm-exporter)")
+    queries = {(panel["title"], target["refId"]): target["expr"]
+               for panel in gpu_row["panels"] for target in panel["targets"]}
+    async with contextlib.AsyncExitStack() as stack:
+        nodes = {FORMS_NODE: await stack.enter_async_context(Node(forms_profile())),
+                 GKE_NODE: await stack.enter_async_context(Node(gke_profile()))}
+        exporters = {}
+        for name, node in nodes.items():
+            exporters[name] = await stack.enter_async_context(
+                Exporter(node.settings(interval=0.5)))
+            await exporters[name].ready()
+        # dcgm-exporter on each node: device nvidiaN in the order given; both nodes have an
+        # nvidia0 and an nvidia1, so only the node tells GKE's nvidia0 apart
+        dcgm = [await stack.enter_async_context(DcgmTarget(
+                    FORMS_NODE, {WHOLE: 11, SLICED: 22, IDLE: 33},
+                    {WHOLE: 1000.0, SLICED: 2000.0, IDLE: 3000.0})),
+                await stack.enter_async_context(DcgmTarget(
+                    GKE_NODE, {GKE_HELD: 44, GKE_IDLE: 55}, {GKE_HELD: 4000.0, GKE_IDLE: 5000.0}))]
+        prometheus = await stack.enter_async_context(Prometheus(
+            binary, {(FORMS, name): e.port for name, e in exporters.items()},
+            [(FORMS, target.port) for target in dcgm], RULES))
+
+        async def recorded():
+            held = await prometheus.instant("gpu:podresources_device_info:relabel")
+            return held if len(held) == 5 else None
+
+        held = await prometheus.wait_until(recorded, "the GPU devices recorded with their UUID")
+        rdma = await prometheus.instant('podresources_device_info{resource=~"rdma/.+"}')
+        assert sorted(s["metric"]["resource"] for s in rdma) == [
+            "rdma/hca_shared_devices_a", "rdma/hca_shared_devices_b"]
+        assert {s["metric"]["device_id"] for s in rdma} <= {"0", "1"}  # as DCGM's gpu labels
+        # the RDMA devices 0 and 1 name no GPU and are not there
+        assert {(s["metric"]["node"], s["metric"]["resource"], s["metric"]["device_id"],
+                 s["metric"]["pod"]): s["metric"]["UUID"] for s in held} == {
+            (FORMS_NODE, "nvidia.com/gpu", WHOLE, "train-0"): WHOLE,
+            **{(FORMS_NODE, "nvidia.com/gpu.shared", f"{SLICED}::{replica}", pod): SLICED
+               for replica, pod in zip(sorted_replicas(held), ("infer-0", "infer-1"))},
+            **{(GKE_NODE, "nvidia.com/gpu", device_id, pod): GKE_HELD
+               for device_id, pod in gke_holdings(held)}}
+
+        results = {}
+        for node in (FORMS_NODE, GKE_NODE):
+            values = await overview_values(prometheus, node)
+            # the gpu variable: the node's physical GPUs that pods hold, by UUID
+            assert values["gpu"] == {FORMS_NODE: f"({WHOLE}|{SLICED})",
+                                     GKE_NODE: f"({GKE_HELD})"}[node]
+            for key, expr in queries.items():
+                results[node, *key] = await prometheus.instant(substitute(expr, values))
+
+    table = "GPUs: utilization and memory by pod and NUMA node"
+    rows = {(s["metric"]["pod"], s["metric"]["UUID"], s["metric"]["numa_node"]):
+            float(s["value"][1]) for s in results[FORMS_NODE, table, "A"]}
+    assert rows == {("train-0", WHOLE, "0"): 11, ("infer-0", SLICED, "1"): 22,
+                    ("infer-1", SLICED, "1"): 22}
+    assert by_pod(results[FORMS_NODE, table, "B"]) == \
+        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
+    assert by_pod(results[GKE_NODE, table, "B"]) == {"notebook-0": 4000, "notebook-1": 4000}
+    assert by_pod(results[GKE_NODE, table, "A"]) == {"notebook-0": 44, "notebook-1": 44}
+    # pod -> GPU memory used: each pod's GPU, a shared GPU's whole figure on each holder
+    memory = "GPU memory used by pod"
+    assert by_pod(results[FORMS_NODE, memory, "A"]) == \
+        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
+    assert by_pod(results[GKE_NODE, memory, "A"]) == {"notebook-0": 4000, "notebook-1": 4000}
+    # utilization per NUMA node counts the shared GPU once
+    assert by(results[FORMS_NODE, "GPU utilization by NUMA node", "A"], "numa_node") == \
+        {"0": 11, "1": 22}
+
+
+def by_pod(result: list[dict]) -> dict[str, float]:
+    return by(result, "pod")
+
+
+def sorted_replicas(held: list[dict]) -> list[str]:
+    """The replica numbers of the time-sliced GPU, in the order of the pods holding them."""
+    replicas = {s["metric"]["pod"]: s["metric"]["device_id"].rsplit("::", 1)[1] for s in held
+                if s["metric"]["resource"] == "nvidia.com/gpu.shared"}
+    assert sorted(replicas.values()) == ["0", "1"]  # one replica each
+    return [replicas["infer-0"], replicas["infer-1"]]
+
+
+def gke_holdings(held: list[dict]) -> list[tuple[str, str]]:
+    holdings = sorted((s["metric"]["device_id"], s["metric"]["pod"]) for s in held
+                      if s["metric"]["node"] == GKE_NODE)
+    assert [device_id for device_id, _ in holdings] == ["nvidia0/vgpu0", "nvidia0/vgpu1"]
+    return holdings

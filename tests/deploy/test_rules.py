@@ -143,12 +143,12 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
 
 
 def test_recording_groups_split_what_a_fleet_pays():
-    """Four recording groups, evaluated concurrently, so that none reads too many series on a
+    """Five recording groups, evaluated concurrently, so that none reads too many series on a
     fleet (docs/performance.md); the alerts come last."""
     assert [group["name"] for group in GROUPS] == [
         "podresources-exporter.rules", "podresources-exporter.utilization.rules",
         "podresources-exporter.health.rules", "podresources-exporter.latency.rules",
-        "podresources-exporter.alerts"]
+        "podresources-exporter.gpu.rules", "podresources-exporter.alerts"]
     assert all("record" in rule for group in GROUPS[:-1] for rule in group["rules"])
     assert [rule["record"] for rule in GROUPS[1]["rules"]] == [
         "node_resource:podresources_allocatable:sum", "node_resource:podresources_allocated:sum"]
@@ -160,6 +160,8 @@ def test_recording_groups_split_what_a_fleet_pays():
         "node_kind:podresources_data_issues:rate5m"]
     assert [rule["record"] for rule in GROUPS[3]["rules"]] == [
         "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"]
+    assert [rule["record"] for rule in GROUPS[4]["rules"]] == [
+        "gpu:podresources_device_info:relabel"]
     # the health records keep job, for the health dashboard's job variable
     for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"]:
         for _, labels in AGGREGATION.findall(rule["expr"]):

@@ -39,6 +39,8 @@ from ..support.harness import (
     (["--max-refresh-rate", "nan"], "--max-refresh-rate"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["snapshot", "--format", "yaml"], "--format: must be one of"),
+    (["--topology-manager-policy", "numa"], "--topology-manager-policy: must be one of"),
+    (["--topology-manager-scope", "node"], "--topology-manager-scope: must be one of"),
     (["simulate", "--socket", "/tmp/k.sock", "--reregister-seconds", "-1"],
      "--reregister-seconds: must be a number of 0 or more"),
 ])

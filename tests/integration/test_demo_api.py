@@ -50,8 +50,13 @@ async def test_demo_serves_its_rejections_through_a_kubernetes_api():
             text=True, timeout=60)
         assert why.returncode == 0, why.stderr
         assert why.stdout.startswith(
-            "Pod demo/db-client: rejected at admission: TopologyAffinityError (Pod was "
-            "rejected: Resources cannot be allocated with Topology locality)\n"), why.stdout
-        assert "Exclusive requests: cpu=2, memory=1Gi" in why.stdout
+            "Pod demo/db-client (Guaranteed): rejected at admission: TopologyAffinityError (Pod "
+            "was rejected: Resources cannot be allocated with Topology locality)\n"), why.stdout
+        assert "Container c: cpu=2, memory=1Gi -> not placed" in why.stdout
+        # the exporter's model says why: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
+        assert ("Verdict: the kubelet would reject it with TopologyAffinityError under Topology "
+                "Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold part "
+                "of a memory block spanning several NUMA nodes, so the memory manager serves no "
+                "single-NUMA memory request there.") in why.stdout
     finally:
         await terminate(proc)

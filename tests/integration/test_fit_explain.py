@@ -20,7 +20,7 @@ import pytest
 from exporter import cli
 from exporter.commands.snapshot import snapshot
 from exporter.fit.section import FitView
-from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes, parse_shape_argument
+from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
 from exporter.simulator.apiserver import FakeApiServer, pod
 
 from ..support.harness import Exporter, Node, small_profile
@@ -66,11 +66,23 @@ async def test_shapes_on_metrics(tmp_path: Path) -> None:
     assert s.by("podresources_shape_capacity", "shape") == {"infer": 2, "big": 0}
     # big: nodes 0 and 1 together have 5 CPUs and 2 GPUs
     assert s.by("podresources_shape_min_numa_nodes", "shape") == {"infer": 1, "big": 2}
-    assert s.by("podresources_kubelet_config_info", "topology_manager_policy") == {"unknown": 1}
+    # no --kubelet-config: the exporter assumes (SPEC 7.1); the simulator lists CPUs and memory
+    assert s.by("podresources_kubelet_config_info", "topology_manager_policy",
+                "topology_manager_scope", "cpu_manager_policy", "memory_manager_policy",
+                "source") == {("single-numa-node", "container", "static", "Static",
+                               "assumed"): 1}
+    assert s.by("podresources_shape_admitted", "shape") == {"infer": 1, "big": 0}
+    assert s.by("podresources_shape_rejection_info", "shape", "reason",
+                "blocking_resource") == {("big", "TopologyAffinityError", "multiple"): 1}
 
 
 async def test_full_pcpus_only_from_the_kubelet_config(tmp_path: Path) -> None:
-    shapes = write(tmp_path / "shapes.yaml", SHAPES)
+    """full-pcpus-only rejects a CPU count that is not whole cores (SMTAlignmentError); the
+    hints per NUMA node still count logical CPUs, so infer (2 CPUs) fits on node 1's two
+    free threads of different cores (6, 7) as well. Free physical CPUs node-wide: 1, 5, 6, 7
+    (4 shares CPU 0's core, which is reserved). infer twice: node 0 (CPUs 1, 5, its GPU), then
+    node 1 (6, 7, its free GPU); then no GPU is left: capacity 2."""
+    shapes = write(tmp_path / "shapes.yaml", SHAPES + "  odd: {cpu: 3}\n")
     config = write(tmp_path / "config.yaml", """\
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -84,14 +96,15 @@ topologyManagerPolicy: single-numa-node
             Exporter(node.settings(fit_shapes=shapes, kubelet_config=config)) as exporter:
         s = await exporter.wait_for(lambda s: s.get("podresources_shape_capacity",
                                                     shape="infer") is not None)
-    # node 1 has no whole free core: infer (2 CPUs) fits on node 0 only
-    assert s.by("podresources_shape_fits", "numa_node", shape="infer") == {"0": 1, "1": 0}
+    assert s.by("podresources_shape_fits", "numa_node", shape="infer") == {"0": 1, "1": 1}
     assert s.value("podresources_shape_shortfall", shape="infer", numa_node="1",
-                   resource="cpu") == 2
-    assert s.value("podresources_shape_capacity", shape="infer") == 1
+                   resource="cpu") == 0
+    assert s.value("podresources_shape_capacity", shape="infer") == 2
+    assert s.by("podresources_shape_rejection_info", "reason", "blocking_resource",
+                shape="odd") == {("SMTAlignmentError", "cpu"): 1}
     assert s.by("podresources_kubelet_config_info", "topology_manager_policy",
-                "topology_manager_scope", "cpu_manager_policy", "memory_manager_policy") == {
-        ("single-numa-node", "container", "static", "Static"): 1}
+                "topology_manager_scope", "cpu_manager_policy", "memory_manager_policy",
+                "source") == {("single-numa-node", "container", "static", "Static", "file"): 1}
 
 
 # ---- the shape file ------------------------------------------------------------------------
@@ -99,7 +112,7 @@ topologyManagerPolicy: single-numa-node
 @pytest.mark.parametrize("text,message", [
     ("shapes: {a: {cpu: 8, gpu: 1}}", "shape a: unknown resource 'gpu'"),
     ("shapes: {a: {memory: 64GB}}", "shape a: memory: not a Kubernetes quantity: '64GB'"),
-    ("shapes: {a: {cpu: 1500m}}", "shape a: cpu must be whole CPUs"),
+    ("shapes: {a: {cpu: 1.0005}}", "shape a: cpu must be whole millicores"),
     ("shapes: {a: {nvidia.com/gpu: 0}}", "shape a: nvidia.com/gpu must be more than 0"),
     ("shapes: {a: {hugepages-1G: 1Gi}}", "shape a: unknown resource 'hugepages-1G'"),
     ("shapes: {'bad name': {cpu: 1}}", "bad shape name 'bad name'"),
@@ -119,11 +132,8 @@ def test_bad_shape_files_say_why(tmp_path: Path, text: str, message: str) -> Non
 def test_quantities_in_kubernetes_notation(tmp_path: Path) -> None:
     (shape,) = load_shapes(write(tmp_path / "s.yaml", "shapes:\n  x: {cpu: 8000m, memory: "
                                  "64Gi, hugepages-1Gi: 8Gi, example.com/vf: '4'}\n"))
-    assert dict(shape.requests) == {"cpu": 8, "memory": 64 * GiB, "hugepages-1Gi": 8 * GiB,
-                                    "example.com/vf": 4}
-    assert dict(parse_shape_argument("cpu=8,nvidia.com/gpu=2").requests) == {"cpu": 8, GPU: 2}
-    with pytest.raises(ShapeError, match="expected RESOURCE=QUANTITY"):
-        parse_shape_argument("cpu:8")
+    assert dict(shape.containers[0].requests) == {
+        "cpu": 8000, "memory": 64 * GiB, "hugepages-1Gi": 8 * GiB, "example.com/vf": 4}
 
 
 def test_bad_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -221,37 +231,63 @@ async def test_rejected_pods_are_counted_with_the_blocking_resource(
                for line in lines)
 
 
+def table_rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines()
+            if line.startswith("  ") and line.split()[0] in ("0", "1")]
+
+
 async def test_snapshot_why_explains_a_rejected_pod(
         api: FakeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """2 GPUs: node 1's capacity holds both (minimum width 1), but one of them is taken; node 0
+    has one: only {0,1} is a hint, not preferred: single-numa-node rejects, blocking the GPU."""
     async with Node(PROFILE) as node:
         assert await snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
         out = capsys.readouterr().out
-        assert out.startswith("Pod ml/two-gpus: rejected at admission: TopologyAffinityError")
-        assert "Exclusive requests: cpu=2, memory=1Gi, nvidia.com/gpu=2" in out
-        assert ("Verdict: no NUMA node has 2 free nvidia.com/gpu together with 2 CPUs and 1Gi "
-                "of memory: node 0 lacks 1 nvidia.com/gpu, node 1 lacks 1 nvidia.com/gpu; 2 "
-                "NUMA nodes together would hold it (restricted or best-effort policy).") in out
-        rows = [line.split() for line in out.splitlines() if line[:2] in ("0 ", "1 ")]
-        assert rows == [["0", "cpu", "2", "3", "0"], ["0", "memory", "1Gi", "16Gi", "0"],
-                        ["0", GPU, "2", "1", "1"], ["1", "cpu", "2", "2", "0"],
-                        ["1", "memory", "1Gi", "12Gi", "0"], ["1", GPU, "2", "1", "1"]]
+        assert out.startswith("Pod ml/two-gpus (Guaranteed): rejected at admission: "
+                              "TopologyAffinityError")
+        assert "Container c: cpu=2, nvidia.com/gpu=2, memory=1Gi -> not placed" in out
+        assert ("Verdict: the kubelet would reject it with TopologyAffinityError under "
+                "Topology Manager policy single-numa-node, scope container: no NUMA set the "
+                "policy allows has enough nvidia.com/gpu (node 0 has 1, node 1 has 1 free).") \
+            in out
+        assert table_rows(out) == [
+            ["0", "cpu", "2", "3", "0"], ["0", GPU, "2", "1", "1"],
+            ["0", "memory", "1Gi", "16Gi", "0"], ["1", "cpu", "2", "2", "0"],
+            ["1", GPU, "2", "1", "1"], ["1", "memory", "1Gi", "12Gi", "0"]]
         assert await snapshot(node.settings(), "table", "info", why="ml/missing") == 1
         assert "pod ml/missing not found" in capsys.readouterr().err
 
 
 async def test_snapshot_shape_prints_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    """8 CPUs need both 4-CPU nodes by capacity and 5 are free: no CPU hint at all; 2 GPUs fit
+    node 1 by capacity but not by what is free: both block."""
     async with Node(PROFILE) as node:
         assert await snapshot(node.settings(), "table", "info",
                                   shape="cpu=8,nvidia.com/gpu=2") == 0
         out = capsys.readouterr().out
-        assert ("Verdict: no NUMA node has 2 free nvidia.com/gpu together with 8 CPUs: node 0 "
-                "lacks 1 nvidia.com/gpu and 5 CPUs, node 1 lacks 1 nvidia.com/gpu and 6 CPUs; "
-                "not even the whole node has enough.") in out
+        assert ("Verdict: the kubelet would reject it with TopologyAffinityError under "
+                "Topology Manager policy single-numa-node, scope container: no NUMA set the "
+                "policy allows has enough nvidia.com/gpu, nor enough CPUs.") in out
         assert await snapshot(node.settings(), "json", "info", shape="cpu=2") == 0
         import json
         document = json.loads(capsys.readouterr().out)
+        # 2 CPUs on node 0 (3 free), then node 1 (2 free), then 1 is left on node 0
         assert document["capacity"] == 2 and document["blocking_resource"] == "none"
-        assert [n["fits"] for n in document["numa_nodes"]] == [True, True]
+        assert document["fits"] == {"0": True, "1": True}
+        assert document["containers"][0]["numa_nodes_used"] == [0]
+
+
+async def test_snapshot_shape_by_name(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    shapes = write(tmp_path / "shapes.yaml", SHAPES)
+    async with Node(PROFILE) as node:
+        assert await snapshot(node.settings(fit_shapes=shapes), "table", "info",
+                                  shape="infer") == 0
+        assert "Verdict: the kubelet would admit it under Topology Manager policy " \
+               "single-numa-node, scope container: main on NUMA node 0; 2 more pods" \
+               in capsys.readouterr().out
+        with pytest.raises(cli.UsageError, match="no shape named 'nope'"):
+            await snapshot(node.settings(fit_shapes=shapes), "table", "info", shape="nope")
 
 
 async def test_plain_snapshot_ends_with_free_table_and_shapes(
@@ -260,14 +296,15 @@ async def test_plain_snapshot_ends_with_free_table_and_shapes(
     async with Node(PROFILE) as node:
         assert await snapshot(node.settings(fit_shapes=shapes), "table", "info") == 0
     out = capsys.readouterr().out
-    free = out[out.index("Free for new exclusive requests, per NUMA node:"):].splitlines()
+    free = out[out.index("Free for new single-NUMA requests, per NUMA node:"):].splitlines()
     assert free[1].split() == ["NUMA", "cpu", GPU, "hugepages-2Mi", "memory", "FULL-CORE",
                                "CPUS"]
     assert free[2].split() == ["0", "3", "1", "1Gi", "16Gi", "2"]
     assert free[3].split() == ["1", "2", "1", "1Gi", "12Gi", "0"]
-    assert "  infer: fits on NUMA nodes 0, 1; 2 more pods of this shape fit under " \
-           "single-numa-node" in out
-    assert "  big: no NUMA node has 2 free nvidia.com/gpu together with 4 CPUs" in out
+    assert "  infer: the kubelet would admit it under Topology Manager policy " \
+           "single-numa-node, scope container: main on NUMA node 0; 2 more pods of this " \
+           "shape would be admitted" in out
+    assert "  big: the kubelet would reject it with TopologyAffinityError" in out
 
 
 def test_fit_view_without_shapes_or_api_has_only_node_figures() -> None:
@@ -276,9 +313,13 @@ def test_fit_view_without_shapes_or_api_has_only_node_figures() -> None:
 
 
 def test_fit_view_without_a_kubelet_config_keeps_its_answers_between_refreshes() -> None:
-    """The answers are recomputed only when one of their inputs is another object; the
-    configuration not read must therefore be the same object at every refresh, or a large node
-    would recompute its free capacity on the event loop every --interval."""
+    """The answers are recomputed only when one of their inputs changed; the configuration
+    assumed without a file must therefore compare equal at every refresh, or a large node
+    would recompute its answers on the event loop every --interval."""
+    from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
     view = FitView()
-    assert view.config() is view.config()
-    assert view.config().topology_manager_policy == "unknown"
+    topology = Topology.from_nodes([NumaNode(0, frozenset({0, 1}))])
+    snapshot = KubeletSnapshot((), Allocatable(cpu_ids=(0, 1)))
+    assert view.file_config() is None
+    assert view.resolve(snapshot, topology) == view.resolve(snapshot, topology)
+    assert view.resolve(snapshot, topology).topology_manager_policy == "single-numa-node"

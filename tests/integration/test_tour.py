@@ -109,30 +109,43 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                         and s.series("podresources_devices_allocatable", resource=GPU),
                         "plugins registered after the restart")
 
-            # 4. where does a pod still fit? The demo ships two shapes. By hand from the
-            #    profile: node 1 has 3 free CPUs, 44992Mi of memory, 24Gi of 1Gi hugepages and
-            #    11 VFs; node 0 has 1 CPU and no memory left; no GPU is free.
+            # 4. would the kubelet admit one more pod of a shape? The demo ships four. By hand
+            #    from the profile: analytics/inmem-db-0's memory block spans NUMA nodes 0 and
+            #    1, so the memory manager serves no single-NUMA memory there: every shape with
+            #    memory is rejected under single-numa-node. Free VFs: node 0 9, node 1 11.
+            #    vf-pair's rx (6 VFs) lands on node 0, tx on node 1 (3 left on node 0); no node
+            #    holds 12 alone; after one pod 3 and 5 are left: capacity 1.
             shaped = await until(lambda s: s.series("podresources_shape_capacity"),
                                  "the demo's shapes")
-            assert shaped.by("podresources_shape_fits", "shape", "numa_node") == {
-                ("dpdk-upf-small", "0"): 0, ("dpdk-upf-small", "1"): 1,
-                ("gpu-infer", "0"): 0, ("gpu-infer", "1"): 0}
+            assert shaped.by("podresources_numa_free", "numa_node", resource="memory") == {
+                "0": 0, "1": 0}
+            assert shaped.by("podresources_shape_admitted", "shape") == {
+                "dpdk-upf-small": 0, "gpu-infer": 0, "inmem-cache": 0, "vf-pair": 1}
+            assert shaped.by("podresources_shape_rejection_info", "shape", "reason",
+                             "blocking_resource") == {
+                ("dpdk-upf-small", "TopologyAffinityError", "memory"): 1,
+                ("gpu-infer", "TopologyAffinityError", "multiple"): 1,
+                ("inmem-cache", "TopologyAffinityError", "memory"): 1}
+            assert set(shaped.by("podresources_shape_fits", "shape", "numa_node").values()) \
+                == {0}
             assert shaped.by("podresources_shape_capacity", "shape") == {
-                "dpdk-upf-small": 1, "gpu-infer": 0}
-            # filling NUMA node 1's VFs kills the fit of dpdk-upf-small: a Burstable pod asks
-            # for no exclusive CPUs or memory, but its 10 VFs are aligned all the same; node 0
-            # has 9 free, node 1 11, so the kubelet puts them on node 1, leaving 1
+                "dpdk-upf-small": 0, "gpu-infer": 0, "inmem-cache": 0, "vf-pair": 1}
+            assert shaped.by("podresources_shape_shortfall", "numa_node", shape="inmem-cache",
+                             resource="memory") == {"0": 8 << 30, "1": 8 << 30}
+            # 6 VFs more taken (on whichever node): 12 VFs no longer fit on the two nodes
+            # container by container
             await post("/pods", {"namespace": "demo", "name": "filler", "qos": "Burstable",
-                                 "containers": [{"name": "c", "cpus": "500m", "devices": {
-                                     "intel.com/sriov_netdevice": 10}}]})
-            filled = await until(lambda s: s.get("podresources_shape_capacity",
-                                                 shape="dpdk-upf-small") == 0, "node 1 filled")
-            assert filled.value("podresources_numa_free", numa_node="1",
-                                resource="intel.com/sriov_netdevice") == 1
-            assert filled.by("podresources_shape_shortfall", "resource",
-                             shape="dpdk-upf-small", numa_node="1") == {
-                "cpu": 0, "memory": 0, "hugepages-1Gi": 0, "intel.com/sriov_netdevice": 1}
-            # a pod asking for a GPU is rejected at admission: no NUMA node has a free GPU
+                                 "containers": [
+                                     {"name": "c", "cpus": "500m",
+                                      "devices": {"intel.com/sriov_netdevice": 6}}]})
+            filled = await until(lambda s: s.get("podresources_shape_admitted",
+                                                 shape="vf-pair") == 0, "VFs taken")
+            assert filled.by("podresources_shape_rejection_info", "reason",
+                             "blocking_resource", shape="vf-pair") == {
+                ("TopologyAffinityError", "intel.com/sriov_netdevice"): 1}
+            assert filled.value("podresources_shape_capacity", shape="vf-pair") == 0
+            # a pod asking for a GPU and memory is rejected at admission: no NUMA node has a
+            # free GPU, and none serves single-NUMA memory: both block
             async with session.post(base + "/pods", json={
                     "namespace": "demo", "name": "gpu-job", "containers": [
                         {"name": "c", "cpus": 1, "memory": "1Gi",
@@ -140,7 +153,8 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                 assert response.status == 409
                 assert (await response.json())["reason"] == "TopologyAffinityError"
             await until(lambda s: s.by("podresources_admission_failures_total", "reason",
-                                       "blocking_resource") == {("TopologyAffinityError", GPU): 1},
+                                       "blocking_resource") == {
+                                           ("TopologyAffinityError", "multiple"): 1},
                         "the rejection counted")
             async with session.get(base + "/state") as response:
                 state = await response.json()
@@ -167,7 +181,9 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     # the exposition stays valid and documented (the demo runs the Kubernetes-API view too)
     assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit", "kube-api"})
     assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
-           "resource nvidia.com/gpu: no NUMA node has 1 free nvidia.com/gpu" in log
+           "resource multiple: the kubelet would reject it with TopologyAffinityError under " \
+           "Topology Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold " \
+           "part of a memory block spanning several NUMA nodes" in log
     promtool = require_tool("promtool", "apt-get install prometheus")
     result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                             capture_output=True)

@@ -83,3 +83,24 @@ def test_hugepage_resource_names():
     assert hugepage_resource_name(2 << 20) == "hugepages-2Mi"
     assert hugepage_resource_name(1 << 30) == "hugepages-1Gi"
     assert hugepage_resource_name(64 << 10) == "hugepages-64Ki"
+
+
+def test_numa_distances_are_read_from_sysfs(tmp_path):
+    """node<N>/distance: the k-th value is the distance to the k-th node by id."""
+    for numa_id, cpus, row in ((0, "0-1", "10 21"), (1, "2-3", "21 10")):
+        node = tmp_path / "devices" / "system" / "node" / f"node{numa_id}"
+        node.mkdir(parents=True)
+        (node / "cpulist").write_text(cpus + "\n")
+        (node / "distance").write_text(row + "\n")
+    topology = read_topology(tmp_path)
+    assert topology.distances() == {0: {0: 10, 1: 21}, 1: {0: 21, 1: 10}}
+
+
+def test_numa_distances_missing_or_short_are_unknown(tmp_path):
+    for numa_id, cpus, row in ((0, "0-1", "10"), (1, "2-3", None)):
+        node = tmp_path / "devices" / "system" / "node" / f"node{numa_id}"
+        node.mkdir(parents=True)
+        (node / "cpulist").write_text(cpus + "\n")
+        if row is not None:
+            (node / "distance").write_text(row + "\n")
+    assert read_topology(tmp_path).distances() is None

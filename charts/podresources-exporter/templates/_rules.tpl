@@ -47,6 +47,11 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocatable))
+          or
+          sum by ({{ $cluster }}, node, resource) (
+            label_replace(
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocatable),
+              "resource", "$1", "driver", "(.+)"))
       - record: node_resource:podresources_allocated:sum
         expr: |-
           label_replace(
@@ -60,6 +65,11 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             max by ({{ $cluster }}, node, numa_node, resource) (podresources_devices_allocated))
+          or
+          sum by ({{ $cluster }}, node, resource) (
+            label_replace(
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocated),
+              "resource", "$1", "driver", "(.+)"))
   - name: podresources-exporter.health.rules
     rules:
       - record: node_method_code:podresources_api_requests:rate5m
@@ -89,6 +99,22 @@ groups:
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
               rate(podresources_api_request_duration_seconds_bucket[5m]))),
             "quantile", "0.99", "", "")
+  - name: podresources-exporter.gpu.rules
+    rules:
+      - record: gpu:podresources_device_info:relabel
+        expr: |-
+          max by ({{ $cluster }}, node, resource, device_id, numa_node, namespace, pod, container, UUID) (
+            label_replace(
+              podresources_device_info{resource=~"nvidia.com/gpu.*",device_id=~"GPU-.+"},
+              "UUID", "$1", "device_id", "(GPU-[^:]+)(::[0-9]+)?"))
+          or
+          max by ({{ $cluster }}, node, resource, device_id, numa_node, namespace, pod, container, UUID) (
+            label_replace(
+              podresources_device_info{resource=~"nvidia.com/gpu.*",device_id=~"nvidia[0-9]+/vgpu[0-9]+"},
+              "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")
+            * on ({{ $cluster }}, node, device) group_left(UUID)
+            group by ({{ $cluster }}, node, device, UUID) (
+              label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

@@ -22,7 +22,7 @@ def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:
     assert node["status"]["capacity"]["cpu"] == "64"
     assert len(server.objects["resourceslices"]) == 3  # the profile's three DRA pools
     pods = server.objects["pods"]
-    assert len(pods) == 16  # the profile's 16 pods
+    assert len(pods) == 16  # every pod of the profile
     train = pods[("ml", "llm-train-0")]
     assert train["status"] == {"phase": "Running"}
     assert train["spec"]["nodeName"] == "gpu-node-01"

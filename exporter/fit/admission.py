@@ -1,0 +1,305 @@
+"""One pod against one node state, as the kubelet's Topology Manager admits it.
+
+:func:`admit` walks the pod as the configured scope does (``scope_container.go``,
+``scope_pod.go``, ``scope_none.go``): under scope ``container`` every container, init ones
+first, is merged and allocated on its own, so later containers see what earlier ones took and
+must contain a regular init container's reusable CPUs and devices; under scope ``pod`` one merge
+over the pod's effective request, then every container allocated with that hint; under policy
+``none`` no merge, allocation only. The verdict says whether the kubelet admits it, with which
+reason and blocking resource otherwise, where each container lands, and the node state after
+it (for placing one pod after another).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from .allocate import (
+    Failure,
+    allocate_devices,
+    pick_cpus,
+    place_memory,
+    smt_check,
+    take_memory,
+    with_cpus_taken,
+)
+from .hints import TopologyHint, cpu_hints, device_hints, memory_hints
+from .merge import ProviderAnswer
+from .nodestate import NodeState, NumaSet
+from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_effective_ask
+from .policy import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
+
+CONTAINER, POD = "container", "pod"
+SCOPES = (CONTAINER, POD)
+TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+NO_BLOCK, MULTIPLE = "none", "multiple"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The kubelet configuration admission depends on."""
+
+    policy: str = SINGLE_NUMA_NODE
+    scope: str = CONTAINER
+    full_pcpus_only: bool = False
+    prefer_closest_numa_nodes: bool = False
+    managers: Managers = field(default_factory=Managers)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one container landed: the merged hint (``None``: any node) and the NUMA nodes
+    its CPUs, memory and devices went to; ``pinned_by`` names the init container whose
+    reusable CPUs or devices the hint had to contain."""
+
+    container: str
+    ask: Ask
+    hint: NumaSet | None
+    cpus: NumaSet = frozenset()
+    memory: NumaSet = frozenset()
+    devices: Mapping[str, NumaSet] = field(default_factory=dict)
+    pinned_by: str | None = None
+    before: NodeState | None = None  # what the container was judged against
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    reason: str | None = None
+    blocking_resource: str = NO_BLOCK
+    container: str | None = None  # the container that could not be placed
+    message: str = ""
+    placements: tuple[Placement, ...] = ()
+    state: NodeState | None = None  # after allocation, when admitted
+    pinned_by: str | None = None  # the init container pinning the rejected container
+    grouped_nodes: NumaSet = frozenset()  # memory-group nodes refused for single-node memory
+    before: NodeState | None = None  # what the rejected container was judged against
+    blocked: tuple[str, ...] = ()  # each resource that alone has no allowed NUMA set
+
+
+@dataclass
+class Reuse:
+    """A pod's reusable init-container resources (``cpusToReuse``, ``devicesToReuse``,
+    reusable memory), and which init container left them."""
+
+    cpus: frozenset[int] = frozenset()
+    devices: dict[str, dict[NumaSet, int]] = field(default_factory=dict)
+    memory: dict[NumaSet, dict[str, int]] = field(default_factory=dict)
+    owner: str | None = None
+
+
+def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderAnswer]:
+    """Device, CPU and memory managers' hints, in the order the kubelet registers them."""
+    devices: dict[str, list[TopologyHint] | None] = {}
+    for resource, amount in ask.devices.items():
+        known = state.devices.get(resource)
+        if known is None:
+            continue  # no device plugin: not the device manager's resource
+        devices[resource] = device_hints(state.numa_ids, known, amount,
+                                         reuse.devices.get(resource))
+    cpu: dict[str, list[TopologyHint] | None] | None = None
+    if state.cpu is not None and ask.cpus:
+        cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus)}
+    memory: ProviderAnswer = None
+    if state.memory is not None and ask.memory:
+        memory = memory_hints(state.memory, ask.memory, reuse.memory)
+    return [devices or None, cpu, memory]
+
+
+def _allowed(policy: str, hints: list[TopologyHint] | None) -> bool:
+    """Whether one resource alone leaves the policy something to admit."""
+    if hints is None:
+        return True
+    if policy == SINGLE_NUMA_NODE:
+        return bool(filter_single_numa_hints([hints])[0])
+    return any(h.preferred for h in hints)
+
+
+def _blocking(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
+    """The resource no allowed NUMA set has enough of; ``multiple`` when several do, or when
+    each alone would fit but no allowed set holds them together."""
+    blocked = blocked_resources(policy, answers, ask)
+    return blocked[0] if len(blocked) == 1 else MULTIPLE
+
+
+def blocked_resources(policy: str, answers: list[ProviderAnswer], ask: Ask) -> list[str]:
+    """The resources for which, alone, no NUMA set the policy allows has enough (the memory
+    types of one container count as ``memory`` when several block)."""
+    blocked: list[str] = []
+    for answer in answers:
+        for resource, hints in (answer or {}).items():
+            if not _allowed(policy, hints) and resource not in blocked:
+                blocked.append(resource)
+    memory_types = [r for r in blocked if r in ask.memory]
+    if len(memory_types) > 1:  # one provider answers every memory type alike
+        blocked = [r for r in blocked if r not in ask.memory] + ["memory"]
+    return blocked
+
+
+def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
+    """The nodes of multi-NUMA memory groups, when the container asks for memory."""
+    if state.memory is None or not ask.memory:
+        return frozenset()
+    return frozenset(n for n, node in state.memory.items() if len(node.group) > 1)
+
+
+def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+    """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
+    (merge and allocation), then the resource-fit predicate."""
+    if rules.policy != NONE and rules.scope == POD:
+        verdict = _admit_pod_scope(pod, state, rules)
+    else:
+        verdict = _admit_container_scope(pod, state, rules)
+    if not verdict.admitted:
+        return verdict
+    short = predicate(pod, state, rules)
+    return short if short is not None else verdict
+
+
+def predicate(pod: PodShape, state: NodeState, rules: Rules) -> Verdict | None:
+    """``lifecycle.PredicateAdmitHandler`` for device-plugin resources, on the node before the
+    pod: its effective request plus what containers hold must not exceed the node's allocatable
+    (healthy devices): ``OutOf<resource>``. A resource the node does not list is dropped
+    (``removeMissingExtendedResources``)."""
+    ask = pod_effective_ask(pod, rules.managers)
+    for resource, amount in ask.devices.items():
+        devices = state.devices.get(resource)
+        if devices is None:
+            continue
+        held, healthy = devices.held_total(), devices.healthy_total()
+        if amount + held > healthy:
+            return Verdict(False, f"OutOf{resource}", resource, None,
+                           f"Node didn't have enough resource: {resource}, requested: "
+                           f"{amount}, used: {held}, capacity: {healthy}", before=state)
+    return None
+
+
+def _distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
+    return state.distances if rules.prefer_closest_numa_nodes else None
+
+
+def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+    reuse = Reuse()
+    placements: list[Placement] = []
+    for container, regular_init in pod.in_admission_order():
+        ask = asks(pod, container, rules.managers)
+        hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
+        pinned = reuse.owner if _pins(ask, reuse) else None
+        if rules.policy != NONE:
+            answers = provider_answers(state, ask, reuse)
+            hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
+                                          _distances(state, rules))
+            if not admitted:
+                return Verdict(False, TOPOLOGY_AFFINITY_ERROR,
+                               _blocking(rules.policy, answers, ask), container.name,
+                               "Resources cannot be allocated with Topology locality",
+                               tuple(placements), pinned_by=pinned,
+                               grouped_nodes=_grouped_refusals(state, ask), before=state,
+                               blocked=tuple(blocked_resources(rules.policy, answers, ask)))
+        result = _allocate(state, container, ask, hint, reuse, regular_init, pinned,
+                           rules.full_pcpus_only)
+        if isinstance(result, Failure):
+            return Verdict(False, result.reason, result.resource, container.name,
+                           result.message, tuple(placements), pinned_by=pinned,
+                           grouped_nodes=_grouped_refusals(state, ask), before=state)
+        state, placement = result
+        placements.append(placement)
+    return Verdict(True, placements=tuple(placements), state=state)
+
+
+def _pins(ask: Ask, reuse: Reuse) -> bool:
+    return bool((ask.cpus and reuse.cpus)
+                or any(ask.devices.get(r) and sum(v.values()) for r, v in reuse.devices.items()))
+
+
+def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+    ask = pod_effective_ask(pod, rules.managers)
+    answers = provider_answers(state, ask, Reuse())
+    hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
+                                  _distances(state, rules))
+    if not admitted:
+        return Verdict(False, TOPOLOGY_AFFINITY_ERROR, _blocking(rules.policy, answers, ask),
+                       None, "Resources cannot be allocated with Topology locality",
+                       grouped_nodes=_grouped_refusals(state, ask), before=state,
+                       blocked=tuple(blocked_resources(rules.policy, answers, ask)))
+    reuse = Reuse()
+    placements: list[Placement] = []
+    for container, regular_init in pod.in_admission_order():
+        one = asks(pod, container, rules.managers)
+        result = _allocate(state, container, one, hint, reuse, regular_init, None,
+                           rules.full_pcpus_only)
+        if isinstance(result, Failure):
+            return Verdict(False, result.reason, result.resource, container.name,
+                           result.message, tuple(placements), before=state)
+        state, placement = result
+        placements.append(placement)
+    return Verdict(True, placements=tuple(placements), state=state)
+
+
+def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: TopologyHint,
+              reuse: Reuse, regular_init: bool, pinned: str | None, full_pcpus_only: bool
+              ) -> tuple[NodeState, Placement] | Failure:
+    """Device, CPU and memory managers' ``Allocate`` for one container, in that order."""
+    before = state
+    affinity = hint.affinity
+    devices = dict(state.devices)
+    placed_devices: dict[str, NumaSet] = {}
+    for resource, amount in ask.devices.items():
+        known = devices.get(resource)
+        if known is None:
+            continue  # no device plugin: the resource-fit predicate drops what the node lacks
+        result = allocate_devices(known, amount, affinity, reuse.devices.get(resource, {}))
+        if result is None:
+            return Failure("UnexpectedAdmissionError", resource,
+                           f"requested number of devices unavailable for {resource}: "
+                           f"requested {amount}, available {known.free_total()}")
+        devices[resource], taken, from_reuse = result
+        placed_devices[resource] = frozenset().union(*taken, *from_reuse)
+        pool = reuse.devices.setdefault(resource, {})
+        if regular_init:
+            for numa, n in taken.items():
+                pool[numa] = pool.get(numa, 0) + n
+        else:
+            for numa, n in from_reuse.items():
+                pool[numa] -= n
+    state = replace(state, devices=devices)
+
+    cpu_nodes: NumaSet = frozenset()
+    if ask.cpus and state.cpu is not None:
+        cpu = state.cpu
+        failure = smt_check(cpu, ask.cpus) if full_pcpus_only else None
+        if failure is not None:
+            return failure
+        chosen = pick_cpus(cpu, ask.cpus, affinity, reuse.cpus)
+        if chosen is None:
+            return Failure("UnexpectedAdmissionError", "cpu",
+                           f"not enough cpus available to satisfy request: requested="
+                           f"{ask.cpus}, available={len(cpu.free | reuse.cpus)}")
+        state = with_cpus_taken(state, chosen - reuse.cpus)
+        cpu_nodes = frozenset(cpu.cpu_numa[c] for c in chosen if c in cpu.cpu_numa)
+        if regular_init:
+            reuse.cpus = reuse.cpus | chosen
+        elif not container.sidecar:  # a sidecar's CPUs never leave the reusable set
+            reuse.cpus = reuse.cpus - chosen
+
+    memory_nodes: NumaSet = frozenset()
+    if ask.memory and state.memory is not None:
+        placed = place_memory(state.memory, ask.memory, hint, reuse.memory)
+        if isinstance(placed, Failure):
+            return placed
+        memory_nodes = placed
+        state = replace(state, memory=take_memory(state.memory, ask.memory, placed,
+                                                  reuse.memory))
+        if regular_init:
+            kept = reuse.memory.setdefault(placed, {})
+            for resource, amount in ask.memory.items():
+                kept[resource] = max(kept.get(resource, 0), amount)
+        elif placed in reuse.memory:
+            for resource, amount in ask.memory.items():
+                left = reuse.memory[placed].get(resource, 0) - amount
+                reuse.memory[placed][resource] = max(0, left)
+    if regular_init and (ask.cpus or ask.devices):
+        reuse.owner = container.name
+    return state, Placement(container.name, ask, affinity, cpu_nodes, memory_nodes,
+                            placed_devices, pinned, before)

@@ -1,0 +1,230 @@
+"""Hint providers: the CPU, memory and device managers' ``GetTopologyHints``, as functions.
+
+Each returns what its kubelet counterpart does, because the merger reads the three answers
+differently (``filterProvidersHints``): ``None`` for "don't care" (the resource is not
+managed, or nothing is asked); an empty list when nothing can satisfy the request; otherwise
+one hint per NUMA set whose *free* amount suffices, preferred when the set is as narrow as
+the fewest nodes whose *capacity* could hold the request (``minAffinitySize``).
+
+Sources (kubernetes/kubernetes ``pkg/kubelet/cm``): ``cpumanager/policy_static.go``
+``generateCPUTopologyHints``; ``memorymanager/policy_static.go`` ``calculateHints`` (the group
+rule); ``devicemanager/topology_hints.go`` ``generateDeviceTopologyHints``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from .nodestate import CpuState, DeviceState, MemoryNode, NumaSet
+
+
+@dataclass(frozen=True)
+class TopologyHint:
+    """A NUMA set (``None``: any) and whether it is as narrow as the capacity allows."""
+
+    affinity: NumaSet | None
+    preferred: bool
+
+
+Hints = list[TopologyHint] | None  # None: don't care; []: cannot be satisfied
+
+
+# Beyond this many NUMA nodes the 2^n sets are not enumerated: only single nodes and all of
+# them (the kubelet itself refuses a policy on more than 8 unless max-allowable-numa-nodes says
+# otherwise, and enumerates every set).
+MAX_ENUMERATED_NUMA_NODES = 16
+
+
+@dataclass(frozen=True)
+class MaskTable:
+    """Every NUMA set to try, narrowest first then by ids (``bitmask.IterateBitMasks``), as
+    frozensets and as bit masks (bit i for NUMA id i), with the subset-sum order for sums."""
+
+    numa_ids: tuple[int, ...]
+    sets: tuple[NumaSet, ...]
+    bits: tuple[int, ...]
+    complete: bool  # every subset is listed: sums by dynamic programming over the bits
+    ascending: tuple[int, ...] = ()  # the bit masks in increasing order
+
+    @property
+    def dense(self) -> bool:
+        """Every subset listed and the ids small: sums go in a list indexed by bit mask (sparse
+        or large NUMA ids would make that list huge; they are summed set by set)."""
+        return self.complete and (not self.numa_ids or max(self.numa_ids) <= 16)
+
+
+@functools.cache
+def mask_table(numa_ids: tuple[int, ...]) -> MaskTable:
+    ordered = sorted(numa_ids)
+    chosen: list[tuple[int, ...]] = []
+    complete = len(ordered) <= MAX_ENUMERATED_NUMA_NODES
+    if complete:
+        for size in range(1, len(ordered) + 1):
+            chosen.extend(combinations(ordered, size))
+    else:
+        chosen = [(n,) for n in ordered] + [tuple(ordered)]
+    sets = tuple(frozenset(c) for c in chosen)
+    bits = tuple(_bits(s) for s in sets)
+    return MaskTable(tuple(ordered), sets, bits, complete, tuple(sorted(bits)))
+
+
+def _bits(numa: Iterable[int]) -> int:
+    value = 0
+    for n in numa:
+        value |= 1 << n
+    return value
+
+
+def masks(numa_ids: Sequence[int]) -> tuple[NumaSet, ...]:
+    """Every non-empty set of ``numa_ids``, narrowest first (``bitmask.IterateBitMasks``)."""
+    return mask_table(tuple(sorted(numa_ids))).sets
+
+
+def node_sums(table: MaskTable, values: Mapping[int, int]) -> dict[int, int] | list[int]:
+    """For every mask of the table, the sum of ``values`` over its NUMA nodes (indexed by the
+    mask's bits)."""
+    if not table.dense:
+        return {b: sum(v for n, v in values.items() if b >> n & 1) for b in table.bits}
+    sums = [0] * (_bits(table.numa_ids) + 1)
+    for b in table.ascending:
+        low = b & -b
+        sums[b] = sums[b ^ low] + values.get(low.bit_length() - 1, 0)
+    return sums
+
+
+_CAPACITY_CACHE: dict[int, tuple[Mapping[NumaSet, int], MaskTable, dict[int, int] | list[int]]]
+_CAPACITY_CACHE = {}
+
+
+def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, int] | list[int]:
+    """For every mask of the table, how many counted items have a NUMA set that meets it (an
+    item with an empty set meets none); indexed by the mask's bits. Items inside each subset
+    by a zeta transform over the bits: a mask meets everything outside its complement."""
+    if not table.dense:
+        items = [(_bits(numa), c) for numa, c in counts.items()]
+        return {b: sum(c for s, c in items if s & b) for b in table.bits}
+    full = _bits(table.numa_ids)
+    within = [0] * (full + 1)
+    total = 0
+    for numa, count in counts.items():
+        key = _bits(numa) & full
+        if key == 0 and numa:
+            continue  # only unknown NUMA ids: meets no mask
+        within[key] += count
+        total += count
+    for n in table.numa_ids:
+        bit = 1 << n
+        for b in range(full + 1):
+            if b & bit:
+                within[b] += within[b ^ bit]
+    return [total - within[full ^ b] if b & full == b else 0 for b in range(full + 1)]
+
+
+def capacity_sums(table: MaskTable, registered: Mapping[NumaSet, int]
+                  ) -> dict[int, int] | list[int]:
+    """:func:`meeting_sums` of the registered devices, kept while the same mapping is passed
+    again (it does not change as pods are placed one after another)."""
+    cached = _CAPACITY_CACHE.get(id(registered))
+    if cached is not None and cached[0] is registered and cached[1] is table:
+        return cached[2]
+    sums = meeting_sums(table, registered)
+    if len(_CAPACITY_CACHE) > 256:
+        _CAPACITY_CACHE.clear()
+    _CAPACITY_CACHE[id(registered)] = (registered, table, sums)
+    return sums
+
+
+def _preferred(candidates: list[NumaSet], min_width: int) -> list[TopologyHint]:
+    return [TopologyHint(mask, len(mask) == min_width) for mask in candidates]
+
+
+def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset()) -> Hints:
+    """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
+    it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request."""
+    if request <= 0:
+        return None
+    table = mask_table(tuple(sorted(n for n, cpus in cpu.online.items() if cpus)))
+    online = node_sums(table, {n: len(cpu.online[n]) for n in table.numa_ids})
+    free = node_sums(table, cpu.free_per_node())
+    pinned = _bits(n for n in (cpu.cpu_numa.get(c) for c in reusable) if n is not None)
+    min_width = len(table.numa_ids)
+    found: list[NumaSet] = []
+    for numa, b in zip(table.sets, table.bits):
+        if online[b] >= request and len(numa) < min_width:
+            min_width = len(numa)
+        if pinned & ~b:
+            continue
+        if len(reusable) + free[b] >= request:
+            found.append(numa)
+    return _preferred(found, min_width)
+
+
+def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
+                 reusable: Mapping[NumaSet, Mapping[str, int]] | None = None
+                 ) -> dict[str, list[TopologyHint]] | None:
+    """``calculateHints``: for every mask with enough *allocatable* of each requested type
+    (the narrowest such is the minimum width), skip a single node that is part of a
+    multi-NUMA group, and a multi-node mask whose members with assignments are single-node or
+    in a group other than exactly this mask; then require free (+ this pod's reusable memory on
+    the same mask) for every type. All types get the same hints. ``None`` (don't care) when
+    nothing is asked — and also when no mask qualifies: the kubelet returns an empty map then,
+    which the merger reads as "don't care" (allocation fails later)."""
+    wanted = {r: a for r, a in request.items() if a > 0}
+    if not wanted:
+        return None
+    table = mask_table(tuple(sorted(memory)))
+    allocatable = {r: node_sums(table, {n: m.allocatable.get(r, 0) for n, m in memory.items()})
+                   for r in wanted}
+    free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
+            for r in wanted}
+    single_only = _bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
+    grouped = {n: _bits(m.group) for n, m in memory.items() if m.assignments > 0}
+    min_width = len(table.numa_ids)
+    found: list[NumaSet] = []
+    for numa, b in zip(table.sets, table.bits):
+        if any(allocatable[r][b] < a for r, a in wanted.items()):
+            continue
+        min_width = min(min_width, len(numa))
+        if len(numa) == 1:
+            if len(memory[next(iter(numa))].group) > 1:
+                continue
+        elif b & single_only or any(g != b for n, g in grouped.items() if b >> n & 1):
+            continue
+        again = (reusable or {}).get(numa, {})
+        if all(free[r][b] + again.get(r, 0) >= a for r, a in wanted.items()):
+            found.append(numa)
+    if not found:
+        return None
+    hints = _preferred(found, min_width)
+    return {r: list(hints) for r in wanted}
+
+
+def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
+                 reusable: Mapping[NumaSet, int] | None = None) -> Hints:
+    """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
+    topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
+    device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
+    reusable device with topology must meet the mask."""
+    if request <= 0 or not devices.topology_aware():
+        return None
+    again = {numa: n for numa, n in (reusable or {}).items() if n > 0}
+    if devices.free_total() + sum(again.values()) < request:
+        return []
+    table = mask_table(tuple(sorted(numa_ids)))
+    capacity = capacity_sums(table, devices.registered)
+    free = meeting_sums(table, devices.free)
+    placed = [_bits(numa) for numa, n in again.items() if numa]
+    placed_count = sum(n for numa, n in again.items() if numa)
+    min_width = len(table.numa_ids)
+    found: list[NumaSet] = []
+    for numa, b in zip(table.sets, table.bits):
+        if capacity[b] >= request and len(numa) < min_width:
+            min_width = len(numa)
+        if placed and any(not (s & b) for s in placed):
+            continue
+        if placed_count + free[b] >= request:
+            found.append(numa)
+    return _preferred(found, min_width)

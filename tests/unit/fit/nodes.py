@@ -1,0 +1,38 @@
+"""Hand-built node states for the engine's tests."""
+
+from __future__ import annotations
+
+from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState
+
+GiB = 1 << 30
+
+
+def cpus(per_numa: int, free: dict[int, int], numa: int = 2, threads: int = 1) -> CpuState:
+    """``per_numa`` CPUs on each node, ids numbered node after node; the first ``free[n]`` of
+    node n free; SMT siblings are consecutive ids when ``threads`` > 1."""
+    online = {n: frozenset(range(n * per_numa, (n + 1) * per_numa)) for n in range(numa)}
+    free_ids = frozenset(c for n in range(numa) for c in sorted(online[n])[:free.get(n, 0)])
+    siblings = {c: frozenset(range(c - c % threads, c - c % threads + threads))
+                for n in range(numa) for c in online[n]}
+    return CpuState(online, free_ids, {c: n for n in online for c in online[n]}, siblings,
+                    threads)
+
+
+def memory(allocatable: dict[int, int], free: dict[int, int] | None = None,
+           groups: dict[int, frozenset[int]] | None = None,
+           kind: str = "memory") -> dict[int, MemoryNode]:
+    free = free if free is not None else allocatable
+    groups = groups or {}
+    return {n: MemoryNode({kind: a}, {kind: free[n]}, groups.get(n, frozenset({n})),
+                          int(free[n] < a or len(groups.get(n, {n})) > 1))
+            for n, a in allocatable.items()}
+
+
+def devices(registered: dict[frozenset[int], int],
+            free: dict[frozenset[int], int] | None = None) -> DeviceState:
+    return DeviceState(registered, registered if free is None else free)
+
+
+def state(cpu: CpuState | None = None, mem: dict[int, MemoryNode] | None = None,
+          devs: dict[str, DeviceState] | None = None, numa: int = 2) -> NodeState:
+    return NodeState(tuple(range(numa)), cpu, mem, devs or {})

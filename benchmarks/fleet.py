@@ -43,8 +43,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,6 +55,8 @@ import uuid
 from pathlib import Path
 
 import yaml
+
+from .harness import free_port, stop
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD_DIR = REPO / "dashboards"
@@ -88,22 +88,6 @@ SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
 HAS_NODE = re.compile(r'(^|,)node="')
 HAS_POD = re.compile(r'(^|,)pod="')
 SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def http(url: str, data: dict | None = None, timeout: float = 180) -> bytes:

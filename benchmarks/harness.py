@@ -130,11 +130,13 @@ def start_exporter(sim: Simulator, *extra: str, naive: bool = False,
     return proc, port
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen, grace: float = 20) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds (a Prometheus flushing its head needs
+    longer than an exporter)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(10)
+            proc.wait(grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -33,9 +33,12 @@ Changing ...                              run (besides ``pytest tests/unit``)
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from exporter.simulator.apiserver import FakeApiServer
 
 from .support.pki import CA, server_pki
 
@@ -49,6 +52,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(item.fspath).relative_to(_ROOT).parts
         if parts and parts[0] in LAYERS:
             item.add_marker(parts[0])
+
+
+@pytest.fixture
+async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
+    """The simulator's fake Kubernetes API server, empty, with ``$KUBECONFIG`` pointing at it."""
+    server = FakeApiServer()
+    await server.start()
+    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    yield server
+    await server.stop()
 
 
 @pytest.fixture

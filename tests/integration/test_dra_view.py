@@ -19,8 +19,6 @@ dra-infer-0 (its nvidia.com/gpu, served by DRA).
 
 from __future__ import annotations
 
-import pytest
-
 from exporter.simulator.apiserver import (
     FakeApiServer,
     container,
@@ -34,15 +32,6 @@ from ..support.harness import Exporter, Node, Scrape
 
 FPGA, RDMA, GPU = "fpga.example.com", "rdma.example.com", "gpu.nvidia.com"
 FPGA_POOL, RDMA_POOL, GPU_POOL = "gpu-node-01", "gpu-node-01-mlx", "gpu-node-01-dra"
-
-
-@pytest.fixture
-async def api(tmp_path, monkeypatch):
-    server = FakeApiServer()
-    await server.start()
-    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield server
-    await server.stop()
 
 
 def synced(scrape: Scrape) -> bool:

@@ -68,15 +68,6 @@ def _dongles(n: int, restart_policy: str | None = None, name: str = "c") -> dict
 # ---- against the fake API server ----------------------------------------------------------
 
 @pytest.fixture
-async def api(tmp_path, monkeypatch):
-    server = FakeApiServer()
-    await server.start()
-    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 def quick_backoff(monkeypatch):
     """Back-off delays of 1 to 2 s, so recovery tests do not wait a minute."""
     monkeypatch.setattr(reflector, "BACKOFF_CAP_SECONDS", 2.0)

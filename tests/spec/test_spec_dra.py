@@ -28,25 +28,13 @@ Expected values, by hand from the SPEC:
 
 from __future__ import annotations
 
-import pytest
-
 from exporter.model import ContainerAssignment as C, DraDevice
-from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.slices import resource_slices
 
 from ..support.harness import Exporter, Node, small_profile
 from ..support.spec import put_pod
 
 DRIVER, POOL = "gpu.example.com", "test-node"
-
-
-@pytest.fixture
-async def api(tmp_path, monkeypatch):
-    server = FakeApiServer()
-    await server.start()
-    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield server
-    await server.stop()
 
 
 def profile() -> dict:

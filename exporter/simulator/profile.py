@@ -344,13 +344,27 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
         threads_per_core=_threads_per_core(data, numa_nodes),
-        topology_manager_policy=_choice(data, "topology_manager_policy", "single-numa-node",
+        topology_manager_policy=_choice(data, "topology_manager_policy",
+                                        _default_policy(numa_nodes, data),
                                         TOPOLOGY_MANAGER_POLICIES),
         topology_manager_scope=_choice(data, "topology_manager_scope", "container",
                                        TOPOLOGY_MANAGER_SCOPES),
         cpu_manager_policy_options=_options(data, "cpu_manager_policy_options"),
         topology_manager_policy_options=_options(data, "topology_manager_policy_options"),
     )
+
+
+def _default_policy(numa_nodes: list[Any], data: dict[str, Any]) -> str:
+    """``single-numa-node`` unless the machine has more NUMA nodes than the kubelet accepts
+    with a policy (``max-allowable-numa-nodes``, default 8; topology_manager.go refuses to start
+    otherwise): such a node runs with policy ``none``."""
+    options = data.get("topology_manager_policy_options") or {}
+    raw = options.get("max-allowable-numa-nodes", 8) if isinstance(options, dict) else 8
+    try:
+        allowed = int(raw)
+    except (TypeError, ValueError):
+        allowed = 8  # a bad option is refused later, with its own message
+    return "single-numa-node" if len(numa_nodes) <= allowed else "none"
 
 
 def _choice(data: dict[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:

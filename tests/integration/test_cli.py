@@ -217,7 +217,12 @@ async def test_demo_serves_two_numa_nodes_of_metrics():
         sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
-        scrape = await _scrape_until_up(port)
+        # the first complete picture: up, with the allocatable view read (a loaded machine may
+        # answer List before GetAllocatableResources)
+        scrape = await scrape_port_until(
+            port, lambda s: s.get("podresources_up") == 1.0
+            and len(s.by("podresources_cpus_allocatable", "numa_node")) == 2,
+            20.0, "the demo's two NUMA nodes")
     finally:
         proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 10)

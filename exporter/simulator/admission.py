@@ -64,7 +64,6 @@ from typing import Any
 
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
 from ..podspec import is_extended_resource, is_guaranteed, parse_quantity
-from ..topology import hugepage_resource_name
 from .profile import (
     QOS_CLASSES,
     TOPOLOGY_MANAGER_POLICIES,
@@ -1015,15 +1014,7 @@ def node_from_spec(spec: NodeSpec, pods: Iterable[PodAssignment] = (),
     ``unregistered`` resource are registered but none is healthy (after a kubelet restart)."""
     static_cpu = spec.cpu_manager_policy == "static"
     cpu_numa = {cpu: n.numa_id for n in spec.numa_nodes for cpu in n.cpus}
-    allocatable: dict[tuple[int, str], int] = {}
-    for numa in spec.numa_nodes:
-        capacity = {"memory": numa.memory_bytes}
-        for size, pages in numa.hugepages.items():
-            capacity[hugepage_resource_name(size)] = size * pages
-        for memory_type, amount in capacity.items():
-            left = amount - spec.reserved_memory.get((numa.numa_id, memory_type), 0)
-            if left > 0:
-                allocatable[(numa.numa_id, memory_type)] = left
+    allocatable = spec.allocatable_memory()
     down = set(unregistered)
     devices: dict[str, list[Device]] = {}
     for device in spec.devices:

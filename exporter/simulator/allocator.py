@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..model import ContainerAssignment, DeviceEntry, DraDevice, MemoryBlock, PodAssignment
-from ..topology import hugepage_resource_name
 from .profile import NodeSpec, PodSpec, ProfileError, SimDevice
 
 
@@ -50,15 +49,7 @@ class Allocator:
         self.allocatable_cpus = (spec.all_cpus - spec.reserved_cpus) if static_cpus else frozenset()
         self.free_cpus: dict[int, set[int]] = {
             n.numa_id: set(n.cpus - spec.reserved_cpus) for n in spec.numa_nodes}
-        self.allocatable_memory: dict[tuple[int, str], int] = {}
-        for node in spec.numa_nodes:
-            capacity = {"memory": node.memory_bytes}
-            for size, pages in node.hugepages.items():
-                capacity[hugepage_resource_name(size)] = size * pages
-            for memory_type, amount in capacity.items():
-                left = amount - spec.reserved_memory.get((node.numa_id, memory_type), 0)
-                if left > 0:
-                    self.allocatable_memory[(node.numa_id, memory_type)] = left
+        self.allocatable_memory = spec.allocatable_memory()
         self.free_memory = dict(self.allocatable_memory)
         self.devices = list(spec.devices)
         self.free_devices: set[str] = {d.device_id for d in self.devices if d.healthy}

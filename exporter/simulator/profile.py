@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..topology import parse_cpulist
+from ..topology import hugepage_resource_name, parse_cpulist
 
 PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
 # Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
@@ -202,6 +202,21 @@ class NodeSpec:
     # and prefer-closest-numa-nodes)
     cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
     topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
+
+    def allocatable_memory(self) -> dict[tuple[int, str], int]:
+        """(NUMA id, memory type) -> what the memory manager can hand out there: each node's
+        memory and preallocated hugepages less ``reserved_memory``, only where non-zero (as
+        ``GetAllocatableResources`` lists it)."""
+        allocatable: dict[tuple[int, str], int] = {}
+        for node in self.numa_nodes:
+            capacity = {"memory": node.memory_bytes}
+            for size, pages in node.hugepages.items():
+                capacity[hugepage_resource_name(size)] = size * pages
+            for memory_type, amount in capacity.items():
+                left = amount - self.reserved_memory.get((node.numa_id, memory_type), 0)
+                if left > 0:
+                    allocatable[(node.numa_id, memory_type)] = left
+        return allocatable
 
     def distances(self) -> dict[int, dict[int, int]]:
         """The NUMA distance table: ``distances()[a][b]``."""

@@ -162,7 +162,7 @@ def _one_shot_failure(error: KubeletError | None, settings: Settings, target: st
     if error is None:
         return f"cannot read the kubelet at {target}"
     reason = kubelet.describe(error, target, settings.max_message_bytes, settings.timeout)
-    if error.kind == kubelet.RATE_LIMITED:
+    if error.kind == kubelet.ErrorKind.RATE_LIMITED:
         reason += "; try again in a few seconds"
     return f"cannot read the kubelet: {reason}"
 

@@ -23,8 +23,8 @@ from google.protobuf.message import DecodeError
 from .._proto.v1 import api_pb2 as v1
 from .._proto.v1alpha1 import api_pb2 as v1alpha1
 from ..issues import IssueKind
-from ..model import Allocatable, PodAssignment
-from .client import INVALID_REPLY, KubeletError
+from ..model import Allocatable, ApiVersion, PodAssignment
+from .client import ErrorKind, KubeletError
 from .convert import (
     allocatable_from_v1,
     capped_allocatable_from_v1,
@@ -43,7 +43,6 @@ from .limits import (
     pod_cpus,
 )
 
-V1, V1ALPHA1 = "v1", "v1alpha1"  # the podresources API versions
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
 # this many entries per listed pod (a container with many devices has many orderings).
 PRUNE_SECONDS = 60.0
@@ -60,13 +59,13 @@ class Replies:
     """
 
     list_reply: bytes
-    api_version: str = V1
+    api_version: ApiVersion = ApiVersion.V1
     allocatable_reply: bytes | None = None
 
 
 def invalid_reply(method: str, error: Exception) -> KubeletError:
     return KubeletError(method, "OK", f"reply is not a valid {method} response: {error}",
-                        INVALID_REPLY)
+                        ErrorKind.INVALID_REPLY)
 
 
 # ---- order-free keys ----------------------------------------------------------------------

@@ -13,7 +13,8 @@ from urllib.parse import quote
 from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletError
 from ..model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
-from ..refresh.loop import Refresher, Settings
+from ..refresh.loop import Refresher
+from ..refresh.settings import Settings
 from ..topology import format_cpulist
 from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
 

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..accounting import Accounting
@@ -43,6 +42,7 @@ from ..topology import RereadTopology, read_topology
 from .issuelog import IssueLog
 from .outcome import Outcome
 from .pipeline import Pipeline, Result
+from .settings import Settings
 from .watch import StateFileWatcher
 from .worker import Worker
 
@@ -51,28 +51,6 @@ if TYPE_CHECKING:
     from ..kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class Settings:
-    """What the refresh loop needs to know; the CLI fills it from flags."""
-
-    socket: str = kubelet.DEFAULT_SOCKET
-    sysfs_root: str = "/sys"
-    interval: float = 10.0
-    allocatable_interval: float = 60.0
-    watch_path: str | None = None
-    max_refresh_rate: float = 1.0
-    max_message_bytes: int = kubelet.DEFAULT_MAX_MESSAGE_BYTES
-    timeout: float = kubelet.DEFAULT_TIMEOUT_SECONDS
-    node_name: str = ""
-    kube_api: bool = False
-    render: RenderOptions = field(default_factory=RenderOptions)
-    # the fit answers (SPEC section 7)
-    fit_shapes: str | None = None
-    full_pcpus_only: bool = False
-    kubelet_config: str | None = None
-    topology_manager_policy: str | None = None
-    topology_manager_scope: str | None = None
 
 
 class Refresher:

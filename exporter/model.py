@@ -26,6 +26,7 @@ class ApiVersion(StrEnum):
     V1 = "v1"
     V1ALPHA1 = "v1alpha1"  # devices only: no CPUs, memory or topology
 
+
 # Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
 Oversized = tuple[tuple[str, str], ...]
 

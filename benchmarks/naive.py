@@ -24,7 +24,7 @@ from exporter._proto.v1 import api_pb2 as v1
 from exporter.accounting import account
 from exporter.catalog import CATALOG
 from exporter.kubelet.client import KubeletClient
-from exporter.kubelet.decode import allocatable_from_v1, pod_from_v1
+from exporter.kubelet.convert import allocatable_from_v1, pod_from_v1
 from exporter.model import KubeletSnapshot
 from exporter.topology import read_topology
 

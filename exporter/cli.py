@@ -25,7 +25,7 @@ from .commands.snapshot import snapshot
 from .exposition.rendering import RenderOptions
 from .kubelet import client as kubelet
 from .logs import LEVELS, setup_logging
-from .refresh.loop import Settings
+from .refresh.settings import Settings
 
 if TYPE_CHECKING:
     from .simulator.run import SimulateOptions

@@ -35,20 +35,10 @@ class IssueKind(StrEnum):
     TOO_MANY_ENTRIES = "too_many_entries"
 
 
-# Limits on what one reply may contain, far beyond any real node (Linux supports at most 1,024
-# NUMA nodes and 8,192 CPUs; a node runs a handful of memory types). Past a limit, the part is
-# counted as a data issue and left out, so a broken or hostile kubelet cannot make a refresh
-# slow or large. docs/metrics.md lists them.
-MAX_NUMA_IDS = 1024  # NUMA ids one item (device, memory block) names
-MAX_CPU_IDS = 16384  # CPU ids in one list (a container's, a pod's, the allocatable one)
-# CPU ids in one List reply in all: each CPU is listed at most twice (container and pod level)
-MAX_CPU_IDS_PER_REPLY = 65536
-MAX_MEMORY_TYPES = 64  # distinct memory types in one list of memory blocks
-MAX_MEMORY_BLOCKS = 256  # memory blocks in one container's or pod's list
-MAX_ENTRIES_PER_POD = 16384  # containers, device entries and ids, memory blocks, DRA devices
-# GetAllocatableResources lists one memory block per NUMA node and type, and every device
-MAX_ALLOCATABLE_MEMORY_BLOCKS = MAX_NUMA_IDS * MAX_MEMORY_TYPES
-MAX_ALLOCATABLE_DEVICE_ENTRIES = 65536  # device entries and ids
+# NUMA ids one item (device, memory block) may name: past it, the item's locality is unknown.
+# The one limit on absurd replies the accounting applies as well; the others, and the checks,
+# are in exporter/kubelet/limits.py (docs/metrics.md lists them).
+MAX_NUMA_IDS = 1024
 
 
 class Issues:

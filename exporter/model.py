@@ -14,9 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TypeVar, cast
 
 NumaIds = tuple[int, ...] | None
+
+
+class ApiVersion(StrEnum):
+    """A podresources API version the kubelet serves; its value is the ``api_version`` label."""
+
+    V1 = "v1"
+    V1ALPHA1 = "v1alpha1"  # devices only: no CPUs, memory or topology
+
+
 # Parts of a reply left out at decoding for their absurd size: (data issue kind, example)
 Oversized = tuple[tuple[str, str], ...]
 
@@ -133,13 +143,13 @@ class KubeletSnapshot:
     """One consistent read of the kubelet.
 
     ``allocatable`` is ``None`` when the kubelet does not offer ``GetAllocatableResources``
-    (old, disabled, or not reached yet). ``api_version`` is ``"v1"`` or ``"v1alpha1"``; under
+    (old, disabled, or not reached yet). ``api_version``: under
     v1alpha1 only devices are known, without topology.
     """
 
     pods: tuple[PodAssignment, ...]
     allocatable: Allocatable | None
-    api_version: str = "v1"
+    api_version: ApiVersion = ApiVersion.V1
 
 
 @dataclass(frozen=True, slots=True)

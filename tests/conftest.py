@@ -11,7 +11,8 @@ Each test is marked with its directory's name (``pytest -m unit``, ``-m "not dep
 
 Changing ...                              run (besides ``pytest tests/unit``)
   exporter/accounting/, model.py           tests/spec
-  exporter/kubelet/ (client, decode)       tests/integration/test_faults.py test_hostile_replies.py
+  exporter/kubelet/ (client, decode,       tests/integration/test_faults.py test_hostile_replies.py
+                    convert, limits)
   exporter/kubelet/reader.py               tests/integration/test_faults.py
   exporter/refresh/                        tests/integration/test_faults.py test_watch.py
                                            test_refresh_worker.py test_integration.py

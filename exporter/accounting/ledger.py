@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ..issues import IssueKind, Issues
 from ..model import (
     Allocatable,
+    ApiVersion,
     ContainerAssignment,
     DraInventory,
     DraKey,
@@ -61,7 +62,7 @@ class Accounting:
     reports and tests.
     """
 
-    api_version: str
+    api_version: ApiVersion
     cpus_allocatable: dict[str, int] | None = None
     cpus_allocated: dict[str, int] | None = None
     memory_allocatable: dict[tuple[str, str], int] = field(default_factory=dict)  # (numa, type)
@@ -139,13 +140,13 @@ class Ledger:
     """
 
     def __init__(self) -> None:
-        self._reset(None, TopologyView(Topology({}, {})), "v1", None)
+        self._reset(None, TopologyView(Topology({}, {})), ApiVersion.V1, None)
         self._result: Accounting | None = None
         self._pod_ids: frozenset[int] = frozenset()
         self._allocatable: Allocatable | None = None
         self._allocatable_figures = AllocatableFigures()
 
-    def _reset(self, topology: Topology | None, view: TopologyView, api_version: str,
+    def _reset(self, topology: Topology | None, view: TopologyView, api_version: ApiVersion,
                dra: DraInventory | None) -> None:
         self._topology = topology
         self._view = view
@@ -186,7 +187,7 @@ class Ledger:
         self._result = None
 
     def update(self, pods: Sequence[PodAssignment], allocatable: Allocatable | None,
-               topology: Topology, api_version: str = "v1",
+               topology: Topology, api_version: ApiVersion = ApiVersion.V1,
                dra: DraInventory | None = None) -> Accounting:
         """The accounting of this snapshot, reusing everything that did not change. ``dra``:
         the devices this node's ResourceSlices publish (``None`` without the Kubernetes-API
@@ -206,7 +207,7 @@ class Ledger:
         if allocatable is not self._allocatable or self._result is None:
             self._allocatable = allocatable
             self._allocatable_figures = allocatable_figures(allocatable, self._view,
-                                                            api_version != "v1alpha1")
+                                                            api_version != ApiVersion.V1ALPHA1)
             self._recount_device_use()
         repeated = 0 if self._apply_changes(pods, ids) else self._apply_all(pods)
         self._pod_ids = ids
@@ -244,7 +245,8 @@ class Ledger:
         return len(pods) - len(current)
 
     def _hold(self, key: PodKey, pod: PodAssignment) -> None:
-        figures = pod_figures(pod, self._view, self._api_version != "v1alpha1", self._dra_numa)
+        figures = pod_figures(pod, self._view, self._api_version != ApiVersion.V1ALPHA1,
+                              self._dra_numa)
         self._pods[key] = (pod, figures)
         self._key_of[id(pod)] = key
         insort(self._order, key)
@@ -370,7 +372,7 @@ class Ledger:
             self._count_use(device, group, +1)
 
     def _finish(self, repeated_pods: int) -> Accounting:
-        with_topology = self._api_version != "v1alpha1"
+        with_topology = self._api_version != ApiVersion.V1ALPHA1
         alloc = self._allocatable_figures
         result = Accounting(api_version=self._api_version)
         issues = Issues()

@@ -10,7 +10,8 @@ import logging
 import shlex
 from typing import TYPE_CHECKING
 
-from ..refresh.loop import Refresher, Settings
+from ..refresh.loop import Refresher
+from ..refresh.settings import Settings
 from .serve import PROG, UsageError, install_signal_handlers, load_web_config, serve
 
 if TYPE_CHECKING:

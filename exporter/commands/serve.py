@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..exposition.health import Health
 from ..model import Topology
-from ..refresh.loop import Refresher, Settings
+from ..refresh.loop import Refresher
+from ..refresh.settings import Settings
 from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 

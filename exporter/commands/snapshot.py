@@ -13,7 +13,8 @@ from urllib.parse import quote
 from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletError
 from ..model import DeviceEntry, KubeletSnapshot, MemoryBlock, Topology
-from ..refresh.loop import Refresher, Settings
+from ..refresh.loop import Refresher
+from ..refresh.settings import Settings
 from ..topology import format_cpulist
 from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
 
@@ -162,7 +163,7 @@ def _one_shot_failure(error: KubeletError | None, settings: Settings, target: st
     if error is None:
         return f"cannot read the kubelet at {target}"
     reason = kubelet.describe(error, target, settings.max_message_bytes, settings.timeout)
-    if error.kind == kubelet.RATE_LIMITED:
+    if error.kind == kubelet.ErrorKind.RATE_LIMITED:
         reason += "; try again in a few seconds"
     return f"cannot read the kubelet: {reason}"
 

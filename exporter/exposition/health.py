@@ -40,7 +40,7 @@ from ..catalog import (
 )
 from ..issues import IssueKind
 from ..kubelet import client as kubelet
-from ..kubelet.status import UNKNOWN, Capabilities, KubeletStatus
+from ..kubelet.status import Capabilities, KubeletStatus
 from .instruments import Counter, Histogram
 from .rendering import FamilyWriter
 
@@ -147,9 +147,12 @@ class Health:
         return families
 
 
+UNKNOWN_REVISION = "unknown"  # the build_info revision when the image names none
+
+
 def build_revision() -> str:
     try:
         revision = REVISION_FILE.read_text(encoding="utf-8").strip()
     except OSError:
-        return UNKNOWN
-    return revision or UNKNOWN
+        return UNKNOWN_REVISION
+    return revision or UNKNOWN_REVISION

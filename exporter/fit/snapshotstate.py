@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..model import KubeletSnapshot, MemoryBlock, Topology
+from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
 
 
@@ -26,7 +26,7 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
                memory_static: bool) -> NodeState | None:
     """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by."""
     allocatable = snapshot.allocatable
-    if allocatable is None or snapshot.api_version != "v1":
+    if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
     numa_ids = tuple(sorted(topology.numa_nodes))
     known = frozenset(numa_ids)

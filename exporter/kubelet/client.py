@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import grpc
@@ -33,16 +34,20 @@ METHOD_GET = "Get"
 _PATH_V1 = "/v1.PodResourcesLister/"
 _PATH_V1ALPHA1 = "/v1alpha1.PodResourcesLister/"
 
-# What a failed call means for the exporter (the ``kind`` of a KubeletError).
-RATE_LIMITED = "rate_limited"
-TOO_LARGE = "too_large"
-UNAVAILABLE = "unavailable"
-UNIMPLEMENTED = "unimplemented"
-DISABLED = "disabled"
-NOT_FOUND = "not_found"
-DEADLINE = "deadline"
-INVALID_REPLY = "invalid_reply"
-OTHER = "other"
+class ErrorKind(StrEnum):
+    """What a failed call means for the exporter (the ``kind`` of a KubeletError)."""
+
+    RATE_LIMITED = "rate_limited"
+    TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"
+    UNIMPLEMENTED = "unimplemented"
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"
+    DEADLINE = "deadline"
+    INVALID_REPLY = "invalid_reply"
+    OTHER = "other"
+    INTERNAL_ERROR = "internal_error"  # not the kubelet's: the exporter's own refresh failed
+
 
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
 
@@ -50,7 +55,7 @@ RATE_LIMIT_MESSAGE = "rejected by rate limit"
 class KubeletError(Exception):
     """A podresources call that did not produce data, classified by what it means."""
 
-    def __init__(self, method: str, code: str, details: str, kind: str):
+    def __init__(self, method: str, code: str, details: str, kind: ErrorKind):
         super().__init__(f"{method}: {code}: {details}")
         self.method = method
         self.code = code
@@ -58,42 +63,42 @@ class KubeletError(Exception):
         self.kind = kind
 
 
-def classify(code: grpc.StatusCode, details: str) -> str:
+def classify(code: grpc.StatusCode, details: str) -> ErrorKind:
     """Map a gRPC status to what it means here (SPEC section 2, "Errors")."""
     text = (details or "").lower()
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         # The same code is used for the kubelet's rate limit and for gRPC's receive limit.
-        return RATE_LIMITED if RATE_LIMIT_MESSAGE in text else TOO_LARGE
+        return ErrorKind.RATE_LIMITED if RATE_LIMIT_MESSAGE in text else ErrorKind.TOO_LARGE
     if code == grpc.StatusCode.UNAVAILABLE:
-        return UNAVAILABLE
+        return ErrorKind.UNAVAILABLE
     if code == grpc.StatusCode.UNIMPLEMENTED:
-        return UNIMPLEMENTED
+        return ErrorKind.UNIMPLEMENTED
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DEADLINE
+        return ErrorKind.DEADLINE
     if code == grpc.StatusCode.UNKNOWN and "disabled" in text:
-        return DISABLED
+        return ErrorKind.DISABLED
     if code == grpc.StatusCode.UNKNOWN and "not found" in text:
-        return NOT_FOUND
-    return OTHER
+        return ErrorKind.NOT_FOUND
+    return ErrorKind.OTHER
 
 
 def describe(error: KubeletError, target: str, max_message_bytes: int, timeout: float) -> str:
     """What a failed call means, in one line, naming the flag that matters: the refresh loop's
     log and the ``snapshot`` command both say it so."""
     details = " ".join(error.details.split())
-    if error.kind == UNAVAILABLE:
+    if error.kind == ErrorKind.UNAVAILABLE:
         return (f"kubelet podresources API unreachable at {target}: {error.code} {details} "
                 "(check --socket)")
-    if error.kind == TOO_LARGE:
+    if error.kind == ErrorKind.TOO_LARGE:
         return (f"the kubelet's reply to {error.method} is larger than --max-message-bytes "
                 f"({max_message_bytes}): {details}")
-    if error.kind == RATE_LIMITED:
+    if error.kind == ErrorKind.RATE_LIMITED:
         return (f"kubelet rate limit hit: the kubelet at {target} refused {error.method} (the "
                 "quota is shared by every client on the node)")
-    if error.kind == DEADLINE:
+    if error.kind == ErrorKind.DEADLINE:
         return (f"the kubelet at {target} did not answer {error.method} within {timeout:g} s "
                 "(--timeout)")
-    if error.kind == INVALID_REPLY:
+    if error.kind == ErrorKind.INVALID_REPLY:
         return (f"the kubelet at {target} sent a reply to {error.method} that is not valid "
                 f"protobuf: {details}")
     return f"kubelet call {error.method} to {target} failed: {error.code} {details}"

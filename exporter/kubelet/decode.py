@@ -22,30 +22,27 @@ from google.protobuf.message import DecodeError
 
 from .._proto.v1 import api_pb2 as v1
 from .._proto.v1alpha1 import api_pb2 as v1alpha1
-from ..issues import (
-    MAX_ALLOCATABLE_DEVICE_ENTRIES,
-    MAX_ALLOCATABLE_MEMORY_BLOCKS,
-    MAX_CPU_IDS,
+from ..issues import IssueKind
+from ..model import Allocatable, ApiVersion, PodAssignment
+from .client import ErrorKind, KubeletError
+from .convert import (
+    allocatable_from_v1,
+    capped_allocatable_from_v1,
+    capped_pod_from_v1,
+    capped_pod_from_v1alpha1,
+    pod_from_v1,
+    pod_from_v1alpha1,
+)
+from .limits import (
     MAX_CPU_IDS_PER_REPLY,
-    MAX_ENTRIES_PER_POD,
-    MAX_MEMORY_BLOCKS,
-    MAX_MEMORY_TYPES,
-    MAX_NUMA_IDS,
-    IssueKind,
+    SMALLEST_OVERSIZED,
+    allocatable_exceeds_limits,
+    exceeds_limits_v1,
+    exceeds_limits_v1alpha1,
+    message_cpus,
+    pod_cpus,
 )
-from ..model import (
-    Allocatable,
-    ContainerAssignment,
-    DeviceEntry,
-    DraDevice,
-    MemoryBlock,
-    NumaIds,
-    PodAssignment,
-    shared,
-)
-from .client import INVALID_REPLY, KubeletError
 
-V1, V1ALPHA1 = "v1", "v1alpha1"  # the podresources API versions
 # Caches are cleaned of departed pods at most this often, and dropped when they grow beyond
 # this many entries per listed pod (a container with many devices has many orderings).
 PRUNE_SECONDS = 60.0
@@ -62,254 +59,13 @@ class Replies:
     """
 
     list_reply: bytes
-    api_version: str = V1
+    api_version: ApiVersion = ApiVersion.V1
     allocatable_reply: bytes | None = None
 
 
 def invalid_reply(method: str, error: Exception) -> KubeletError:
     return KubeletError(method, "OK", f"reply is not a valid {method} response: {error}",
-                        INVALID_REPLY)
-
-
-# ---- protobuf -> plain data ---------------------------------------------------------------
-
-def _numa_ids(message: Any) -> tuple[int, ...] | None:
-    if not message.HasField("topology"):
-        return None
-    return shared(tuple(node.ID for node in message.topology.nodes))
-
-
-def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
-    return tuple(MemoryBlock(shared(b.memory_type), b.size, _numa_ids(b)) for b in blocks)
-
-
-def _devices(entries: Any) -> tuple[DeviceEntry, ...]:
-    return tuple(DeviceEntry(shared(e.resource_name), tuple(e.device_ids), _numa_ids(e))
-                 for e in entries)
-
-
-def _dra(dynamic_resources: Any) -> tuple[DraDevice, ...]:
-    devices = []
-    for claim in dynamic_resources:
-        for resource in claim.claim_resources:
-            devices.append(DraDevice(
-                driver=resource.driver_name,
-                pool=resource.pool_name,
-                device=resource.device_name,
-                claim_name=claim.claim_name,
-                claim_namespace=claim.claim_namespace,
-                share_id=resource.share_id if resource.HasField("share_id") else None,
-                cdi_devices=tuple(dict.fromkeys(c.name for c in resource.cdi_devices)),
-            ))
-    return tuple(devices)
-
-
-def pod_from_v1(pod: Any) -> PodAssignment:
-    return PodAssignment(
-        namespace=pod.namespace,
-        name=pod.name,
-        containers=tuple(ContainerAssignment(
-            name=c.name,
-            cpu_ids=tuple(c.cpu_ids),
-            memory=_memory(c.memory),
-            devices=_devices(c.devices),
-            dra_devices=_dra(c.dynamic_resources),
-        ) for c in pod.containers),
-        cpu_ids=tuple(pod.cpu_ids),
-        memory=_memory(pod.memory),
-    )
-
-
-def pod_from_v1alpha1(pod: Any) -> PodAssignment:
-    return PodAssignment(
-        namespace=pod.namespace,
-        name=pod.name,
-        containers=tuple(ContainerAssignment(
-            name=c.name,
-            devices=tuple(DeviceEntry(d.resource_name, tuple(d.device_ids), None)
-                          for d in c.devices),
-        ) for c in pod.containers),
-    )
-
-
-def allocatable_from_v1(reply: Any) -> Allocatable:
-    return Allocatable(
-        cpu_ids=tuple(reply.cpu_ids),
-        memory=_memory(reply.memory),
-        devices=_devices(reply.devices),
-    )
-
-
-# ---- absurd sizes ---------------------------------------------------------------------------
-#
-# A reply is checked against the limits of exporter.issues before it is converted (counting
-# costs one pass over the entries, no Python object per CPU id). Only a pod or allocatable
-# reply past a limit takes the slower, careful conversion below, which leaves the oversized
-# part out and records it; everything else takes the plain conversion above.
-
-def _numa_count(message: Any) -> int:
-    return len(message.topology.nodes) if message.HasField("topology") else 0
-
-
-def _pod_entries(pod: Any, with_topology: bool = True) -> int:
-    """Containers, device entries and ids, memory blocks and DRA devices of one listing
-    (memory lists left out for their own size do not count)."""
-    entries = len(pod.containers) + (_memory_entries(pod.memory) if with_topology else 0)
-    for container in pod.containers:
-        entries += len(container.devices)
-        for entry in container.devices:
-            entries += len(entry.device_ids)
-        if with_topology:
-            entries += _memory_entries(container.memory)
-            for claim in container.dynamic_resources:
-                entries += len(claim.claim_resources)
-    return entries
-
-
-def _memory_dropped(blocks: Any, limit: int) -> bool:
-    return len(blocks) > limit or len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES
-
-
-def _memory_entries(blocks: Any) -> int:
-    return 0 if _memory_dropped(blocks, MAX_MEMORY_BLOCKS) else len(blocks)
-
-
-def _memory_too_large(blocks: Any, limit: int) -> bool:
-    return len(blocks) > limit or any(_numa_count(b) > MAX_NUMA_IDS for b in blocks) or (
-        len(blocks) > MAX_MEMORY_TYPES and len({b.memory_type for b in blocks}) > MAX_MEMORY_TYPES)
-
-
-def exceeds_limits_v1(pod: Any) -> bool:
-    """Whether a v1 pod listing has any part past the limits."""
-    if len(pod.cpu_ids) > MAX_CPU_IDS or _memory_too_large(pod.memory, MAX_MEMORY_BLOCKS):
-        return True
-    for container in pod.containers:
-        if len(container.cpu_ids) > MAX_CPU_IDS or _memory_too_large(container.memory,
-                                                                      MAX_MEMORY_BLOCKS):
-            return True
-        if any(_numa_count(entry) > MAX_NUMA_IDS for entry in container.devices):
-            return True
-    return _pod_entries(pod) > MAX_ENTRIES_PER_POD
-
-
-# The smallest encoding that can pass a limit is 65 memory blocks of distinct one-letter types
-# (5 bytes each); every other limit takes more bytes (a NUMA id, an entry, a CPU id: a byte at
-# least each). A smaller pod listing is within every limit and is not checked.
-_SMALLEST_OVERSIZED = 5 * MAX_MEMORY_TYPES
-
-
-def _message_cpus(pod: Any, size: int) -> int:
-    """The CPU ids a pod listing of ``size`` bytes keeps once converted (lists past the limit
-    are left out, and all of a pod past the entries limit)."""
-    if not hasattr(pod, "cpu_ids"):
-        return 0  # v1alpha1: no CPUs
-    if size > MAX_ENTRIES_PER_POD and _pod_entries(pod) > MAX_ENTRIES_PER_POD:
-        return 0
-    counts = [len(pod.cpu_ids), *(len(c.cpu_ids) for c in pod.containers)]
-    return sum(n for n in counts if n <= MAX_CPU_IDS)
-
-
-def _pod_cpus(pod: PodAssignment) -> int:
-    return len(pod.cpu_ids) + sum(len(container.cpu_ids) for container in pod.containers)
-
-
-def exceeds_limits_v1alpha1(pod: Any) -> bool:
-    return _pod_entries(pod, with_topology=False) > MAX_ENTRIES_PER_POD
-
-
-class _Capped:
-    """Converts the parts of one message within the limits, recording those left out."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.oversized: list[tuple[str, str]] = []
-
-    def left_out(self, kind: IssueKind, what: str, size: int, limit: int) -> None:
-        self.oversized.append((kind, f"{self.where}: {what} has {size} (at most {limit} are "
-                                     "read); left out"))
-
-    def cpu_ids(self, values: Any, what: str) -> tuple[int, ...]:
-        if len(values) > MAX_CPU_IDS:
-            self.left_out(IssueKind.TOO_MANY_CPU_IDS, f"{what} cpu_ids", len(values),
-                          MAX_CPU_IDS)
-            return ()
-        return tuple(values)
-
-    def numa_ids(self, message: Any, what: str) -> NumaIds:
-        if _numa_count(message) > MAX_NUMA_IDS:
-            self.left_out(IssueKind.TOO_MANY_NUMA_IDS, f"the topology of {what}",
-                          _numa_count(message), MAX_NUMA_IDS)
-            return None  # its locality is unknown
-        return _numa_ids(message)
-
-    def memory(self, blocks: Any, what: str, limit: int) -> tuple[MemoryBlock, ...]:
-        types = len({b.memory_type for b in blocks})
-        if types > MAX_MEMORY_TYPES:
-            self.left_out(IssueKind.TOO_MANY_MEMORY_TYPES, f"the memory of {what}", types,
-                          MAX_MEMORY_TYPES)
-            return ()
-        if len(blocks) > limit:
-            self.left_out(IssueKind.TOO_MANY_ENTRIES, f"the memory of {what}", len(blocks), limit)
-            return ()
-        return tuple(MemoryBlock(b.memory_type, b.size, self.numa_ids(b, f"memory of {what}"))
-                     for b in blocks)
-
-    def devices(self, entries: Any, what: str) -> tuple[DeviceEntry, ...]:
-        return tuple(DeviceEntry(e.resource_name, tuple(e.device_ids),
-                                 self.numa_ids(e, f"a device entry of {what}"))
-                     for e in entries)
-
-
-def capped_pod_from_v1(pod: Any) -> PodAssignment:
-    """:func:`pod_from_v1` for a listing past a limit: the oversized parts are left out."""
-    capped = _Capped(f"pod {pod.namespace}/{pod.name}")
-    entries = _pod_entries(pod)
-    if entries > MAX_ENTRIES_PER_POD:  # the whole pod is left out
-        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the listing", entries, MAX_ENTRIES_PER_POD)
-        return PodAssignment(pod.namespace, pod.name, oversized=tuple(capped.oversized))
-    containers = tuple(ContainerAssignment(
-        name=c.name,
-        cpu_ids=capped.cpu_ids(c.cpu_ids, f"container {c.name}"),
-        memory=capped.memory(c.memory, f"container {c.name}", MAX_MEMORY_BLOCKS),
-        devices=capped.devices(c.devices, f"container {c.name}"),
-        dra_devices=_dra(c.dynamic_resources),
-    ) for c in pod.containers)
-    return PodAssignment(pod.namespace, pod.name, containers,
-                         capped.cpu_ids(pod.cpu_ids, "the pod-level"),
-                         capped.memory(pod.memory, "the pod", MAX_MEMORY_BLOCKS),
-                         tuple(capped.oversized))
-
-
-def capped_pod_from_v1alpha1(pod: Any) -> PodAssignment:
-    entries = _pod_entries(pod, with_topology=False)
-    example = (f"pod {pod.namespace}/{pod.name}: the listing has {entries} (at most "
-               f"{MAX_ENTRIES_PER_POD} are read); left out")
-    return PodAssignment(pod.namespace, pod.name,
-                         oversized=((IssueKind.TOO_MANY_ENTRIES, example),))
-
-
-def capped_allocatable_from_v1(reply: Any) -> Allocatable:
-    """:func:`allocatable_from_v1` for a reply past a limit: the oversized lists are left out."""
-    capped = _Capped("GetAllocatableResources")
-    entries = len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
-    if entries > MAX_ALLOCATABLE_DEVICE_ENTRIES:
-        capped.left_out(IssueKind.TOO_MANY_ENTRIES, "the device list", entries,
-                        MAX_ALLOCATABLE_DEVICE_ENTRIES)
-        devices: tuple[DeviceEntry, ...] = ()
-    else:
-        devices = capped.devices(reply.devices, "allocatable")
-    return Allocatable(capped.cpu_ids(reply.cpu_ids, "allocatable"),
-                       capped.memory(reply.memory, "allocatable",
-                                     MAX_ALLOCATABLE_MEMORY_BLOCKS),
-                       devices, tuple(capped.oversized))
-
-
-def allocatable_exceeds_limits(reply: Any) -> bool:
-    return (len(reply.cpu_ids) > MAX_CPU_IDS
-            or _memory_too_large(reply.memory, MAX_ALLOCATABLE_MEMORY_BLOCKS)
-            or len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
-            > MAX_ALLOCATABLE_DEVICE_ENTRIES
-            or any(_numa_count(entry) > MAX_NUMA_IDS for entry in reply.devices))
+                        ErrorKind.INVALID_REPLY)
 
 
 # ---- order-free keys ----------------------------------------------------------------------
@@ -418,7 +174,7 @@ class ListDecoder:
             messages = {index: self._parse(chunks[index])
                         for index, pod in enumerate(known) if pod is None}
             total = sum(map(self._cpus.__getitem__, map(id, filter(None, known)))) + sum(
-                _message_cpus(message, len(chunks[index])) for index, message in messages.items())
+                message_cpus(message, len(chunks[index])) for index, message in messages.items())
             if total > MAX_CPU_IDS_PER_REPLY:
                 pods = self._within_budget(chunks, known, messages)
             else:
@@ -441,7 +197,7 @@ class ListDecoder:
             pod = known[index]
             if pod is not None:
                 return self._cpus[id(pod)]
-            return _message_cpus(messages[index], len(chunks[index]))
+            return message_cpus(messages[index], len(chunks[index]))
 
         total = sum(map(cpus_of, range(len(chunks))))
         pods: list[PodAssignment | None] = [None] * len(chunks)
@@ -476,7 +232,7 @@ class ListDecoder:
 
     def _learn(self, chunk: bytes, message: Any) -> PodAssignment:
         """A pod not seen in these exact bytes: convert it, unless seen in another order."""
-        if len(chunk) > _SMALLEST_OVERSIZED and self._exceeds_limits(message):
+        if len(chunk) > SMALLEST_OVERSIZED and self._exceeds_limits(message):
             # no order-free key: it would build what is capped
             pod = self._capped(message)
         else:
@@ -486,7 +242,7 @@ class ListDecoder:
                 found = self._by_key[key] = self._convert(message)
             pod = found
         self._by_bytes[chunk] = pod
-        self._cpus[id(pod)] = _pod_cpus(pod)
+        self._cpus[id(pod)] = pod_cpus(pod)
         return pod
 
     def _prune(self, pods: list[PodAssignment]) -> None:

@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Protocol
 
-from ..model import Allocatable, PodAssignment
+from ..model import Allocatable, ApiVersion, PodAssignment
 from . import client as kubelet
 from .client import KubeletClient, KubeletError
-from .decode import V1, V1ALPHA1, Replies
-from .status import CAPABILITY_NAMES, KubeletStatus
+from .decode import Replies
+from .status import CAPABILITY_NAMES, Capability, KubeletStatus
 
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 
@@ -30,7 +30,7 @@ PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 class Decoder(Protocol):
     """Where the replies are decoded (the refresh loop: in its worker thread)."""
 
-    async def pods(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]: ...
+    async def pods(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]: ...
 
     async def allocatable(self, raw: bytes) -> Allocatable: ...
 
@@ -64,52 +64,52 @@ class KubeletReader:
         """The replies of one refresh; raises :class:`KubeletError` when a call fails."""
         caps = self.status.capabilities  # as of the previous refresh
         self._notice_restart()
-        if caps.api_version == V1ALPHA1 and \
+        if caps.api_version == ApiVersion.V1ALPHA1 and \
                 time.monotonic() - self._v1_probed_at >= self._allocatable_interval:
             self._redetect = True  # a lowered capability is probed again: is v1 served now?
-        if self._redetect or caps.api_version == V1:
+        if self._redetect or caps.api_version == ApiVersion.V1:
             try:
                 raw = (await self.client.list_pods()).raw
-                pods = await decoder.pods(raw, V1)
-                if caps.api_version != V1:  # first contact, or an upgraded kubelet
+                pods = await decoder.pods(raw, ApiVersion.V1)
+                if caps.api_version != ApiVersion.V1:  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
-                self.set_capabilities(api_version=V1)
+                self.set_capabilities(api_version=ApiVersion.V1)
             except KubeletError as error:
-                if error.kind != kubelet.UNIMPLEMENTED:
+                if error.kind != kubelet.ErrorKind.UNIMPLEMENTED:
                     raise
                 self._v1_probed_at = time.monotonic()
                 raw = (await self.client.list_pods_v1alpha1()).raw
-                pods = await decoder.pods(raw, V1ALPHA1)
-                self.set_capabilities(api_version=V1ALPHA1, get_allocatable="false",
-                                      get="false",
-                                      pod_level="unknown")  # v1alpha1 cannot carry it
+                pods = await decoder.pods(raw, ApiVersion.V1ALPHA1)
+                self.set_capabilities(api_version=ApiVersion.V1ALPHA1,
+                                      get_allocatable=Capability.FALSE, get=Capability.FALSE,
+                                      pod_level=Capability.UNKNOWN)  # v1alpha1 cannot carry it
         else:
             raw = (await self.client.list_pods_v1alpha1()).raw
-            pods = await decoder.pods(raw, V1ALPHA1)
+            pods = await decoder.pods(raw, ApiVersion.V1ALPHA1)
         self._redetect = False
-        if self.status.capabilities.api_version != V1:
-            return Replies(raw, V1ALPHA1)
+        if self.status.capabilities.api_version != ApiVersion.V1:
+            return Replies(raw, ApiVersion.V1ALPHA1)
         await self._probe_get(pods)
         await self._refresh_allocatable(pods, decoder)
-        return Replies(raw, V1, self._allocatable_reply)
+        return Replies(raw, ApiVersion.V1, self._allocatable_reply)
 
     async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
         ``--allocatable-interval`` while the answer is no (an upgraded kubelet may serve it)."""
         if self._get_probed and (
-                self.status.capabilities.get != "false"
+                self.status.capabilities.get != Capability.FALSE
                 or time.monotonic() - self._get_probed_at < self._allocatable_interval):
             return
         namespace, name = (pods[0].namespace, pods[0].name) if pods else PROBE_POD
         try:
             await self.client.get_pod(namespace, name)
-            supported = "true"
+            supported = Capability.TRUE
         except KubeletError as error:
-            if error.kind in (kubelet.NOT_FOUND,):
-                supported = "true"
-            elif error.kind in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
-                supported = "false"
+            if error.kind in (kubelet.ErrorKind.NOT_FOUND,):
+                supported = Capability.TRUE
+            elif error.kind in (kubelet.ErrorKind.UNIMPLEMENTED, kubelet.ErrorKind.DISABLED):
+                supported = Capability.FALSE
             else:
                 return  # transient: ask again on the next refresh
         self._get_probed = True
@@ -126,7 +126,7 @@ class KubeletReader:
         missing = frozenset(named - known)
         if not missing:
             self._allocatable_missing = missing  # so the next missing resource counts as new
-        elif caps.get_allocatable != "false":
+        elif caps.get_allocatable != Capability.FALSE:
             if missing != self._allocatable_missing:
                 due = True  # a new device resource appeared: re-read allocatable for it
                 self._missing_wait = self._interval
@@ -141,12 +141,12 @@ class KubeletReader:
             raw = (await self.client.get_allocatable()).raw
             self.allocatable = await decoder.allocatable(raw)
             self._allocatable_reply = raw
-            self.set_capabilities(get_allocatable="true")
+            self.set_capabilities(get_allocatable=Capability.TRUE)
         except KubeletError as error:
-            if error.kind not in (kubelet.UNIMPLEMENTED, kubelet.DISABLED):
+            if error.kind not in (kubelet.ErrorKind.UNIMPLEMENTED, kubelet.ErrorKind.DISABLED):
                 raise
             self.allocatable = self._allocatable_reply = None
-            self.set_capabilities(get_allocatable="false")
+            self.set_capabilities(get_allocatable=Capability.FALSE)
         self._allocatable_at = now
         self._allocatable_missing = missing
 
@@ -178,12 +178,12 @@ class KubeletReader:
         for name, old, value in zip(CAPABILITY_NAMES, before.labels(), after.labels()):
             if old == value:
                 continue
-            if old not in ("none", "unknown"):
+            if old not in ("none", Capability.UNKNOWN):
                 self._log.info("kubelet capability %s changed: %s -> %s", name, old, value)
-            elif name == "api_version" and value == V1ALPHA1:
+            elif name == "api_version" and value == ApiVersion.V1ALPHA1:
                 self._log.warning("kubelet does not serve podresources v1; using v1alpha1 "
                                   "(devices only, no CPU, memory or topology data)")
-            elif value == "false":
+            elif value == Capability.FALSE:
                 self._log.info("kubelet does not offer %s; related series are not exported",
                                name)
 

@@ -9,8 +9,16 @@ back-off by :mod:`exporter.refresh.outcome`; the health section
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-UNKNOWN = "unknown"
+
+class Capability(StrEnum):
+    """Whether the kubelet offers something, as far as the loop has found out (a label value)."""
+
+    TRUE = "true"
+    FALSE = "false"
+    UNKNOWN = "unknown"
+
 CAPABILITY_NAMES = ("api_version", "get_allocatable", "get", "pod_level")  # labels() order
 
 
@@ -20,9 +28,9 @@ class Capabilities:
     ``false`` or ``unknown`` (``pod_level``: ``true`` once pod-level data has been seen)."""
 
     api_version: str = "none"  # v1 | v1alpha1 | none (before first contact)
-    get_allocatable: str = UNKNOWN
-    get: str = UNKNOWN
-    pod_level: str = UNKNOWN
+    get_allocatable: str = Capability.UNKNOWN
+    get: str = Capability.UNKNOWN
+    pod_level: str = Capability.UNKNOWN
 
     def labels(self) -> tuple[str, str, str, str]:
         return (self.api_version, self.get_allocatable, self.get, self.pod_level)

@@ -1,7 +1,8 @@
 """The refresh loop: read the kubelet, account, render; never on the scrape path.
 
-- ``loop``: :class:`Refresher`, which runs the refreshes and waits between them, and
-  ``Settings``; the CPU-heavy core (``RefreshCore``) runs in the worker thread;
+- ``loop``: :class:`Refresher`, which runs the refreshes and waits between them; the CPU-heavy
+  core (``RefreshCore``) runs in the worker thread;
+- ``settings``: :class:`Settings`, what the loop needs to know (the CLI fills it from flags);
 - ``pipeline``: one refresh's computation, decode -> filter -> ledger -> render, synchronous
   (the loop, ``snapshot`` and the benchmarks run the same code);
 - ``outcome``: up, back-off and the failure log after each attempt;

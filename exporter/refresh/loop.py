@@ -18,7 +18,6 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..accounting import Accounting
@@ -30,11 +29,20 @@ from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletClient, KubeletError
 from ..kubelet.decode import Replies
 from ..kubelet.reader import KubeletReader
-from ..model import Allocatable, DraInventory, KubeletSnapshot, PodAssignment, Topology
+from ..kubelet.status import Capability
+from ..model import (
+    Allocatable,
+    ApiVersion,
+    DraInventory,
+    KubeletSnapshot,
+    PodAssignment,
+    Topology,
+)
 from ..topology import RereadTopology, read_topology
 from .issuelog import IssueLog
-from .outcome import INTERNAL_ERROR, Outcome
+from .outcome import Outcome
 from .pipeline import Pipeline, Result
+from .settings import Settings
 from .watch import StateFileWatcher
 from .worker import Worker
 
@@ -43,28 +51,6 @@ if TYPE_CHECKING:
     from ..kubeapi.view import KubeView
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class Settings:
-    """What the refresh loop needs to know; the CLI fills it from flags."""
-
-    socket: str = kubelet.DEFAULT_SOCKET
-    sysfs_root: str = "/sys"
-    interval: float = 10.0
-    allocatable_interval: float = 60.0
-    watch_path: str | None = None
-    max_refresh_rate: float = 1.0
-    max_message_bytes: int = kubelet.DEFAULT_MAX_MESSAGE_BYTES
-    timeout: float = kubelet.DEFAULT_TIMEOUT_SECONDS
-    node_name: str = ""
-    kube_api: bool = False
-    render: RenderOptions = field(default_factory=RenderOptions)
-    # the fit answers (SPEC section 7)
-    fit_shapes: str | None = None
-    full_pcpus_only: bool = False
-    kubelet_config: str | None = None
-    topology_manager_policy: str | None = None
-    topology_manager_scope: str | None = None
 
 
 class Refresher:
@@ -158,10 +144,10 @@ class Refresher:
         except KubeletError as error:
             delay = self._failed(error)
         except Exception as error:  # a bug must not stop the loop or hide behind stale data
-            if self.outcome.state != INTERNAL_ERROR:
+            if self.outcome.state != kubelet.ErrorKind.INTERNAL_ERROR:
                 log.exception("refresh failed unexpectedly; serving the last good snapshot")
-            delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error), INTERNAL_ERROR),
-                                 logged=True)
+            delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error),
+                                              kubelet.ErrorKind.INTERNAL_ERROR), logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
@@ -197,13 +183,13 @@ class Refresher:
         self.snapshot = result.snapshot
         self.accounting = result.accounting
         if result.accounting.pod_level_seen:
-            self.reader.set_capabilities(pod_level="true")
+            self.reader.set_capabilities(pod_level=Capability.TRUE)
         issues, examples = result.issues, result.examples
         self.health.count_issues(dict(issues))
         self._issue_log.note({kind: count for kind, count in issues.items() if count}, examples)
 
     def _failed(self, error: KubeletError, logged: bool = False) -> float:
-        if error.kind == kubelet.UNAVAILABLE:
+        if error.kind == kubelet.ErrorKind.UNAVAILABLE:
             self.reader.kubelet_changed()
         return self.outcome.failed(error, self.rng, logged)
 
@@ -236,7 +222,7 @@ class _Decoder:
         self._worker = worker
         self._core = core
 
-    async def pods(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
+    async def pods(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]:
         return await self._worker.run(self._core.decode_list, raw, api_version)
 
     async def allocatable(self, raw: bytes) -> Allocatable:
@@ -252,7 +238,7 @@ class RefreshCore:
         self.pipeline = Pipeline(options)
         self._published: Accounting | None = None
 
-    def decode_list(self, raw: bytes, api_version: str) -> tuple[PodAssignment, ...]:
+    def decode_list(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]:
         """The pods of a reply; the same reply object again costs nothing (the pipeline keeps
         the last one decoded)."""
         return self.pipeline.pods(raw, api_version)

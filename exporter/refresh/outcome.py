@@ -18,8 +18,6 @@ from ..kubelet import client as kubelet
 from ..kubelet.client import KubeletClient, KubeletError
 from ..kubelet.status import KubeletStatus
 
-INTERNAL_ERROR = "internal_error"
-
 
 class Outcome:
     """Writes ``status`` (up, last success, back-off) after each attempt and returns the delay
@@ -39,7 +37,7 @@ class Outcome:
         self._attempts = 0
 
     def succeeded(self) -> float:
-        if self.state == kubelet.RATE_LIMITED:
+        if self.state == kubelet.ErrorKind.RATE_LIMITED:
             self.log.info("back-off ended: the kubelet answered again")
         elif self.state == "starting":
             self.log.info("kubelet podresources API reached at %s (API %s)", self.client.target,
@@ -59,12 +57,12 @@ class Outcome:
         self.status.up = 0
         self._attempts += 1
         kind = error.kind
-        cap = BACKOFF_CAP_SECONDS if kind == kubelet.RATE_LIMITED else max(
+        cap = BACKOFF_CAP_SECONDS if kind == kubelet.ErrorKind.RATE_LIMITED else max(
             self.interval, BACKOFF_BASE_SECONDS)
         delay = backoff_delay(self._attempts, cap, rng=rng)
-        if kind == kubelet.TOO_LARGE:
+        if kind == kubelet.ErrorKind.TOO_LARGE:
             self.health.count_issues({IssueKind.MESSAGE_TOO_LARGE: 1})
-        if kind == kubelet.INVALID_REPLY:
+        if kind == kubelet.ErrorKind.INVALID_REPLY:
             self.health.count_issues({IssueKind.INVALID_REPLY: 1})
         if kind != self.state and not logged:
             self._log_failure(error, delay)
@@ -74,10 +72,10 @@ class Outcome:
 
     def _log_failure(self, error: KubeletError, delay: float) -> None:
         what = kubelet.describe(error, self.client.target, self.max_message_bytes, self.timeout)
-        if error.kind == kubelet.RATE_LIMITED:
+        if error.kind == kubelet.ErrorKind.RATE_LIMITED:
             self.log.warning("%s; backing off (next try in %.1fs, up to %.0fs); serving the last "
                              "good snapshot", what, delay, BACKOFF_CAP_SECONDS)
-        elif error.kind in (kubelet.TOO_LARGE, kubelet.INVALID_REPLY):
+        elif error.kind in (kubelet.ErrorKind.TOO_LARGE, kubelet.ErrorKind.INVALID_REPLY):
             self.log.error("%s", what)
         else:
             self.log.warning("%s; retrying, serving the last good snapshot", what)

@@ -18,8 +18,15 @@ from dataclasses import dataclass
 from ..accounting import Accounting, Ledger
 from ..exposition.rendering import Renderer, RenderOptions
 from ..issues import IssueKind
-from ..kubelet.decode import V1, V1ALPHA1, AllocatableDecoder, ListDecoder, Replies
-from ..model import Allocatable, DraInventory, KubeletSnapshot, PodAssignment, Topology
+from ..kubelet.decode import AllocatableDecoder, ListDecoder, Replies
+from ..model import (
+    Allocatable,
+    ApiVersion,
+    DraInventory,
+    KubeletSnapshot,
+    PodAssignment,
+    Topology,
+)
 
 PodFilter = Callable[[tuple[PodAssignment, ...]], tuple[PodAssignment, ...]]
 
@@ -40,16 +47,18 @@ class Pipeline:
     """decode → filter → ledger → render, keeping what did not change from one run to the next."""
 
     def __init__(self, options: RenderOptions | None = None) -> None:
-        self._decoders = {V1: ListDecoder.v1(), V1ALPHA1: ListDecoder.v1alpha1()}
+        self._decoders = {ApiVersion.V1: ListDecoder.v1(),
+                          ApiVersion.V1ALPHA1: ListDecoder.v1alpha1()}
         self._allocatable_decoder = AllocatableDecoder()
         self._ledger = Ledger()
         self._renderer = Renderer(options or RenderOptions())
-        self._decoded: tuple[bytes, str, tuple[PodAssignment, ...]] | None = None
+        self._decoded: tuple[bytes, ApiVersion, tuple[PodAssignment, ...]] | None = None
         self._decoded_allocatable: tuple[bytes, Allocatable] | None = None
         self._accounting: Accounting | None = None
         self._section = b""
 
-    def pods(self, list_reply: bytes, api_version: str = V1) -> tuple[PodAssignment, ...]:
+    def pods(self, list_reply: bytes,
+             api_version: ApiVersion = ApiVersion.V1) -> tuple[PodAssignment, ...]:
         """The pods of a ``List`` reply; the same reply object is decoded once.
 
         Raises :class:`~exporter.kubelet.client.KubeletError` (``invalid_reply``) for bytes that are
@@ -77,7 +86,7 @@ class Pipeline:
         the DRA devices the node's ResourceSlices publish (the Kubernetes-API view)."""
         pods = self.pods(replies.list_reply, replies.api_version)
         allocatable = None
-        if replies.allocatable_reply is not None and replies.api_version == V1:
+        if replies.allocatable_reply is not None and replies.api_version == ApiVersion.V1:
             allocatable = self.allocatable(replies.allocatable_reply)
         snapshot = KubeletSnapshot(pods, allocatable, replies.api_version)
         kept = keep(pods) if keep is not None else pods

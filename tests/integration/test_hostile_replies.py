@@ -11,13 +11,12 @@ from __future__ import annotations
 import pytest
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.issues import (
+from exporter.issues import MAX_NUMA_IDS, IssueKind
+from exporter.kubelet.limits import (
     MAX_CPU_IDS,
     MAX_CPU_IDS_PER_REPLY,
     MAX_ENTRIES_PER_POD,
     MAX_MEMORY_TYPES,
-    MAX_NUMA_IDS,
-    IssueKind,
 )
 from exporter.simulator import NodeState, Simulator
 

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.commands.serve import build_refresher
-from exporter.refresh.loop import Settings
+from exporter.refresh.settings import Settings
 from exporter.simulator import (
     Faults,
     NodeState,

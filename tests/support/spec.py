@@ -1,5 +1,21 @@
 """Shared by the SPEC scenarios: model shorthands, a simulated kubelet's assignments set by
-hand, and readers of the exported figures."""
+hand, and readers of the exported figures.
+
+The scenarios (tests/spec/, one file per part of SPEC section 2 "Data semantics", and the
+names and labels of section 3) drive the real exporter (refresh loop + HTTP) against the
+simulated kubelet over a real unix socket. Where the simulator's allocator cannot produce the
+situation (hand-picked CPU ids, odd device topology, NUMA ids sysfs does not know, duplicates,
+overlapping pod-level blocks, ...) the pod's assignment is replaced before the exporter's first
+refresh; the simulator still serialises it the way the kubelet does (one device entry per
+device per NUMA node, in random order).
+
+Expected values are worked out by hand from SPEC section 2 in the comments, not taken from the
+exporter.
+
+Default machine (``small_profile``): NUMA 0 = CPUs 0-3, NUMA 1 = CPUs 4-7, CPU 0 reserved, so
+allocatable CPUs are 1-3 on node 0 (3) and 4-7 on node 1 (4); 16Gi of memory and 512 x 2Mi
+hugepages (1Gi) per node, memory manager Static.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +23,9 @@ from exporter.model import Allocatable, ContainerAssignment, DeviceEntry, Memory
 from exporter.simulator.profile import parse_pod
 
 from .harness import GiB, Node, small_profile
+
+MiB = 1 << 20
+C = ContainerAssignment  # shorthand: the scenarios write many containers
 
 
 def dev(resource: str, device_id: str, numa) -> DeviceEntry:

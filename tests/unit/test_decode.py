@@ -7,7 +7,7 @@ import random
 import pytest
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.kubelet.client import INVALID_REPLY, KubeletError
+from exporter.kubelet.client import ErrorKind, KubeletError
 from exporter.kubelet.decode import AllocatableDecoder, ListDecoder
 
 
@@ -47,7 +47,7 @@ def test_a_changed_pod_is_a_new_object():
 def test_invalid_bytes_are_an_invalid_reply():
     with pytest.raises(KubeletError) as caught:
         ListDecoder.v1().decode(b"\xff\xff\xff\xff")
-    assert caught.value.kind == INVALID_REPLY
+    assert caught.value.kind == ErrorKind.INVALID_REPLY
     with pytest.raises(KubeletError):
         AllocatableDecoder().decode(b"\x0a\xff\xff\xff\xff\x0f")
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter._proto.v1alpha1 import api_pb2 as v1alpha1
-from exporter.kubelet.client import INVALID_REPLY, KubeletError
+from exporter.kubelet.client import ErrorKind, KubeletError
 from exporter.kubelet.decode import MAX_VARIANTS_PER_POD, Replies
 from exporter.model import NumaNode, Topology
 from exporter.refresh.pipeline import Pipeline
@@ -84,7 +84,7 @@ def run(replies: Replies) -> None:
     try:
         result = PIPELINE.run(replies, TOPOLOGY)
     except KubeletError as error:
-        assert error.kind == INVALID_REPLY
+        assert error.kind == ErrorKind.INVALID_REPLY
         return
     listed = len(result.snapshot.pods)
     size = len(replies.list_reply) + len(replies.allocatable_reply or b"")

@@ -580,6 +580,12 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                                        (WEST, {"cpu4": 1, "gpu1": 1})):
             shapes_admitted = overview[cluster_name, "Pod shapes: admitted"]
             assert by(shapes_admitted["A"], "shape") == admitted
+            assert {(v["metric"]["shape"], v["metric"]["reason"], v["metric"]["blocking_resource"])
+                    for v in shapes_admitted["B"]} == ({
+                        ("cpu4", "TopologyAffinityError", "cpu"),
+                        ("gpu1", "TopologyAffinityError", "nvidia.com/gpu")}
+                if cluster_name == EAST else {("cpu4", "admitted", "none"),
+                                              ("gpu1", "admitted", "none")})
             assert by(fit[cluster_name, "Shapes: where they fit"]["D"], "shape") == admitted
             # the kubelet holds 2 exclusive CPUs on NUMA node 0 that List does not show
             assert by(overview[cluster_name,

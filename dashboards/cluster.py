@@ -162,6 +162,13 @@ def dra_and_alignment() -> list:
 
 SHAPE_FITS_ON_NODE = f"max by (node, shape) (podresources_shape_fits{{{NODES}}})"
 SHAPE_CAPACITY = f"node_shape:podresources_shape_capacity:max{{{NODES}}}"
+SHAPE_ADMITTED = f"node_shape:podresources_shape_admitted:max{{{NODES}}}"
+SHAPE_REJECTED = f"node_shape_reason:podresources_shape_rejection_info:max{{{NODES}}}"
+# Per shape and verdict (a rejection's reason and blocking resource, or admitted): nodes.
+SHAPE_VERDICTS = (f"count by (shape, reason, blocking_resource) ({SHAPE_REJECTED}) or "
+                  "count by (shape, reason, blocking_resource) (label_replace(label_replace("
+                  f'{SHAPE_ADMITTED} == 1, "reason", "admitted", "", ""), '
+                  '"blocking_resource", "none", "", ""))')
 # 1 where even the node's best NUMA node lacks the resource for one pod of the shape
 SHAPE_BLOCKED = (f"min by (node, shape, resource) (podresources_shape_shortfall{{{NODES}}}) "
                  "> bool 0")
@@ -172,16 +179,19 @@ def fit_per_shape() -> list:
     return [
         row("Fit per shape"),
         table("Shapes: where they fit",
-              "Per pod shape of the exporters' --fit-shapes: the nodes where one pod fits on a "
-              "single NUMA node now, and how many more pods the selected nodes admit under "
-              "single-numa-node (each node packed greedily).",
+              "Per pod shape of the exporters' --fit-shapes: the nodes whose kubelet would admit "
+              "one more pod of it now, with the Topology Manager policy and scope in use there "
+              "(admitting); the nodes where one pod fits on a single NUMA node now; and how "
+              "many more pods the selected nodes admit, each kubelet placing them one after "
+              "another (capacity; at most 64 per node).",
               [query(f"sum by (shape) ({SHAPE_FITS_ON_NODE})", table=True),
                query(f"sum by (shape) ({SHAPE_CAPACITY})", table=True),
-               query(f"count by (shape) ({SHAPE_CAPACITY})", table=True)],
+               query(f"count by (shape) ({SHAPE_CAPACITY})", table=True),
+               query(f"sum by (shape) ({SHAPE_ADMITTED})", table=True)],
               transformations=[merge(), organize(
                   {"Value #A": "nodes where it fits", "Value #B": "capacity",
-                   "Value #C": "nodes"},
-                  order=("shape", "Value #A", "Value #B", "Value #C"))],
+                   "Value #C": "nodes", "Value #D": "nodes admitting"},
+                  order=("shape", "Value #D", "Value #A", "Value #B", "Value #C"))],
               colored={"capacity": ((None, "red"), (1, "orange"), (4, "green"))},
               sort_by="capacity", width=12, height=8),
         table("Blocking resources per shape",
@@ -191,6 +201,29 @@ def fit_per_shape() -> list:
               transformations=[organize({"Value": "nodes blocked"})],
               colored={"nodes blocked": ((None, "green"), (1, "orange"))},
               sort_by="nodes blocked", width=12, height=8),
+        table("Shapes: why not admitted",
+              "Per shape: on how many nodes the kubelet would say what (reason: "
+              "TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError, "
+              "OutOf<resource>) for one more pod, and which resource no NUMA set the policy "
+              "allows has enough of (blocking resource); admitted where it would be admitted.",
+              [query(SHAPE_VERDICTS, table=True)],
+              transformations=[organize({"Value": "nodes",
+                                         "blocking_resource": "blocking resource"},
+                                        order=("shape", "reason", "blocking_resource"))],
+              sort_by="nodes", width=12, height=8),
+        table("Kubelet configuration per node",
+              "The Topology Manager policy and scope and the CPU and memory manager policies "
+              "each node's fit answers use, and where they came from (flags, file, assumed).",
+              [query("max by (node, topology_manager_policy, topology_manager_scope, "
+                     "cpu_manager_policy, memory_manager_policy, source) "
+                     f"(podresources_kubelet_config_info{{{NODES}}})", table=True)],
+              unit="none", transformations=[organize(
+                  {"topology_manager_policy": "topology policy",
+                   "topology_manager_scope": "scope", "cpu_manager_policy": "CPU manager",
+                   "memory_manager_policy": "memory manager"}, hide=("Time", "Value"),
+                  order=("node", "topology_manager_policy", "topology_manager_scope",
+                         "cpu_manager_policy", "memory_manager_policy", "source"))],
+              links=NODE_LINKS, width=12, height=8),
         timeseries("Capacity per shape",
                    "More pods of each shape the selected nodes admit under single-numa-node, "
                    "over time; 0 for 30 minutes cluster-wide fires PodresourcesShapeNoCapacity.",

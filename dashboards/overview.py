@@ -337,7 +337,63 @@ def free_capacity() -> list:
               transformations=[organize({"Value": "lacks"},
                                         order=("shape", "numa_node", "resource"))],
               sort_by="lacks", width=6, height=8),
+        table("Pod shapes: admitted",
+              "Per shape of --fit-shapes: would the kubelet, with the Topology Manager policy and "
+              "scope in use (see Kubelet configuration), admit one more pod of it now; if not, "
+              "what it would say (reason) and the resource no allowed NUMA set has enough of "
+              "(blocking resource; multiple when several or only together). Capacity: how many "
+              "more it would admit, one after another (at most 64); NUMA nodes needed: the "
+              "fewest that together hold one pod now.",
+              [query(f"max by (shape) (podresources_shape_admitted{{{NODE}}})", table=True),
+               query(shape_verdicts(NODE, "shape"), table=True),
+               query(f"max by (shape) (podresources_shape_capacity{{{NODE}}})", table=True),
+               query(f"max by (shape) (podresources_shape_min_numa_nodes{{{NODE}}})",
+                     table=True)],
+              transformations=[merge(), organize(
+                  {"Value #A": "admitted", "blocking_resource": "blocking resource",
+                   "Value #C": "capacity", "Value #D": "NUMA nodes needed"},
+                  hide=("Time", "Value #B"),
+                  order=("shape", "Value #A", "reason", "blocking_resource", "Value #C",
+                         "Value #D"))],
+              colored={"admitted": ((None, "red"), (1, "green"))},
+              mapped={"admitted": {"0": ("no", "red"), "1": ("yes", "green")}},
+              width=12, height=8),
+        stat("Kubelet configuration",
+             "The Topology Manager policy and scope and the CPU and memory manager policies the "
+             "fit answers use, and where they came from: flags, file (--kubelet-config), "
+             "assumed, or a mix.",
+             [query("max by (topology_manager_policy, topology_manager_scope, "
+                    "cpu_manager_policy, memory_manager_policy, source) "
+                    f"(podresources_kubelet_config_info{{{NODE}}})",
+                    "topology {{topology_manager_policy}} / {{topology_manager_scope}} · CPU "
+                    "{{cpu_manager_policy}} · memory {{memory_manager_policy}} · from "
+                    "{{source}}", instant=True)],
+             unit="none", text_mode=BigValueTextMode.NAME, width=6, height=8),
+        stat("Exclusive CPUs the kubelet holds that List cannot show",
+             "Per NUMA node: exclusive CPUs the kubelet's CPU manager has assigned "
+             "(kubelet_cpu_manager_allocation_per_numa, from the kubelet's own /metrics, "
+             "scraped by kubernetes-mixin's kubelet job and picked with the Kubelet variable) "
+             "minus those the podresources List reports. Above 0: CPUs held by regular init "
+             "containers (running or finished, not reused by the app containers), which List "
+             "never shows, so free CPUs are overstated by that much. Empty without the "
+             "kubelet's metrics.",
+             [query("max by (numa_node) (kubelet_cpu_manager_allocation_per_numa"
+                    f'{{{CLUSTER},instance="$kubelet"}}) - max by (numa_node) '
+                    f"(podresources_cpus_allocated{{{NODE}}})", "NUMA {{numa_node}}",
+                    instant=True)],
+             steps=((None, "green"), (1, "orange")),
+             text_mode=BigValueTextMode.VALUE_AND_NAME, width=6, height=8),
     ]
+
+
+def shape_verdicts(selector: str, by: str) -> str:
+    """Per shape (and ``by``): the reason and blocking resource of a rejection, or
+    reason="admitted", blocking_resource="none" where the kubelet would admit it."""
+    return (f"max by ({by}, reason, blocking_resource) "
+            f"(podresources_shape_rejection_info{{{selector}}}) or "
+            'label_replace(label_replace('
+            f"max by ({by}) (podresources_shape_admitted{{{selector}}}) == 1, "
+            '"reason", "admitted", "", ""), "blocking_resource", "none", "", "")')
 
 
 def build() -> dict:
@@ -358,6 +414,11 @@ def build() -> dict:
                                    "dcgm-exporter's series are selected by UUID, so the row "
                                    "reads this node's GPUs only, however large the cluster."),
     ]
+    variables.append(query_variable(
+        "kubelet", "Kubelet target",
+        f"label_values(kubelet_node_name{{{NODE}}}, instance)",
+        description="The kubelet's own /metrics target of this node (kubernetes-mixin's kubelet "
+                    "job), for the CPUs List cannot show; kubelet_node_name names the node."))
     panels = (at_a_glance() + utilization_bars() + free_capacity() + over_time() + holders()
               + gpus())
     return dashboard(TITLE, UID,

@@ -77,8 +77,17 @@ NUMA_RECORDS = (
            "The fullest NUMA node of each node, per resource."),
     Record("node_shape:podresources_shape_capacity:max",
            "max by (<<cluster>>, node, shape) (podresources_shape_capacity)",
-           "Pods of each --fit-shapes shape the node still admits under single-numa-node (one "
-           "series per node, however many monitors scrape it)."),
+           "Pods of each --fit-shapes shape the node's kubelet would still admit, one after "
+           "another, under the Topology Manager policy and scope in use (one series per node, "
+           "however many monitors scrape it)."),
+    Record("node_shape:podresources_shape_admitted:max",
+           "max by (<<cluster>>, node, shape) (podresources_shape_admitted)",
+           "1 where the node's kubelet would admit one more pod of the shape now."),
+    Record("node_shape_reason:podresources_shape_rejection_info:max",
+           "max by (<<cluster>>, node, shape, reason, blocking_resource) "
+           "(podresources_shape_rejection_info)",
+           "Why the node's kubelet would reject one more pod of the shape (only while it "
+           "would)."),
 )
 
 # Allocatable and allocated per node and resource: the NUMA rules that read the most series (cpu,
@@ -278,13 +287,14 @@ ALERTS = (
     Alert("PodresourcesShapeNoCapacity",
           "sum by (<<cluster>>, shape) (node_shape:podresources_shape_capacity:max) == 0", "30m",
           "No node can admit another pod of a fit shape.",
-          "Not one node has room for another pod of shape {{ $labels.shape }} "
-          "on a single NUMA node, for <<for>>: such a pod would stay Pending, or be rejected "
-          "with TopologyAffinityError if the scheduler placed it; "
-          "podresources_shape_shortfall{shape=\"{{ $labels.shape }}\"} says what each NUMA "
-          "node lacks.",
+          "Not one node's kubelet would admit another pod of shape {{ $labels.shape }} "
+          "under its Topology Manager policy and scope, for <<for>>: such a pod would stay "
+          "Pending, or be rejected at admission if the scheduler placed it; "
+          "podresources_shape_rejection_info{shape=\"{{ $labels.shape }}\"} says why on each "
+          "node.",
           comment="Cluster-wide: one alert per shape, not per node. Shapes come from each "
-                  "exporter's --fit-shapes (the chart's fitShapes)."),
+                  "exporter's --fit-shapes (the chart's fitShapes); capacity is what each "
+                  "node's kubelet would admit under its policy and scope."),
     Alert("PodresourcesDataIssues",
           "increase(podresources_data_issues_total[10m]) > 0", "30m",
           "The kubelet's podresources data is inconsistent.",

@@ -343,3 +343,32 @@ def test_mixin_dashboards_are_the_generated_ones_renamed_by_its_config():
             if variable["name"] == "cluster":
                 variable["hide"] = 0
         assert model == expected
+
+
+def test_fit_answers_per_shape_and_the_cpus_list_cannot_show():
+    overview = {panel["title"]: panel for panel in panels(DASHBOARDS["numa-overview"])}
+    node = 'cluster="$cluster",node="$node"'
+    admitted = [t["expr"] for t in overview["Pod shapes: admitted"]["targets"]]
+    assert admitted[0] == f"max by (shape) (podresources_shape_admitted{{{node}}})"
+    assert f"podresources_shape_rejection_info{{{node}}}" in admitted[1]
+    assert '"reason", "admitted"' in admitted[1] and "$1" not in admitted[1]
+    assert "podresources_kubelet_config_info" in \
+        overview["Kubelet configuration"]["targets"][0]["expr"]
+    # the kubelet's own count, of this node's kubelet target only, minus what List shows
+    hidden = overview["Exclusive CPUs the kubelet holds that List cannot show"]
+    assert hidden["targets"][0]["expr"] == (
+        'max by (numa_node) (kubelet_cpu_manager_allocation_per_numa{cluster="$cluster",'
+        'instance="$kubelet"}) - max by (numa_node) '
+        f"(podresources_cpus_allocated{{{node}}})")
+    variables = {v["name"]: v for v in DASHBOARDS["numa-overview"]["templating"]["list"]}
+    assert variables["kubelet"]["query"] == \
+        f"label_values(kubelet_node_name{{{node}}}, instance)"
+    assert not variables["kubelet"].get("multi")
+    # the cluster dashboard reads the fit answers through recording rules, one per node
+    cluster = " ".join(t["expr"] for _, t in targets(DASHBOARDS["cluster-topology-fit"]))
+    for record in ("node_shape:podresources_shape_admitted:max",
+                   "node_shape_reason:podresources_shape_rejection_info:max",
+                   "node_shape:podresources_shape_capacity:max"):
+        assert record in cluster and record in recorded_metrics()
+    assert "podresources_shape_admitted{" not in cluster
+    assert "podresources_shape_rejection_info{" not in cluster

@@ -88,8 +88,10 @@ FIRING_ON_DEMO_DATA = {
 # Recording rules that keep only non-zero series: empty while every exporter is healthy, shown
 # to record after a fault in test_every_alert_fires_on_demo_data_or_after_a_fault.
 ONLY_WHEN_NONZERO = {"node_kind:podresources_data_issues:rate5m"}
-# Recording rules about GPUs: series of the GPU nodes only.
+# Recording rules about GPUs: series of the GPU nodes only. Rejections: series of the nodes
+# that reject a shape (every node of east; west's gpu-node-01 admits both).
 GPU_NODES_ONLY = {"gpu:podresources_device_info:relabel"}
+ONLY_WHERE_REJECTED = {"node_shape_reason:podresources_shape_rejection_info:max"}
 
 
 def gpu_inventory() -> list[str]:
@@ -140,16 +142,37 @@ class DcgmTarget:
         await self.runner.cleanup()
 
 
+class KubeletTarget(DcgmTarget):
+    """The kubelet's own /metrics as kubernetes-mixin's kubelet job scrapes it: the node's name
+    and the CPU manager's exclusive CPUs per NUMA node (kubelet_cpu_manager_allocation_per_numa,
+    a gauge labelled numa_node)."""
+
+    def __init__(self, node: str, allocated: dict[str, int]):
+        self.node = node
+        self.allocated = allocated
+
+    def body(self) -> str:
+        lines = ["# HELP kubelet_node_name The node's name. The count is always 1.",
+                 "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.node}"}} 1',
+                 "# HELP kubelet_cpu_manager_allocation_per_numa Number of CPUs allocated per "
+                 "NUMA node", "# TYPE kubelet_cpu_manager_allocation_per_numa gauge"]
+        lines += [f'kubelet_cpu_manager_allocation_per_numa{{numa_node="{numa}"}} {count}'
+                  for numa, count in self.allocated.items()]
+        return "\n".join(lines) + "\n"
+
+
 class Prometheus:
     """A Prometheus server scraping the given exporters, with one rules file."""
 
     def __init__(self, binary: str, targets: dict[tuple[str, str], int],
-                 dcgm: dict[str, int] | list[tuple[str, int]], rules: Path):
+                 dcgm: dict[str, int] | list[tuple[str, int]], rules: Path,
+                 kubelets: dict[str, int] | None = None):
         self.binary = binary
         self.targets = targets  # (cluster, node) -> exporter port
         # cluster -> DCGM target port, or (cluster, port) pairs for several per cluster
         self.dcgm = list(dcgm.items()) if isinstance(dcgm, dict) else list(dcgm)
         self.rules = rules
+        self.kubelets = kubelets or {}  # cluster -> kubelet /metrics target port
         self.dir = Path(tempfile.mkdtemp(prefix="prom-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -170,6 +193,12 @@ class Prometheus:
                 "static_configs": [{"targets": [f"127.0.0.1:{port}"],
                                     "labels": {"cluster": cluster}}
                                    for cluster, port in self.dcgm],
+            }, {
+                "job_name": "kubelet",
+                "honor_labels": True,  # as kube-prometheus-stack's kubelet ServiceMonitor
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
+                                    "labels": {"cluster": cluster}}
+                                   for cluster, port in self.kubelets.items()],
             }],
         }
 
@@ -301,9 +330,16 @@ async def clusters(rules: Path, kube_api: bool = False):
                 GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
                 {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)})),
         }
+        # gpu-node-01's kubelet: the exclusive CPUs List shows (east 29 + 29, west 29 + 21)
+        # and 2 more on NUMA node 0 that a regular init container holds, which List never shows
+        kubelets = {
+            EAST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 29})),
+            WEST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 21})),
+        }
         prometheus = await stack.enter_async_context(Prometheus(
             binary, {key: e.port for key, e in exporters.items()},
-            {name: target.port for name, target in dcgm.items()}, rules))
+            {name: target.port for name, target in dcgm.items()}, rules,
+            {name: target.port for name, target in kubelets.items()}))
 
         async def enough_samples():
             # >= 5 scrapes of each node inside the rate window, and the recording rules ran.
@@ -467,8 +503,9 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 queries += 1
                 recorded = await prometheus.instant(rule["record"])
                 seen = {(s["metric"].get("cluster"), s["metric"].get("node")) for s in recorded}
-                expected = {(EAST, GPU_NODE), (WEST, GPU_NODE)} if name in GPU_NODES_ONLY \
-                    else expected_nodes
+                expected = ({(EAST, GPU_NODE), (WEST, GPU_NODE)} if name in GPU_NODES_ONLY
+                            else {(EAST, GPU_NODE), (EAST, EDGE_NODE)}
+                            if name in ONLY_WHERE_REJECTED else expected_nodes)
                 if not has_finite_value(result) or not has_finite_value(recorded):
                     failures.append(f"recording rule {name}: no data")
                 elif seen != expected:  # gpu-node-01 of each cluster kept apart
@@ -509,9 +546,9 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         # The fit per shape, from FIT_SHAPES: nodes where it fits, capacity, nodes reporting
         for cluster_name, expected in (
                 (EAST, {"A": {"cpu4": 0, "gpu1": 0}, "B": {"cpu4": 0, "gpu1": 0},
-                        "C": {"cpu4": 2, "gpu1": 2}}),
+                        "C": {"cpu4": 2, "gpu1": 2}, "D": {"cpu4": 0, "gpu1": 0}}),
                 (WEST, {"A": {"cpu4": 1, "gpu1": 1}, "B": {"cpu4": 2, "gpu1": 1},
-                        "C": {"cpu4": 1, "gpu1": 1}})):
+                        "C": {"cpu4": 1, "gpu1": 1}, "D": {"cpu4": 1, "gpu1": 1}})):
             shapes_table = fit[cluster_name, "Shapes: where they fit"]
             assert {ref: by(result, "shape") for ref, result in shapes_table.items()} == expected
         blocked = fit[EAST, "Blocking resources per shape"]["A"]
@@ -532,6 +569,43 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                 for s in cpu} == pytest.approx({(EAST, GPU_NODE): 58 / 62,
                                                 (EAST, EDGE_NODE): 4 / 7,
                                                 (WEST, GPU_NODE): 50 / 62})
+
+        # Admission per shape, from FIT_SHAPES, under single-numa-node (assumed: no kubelet
+        # config given), where the Topology Manager rejects before any allocation. East's
+        # gpu-node-01: at most 3 CPUs free on one NUMA node (cpu4: TopologyAffinityError, cpu),
+        # no GPU free on either (gpu1: TopologyAffinityError, nvidia.com/gpu); edge-node-01: 3
+        # CPUs free (cpu4: TopologyAffinityError, cpu) and no nvidia.com/gpu at all (gpu1:
+        # OutOfnvidia.com/gpu). West's gpu-node-01 admits both.
+        for cluster_name, admitted in ((EAST, {"cpu4": 0, "gpu1": 0}),
+                                       (WEST, {"cpu4": 1, "gpu1": 1})):
+            shapes_admitted = overview[cluster_name, "Pod shapes: admitted"]
+            assert by(shapes_admitted["A"], "shape") == admitted
+            assert {(v["metric"]["shape"], v["metric"]["reason"], v["metric"]["blocking_resource"])
+                    for v in shapes_admitted["B"]} == ({
+                        ("cpu4", "TopologyAffinityError", "cpu"),
+                        ("gpu1", "TopologyAffinityError", "nvidia.com/gpu")}
+                if cluster_name == EAST else {("cpu4", "admitted", "none"),
+                                              ("gpu1", "admitted", "none")})
+            assert by(fit[cluster_name, "Shapes: where they fit"]["D"], "shape") == admitted
+            # the kubelet holds 2 exclusive CPUs on NUMA node 0 that List does not show
+            assert by(overview[cluster_name,
+                               "Exclusive CPUs the kubelet holds that List cannot show"]["A"],
+                      "numa_node") == {"0": 2, "1": 0}
+            config = overview[cluster_name, "Kubelet configuration"]["A"]
+            assert [s["metric"] for s in config] == [{
+                "topology_manager_policy": "single-numa-node",
+                "topology_manager_scope": "container", "cpu_manager_policy": "static",
+                "memory_manager_policy": "Static", "source": "assumed"}]
+        verdicts = {(s["metric"]["shape"], s["metric"]["reason"],
+                     s["metric"]["blocking_resource"]): float(s["value"][1])
+                    for s in fit[WEST, "Shapes: why not admitted"]["A"]}
+        assert verdicts == {("cpu4", "admitted", "none"): 1, ("gpu1", "admitted", "none"): 1}
+        east = {(s["metric"]["shape"], s["metric"]["reason"],
+                 s["metric"]["blocking_resource"]): float(s["value"][1])
+                for s in fit[EAST, "Shapes: why not admitted"]["A"]}
+        assert east == {("cpu4", "TopologyAffinityError", "cpu"): 2,
+                        ("gpu1", "TopologyAffinityError", "nvidia.com/gpu"): 1,
+                        ("gpu1", "OutOfnvidia.com/gpu", "nvidia.com/gpu"): 1}
 
         # DRA devices per NUMA node (the profile's ResourceSlices): fpga-2's PCI address has no
         # NUMA node, fpga-3 is tainted NoSchedule; mlx5_0 is shared by two pods; west lacks

@@ -32,6 +32,12 @@ groups:
       - record: node_shape:podresources_shape_capacity:max
         expr: |-
           max by ({{ $cluster }}, node, shape) (podresources_shape_capacity)
+      - record: node_shape:podresources_shape_admitted:max
+        expr: |-
+          max by ({{ $cluster }}, node, shape) (podresources_shape_admitted)
+      - record: node_shape_reason:podresources_shape_rejection_info:max
+        expr: |-
+          max by ({{ $cluster }}, node, shape, reason, blocking_resource) (podresources_shape_rejection_info)
   - name: podresources-exporter.utilization.rules
     rules:
       - record: node_resource:podresources_allocatable:sum
@@ -263,7 +269,7 @@ groups:
     {{- $settings := get $alerts "PodresourcesShapeNoCapacity" | default dict }}
     {{- $for := get $settings "for" | default "30m" }}
     {{- $labels := mergeOverwrite (deepCopy ($rule.extraLabels | default dict)) (get $settings "labels" | default dict) (dict "severity" (get $settings "severity" | default "warning")) }}
-    {{- $annotations := mergeOverwrite (dict "summary" "No node can admit another pod of a fit shape." "description" (printf "%s%s%s" "Not one node has room for another pod of shape {{ $labels.shape }} on a single NUMA node, for " $for ": such a pod would stay Pending, or be rejected with TopologyAffinityError if the scheduler placed it; podresources_shape_shortfall{shape=\"{{ $labels.shape }}\"} says what each NUMA node lacks.") "runbook_url" (printf "%s%s" $rule.runbookBaseUrl "podresourcesshapenocapacity")) ($rule.extraAnnotations | default dict) (get $settings "annotations" | default dict) }}
+    {{- $annotations := mergeOverwrite (dict "summary" "No node can admit another pod of a fit shape." "description" (printf "%s%s%s" "Not one node's kubelet would admit another pod of shape {{ $labels.shape }} under its Topology Manager policy and scope, for " $for ": such a pod would stay Pending, or be rejected at admission if the scheduler placed it; podresources_shape_rejection_info{shape=\"{{ $labels.shape }}\"} says why on each node.") "runbook_url" (printf "%s%s" $rule.runbookBaseUrl "podresourcesshapenocapacity")) ($rule.extraAnnotations | default dict) (get $settings "annotations" | default dict) }}
       - alert: PodresourcesShapeNoCapacity
         expr: |-
           sum by ({{ $cluster }}, shape) (node_shape:podresources_shape_capacity:max) == 0

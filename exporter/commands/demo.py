@@ -57,6 +57,10 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
                      "NAMESPACE/POD", kubelet_sim.api_url,
                      shlex.quote(str(kubelet_sim.kubeconfig)), snapshot,
                      shlex.quote(str(kubelet_sim.kubelet_config)))
+            log.info("demo: where one more pod of a shape would be admitted, and why: %s "
+                     "--kubelet-config %s --fit-shapes %s --shape vf-pair (or a spec such as "
+                     "'cpu=4,memory=8Gi')", snapshot, shlex.quote(str(kubelet_sim.kubelet_config)),
+                     shlex.quote(str(kubelet_sim.fit_shapes)))
             if control_address is not None and control_address[1]:
                 log.info("demo: submit a pod as the kubelet would admit it: curl -s -XPOST "
                          "%s:%d/pods -d '{\"namespace\": \"demo\", \"name\": \"p\", "

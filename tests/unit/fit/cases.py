@@ -1,4 +1,5 @@
-"""The ported upstream cases (``data/kubelet_cases.yaml``; format in ``data/README.md``):
+"""The ported upstream cases (``tests/support/kubelet_cases.yaml``; format in
+``tests/support/kubelet_cases.md``):
 loading, and hints in the YAML form turned into the engine's."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import yaml
 
 from exporter.fit.hints import TopologyHint
 
-DATA = Path(__file__).parent / "data" / "kubelet_cases.yaml"
+DATA = Path(__file__).parents[2] / "support" / "kubelet_cases.yaml"
 
 
 @functools.cache

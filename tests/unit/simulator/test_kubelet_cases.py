@@ -1,6 +1,6 @@
 """The kubelet's own unit-test tables, run against the simulator's admission model.
 
-``kubelet_cases.yaml`` holds cases transcribed from kubernetes/kubernetes
+``tests/support/kubelet_cases.yaml`` holds cases transcribed from kubernetes/kubernetes
 (``pkg/kubelet/cm/topologymanager/policy*_test.go``, ``cpumanager/topology_hints_test.go``,
 ``cpumanager/policy_static_test.go``, ``memorymanager/policy_static_test.go``,
 ``devicemanager/topology_hints_test.go``) and kubernetes-sigs/scheduler-plugins
@@ -41,7 +41,8 @@ from exporter.simulator.admission import (
     merge,
 )
 
-CASES = yaml.safe_load((Path(__file__).parent / "kubelet_cases.yaml").read_text())
+CASES = yaml.safe_load(
+    (Path(__file__).parents[2] / "support" / "kubelet_cases.yaml").read_text())
 
 
 def _ids(section: str, predicate: Any = lambda case: True) -> list[Any]:

@@ -97,24 +97,22 @@ def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_
         if source not in used:
             used.append(source)
 
-    if flags.topology_manager_policy is not None:
-        policy = flags.topology_manager_policy
-        note(FLAGS)
-    elif file is not None:
-        policy = file.topology_manager_policy
-        note(FILE)
-    else:
-        policy = SINGLE_NUMA_NODE if numa_nodes <= DEFAULT_MAX_NUMA_NODES else NONE
+    def first(flag: str | None, from_file: str | None, assumed: str) -> str:
+        """The flag's value, else the file's, else the assumption, noting which was used."""
+        if flag is not None:
+            note(FLAGS)
+            return flag
+        if from_file is not None:
+            note(FILE)
+            return from_file
         note(ASSUMED)
-    if flags.topology_manager_scope is not None:
-        scope = flags.topology_manager_scope
-        note(FLAGS)
-    elif file is not None:
-        scope = file.topology_manager_scope
-        note(FILE)
-    else:
-        scope = CONTAINER
-        note(ASSUMED)
+        return assumed
+
+    policy = first(flags.topology_manager_policy,
+                   file.topology_manager_policy if file is not None else None,
+                   SINGLE_NUMA_NODE if numa_nodes <= DEFAULT_MAX_NUMA_NODES else NONE)
+    scope = first(flags.topology_manager_scope,
+                  file.topology_manager_scope if file is not None else None, CONTAINER)
     if file is not None:
         cpu_policy, memory_policy = file.cpu_manager_policy, file.memory_manager_policy
         note(FILE)

@@ -27,6 +27,7 @@ from ..web.server import make_app, start_http
 if TYPE_CHECKING:
     from ..fit.section import FitView, Rejections
     from ..kubeapi.view import KubeView
+    from ..podsapi.context import PodContext
     from ..web.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -58,20 +59,36 @@ def read_sysfs_topology(sysfs_root: str) -> Topology:
 
 
 def build_refresher(settings: Settings, topology: Topology | None = None,
-                    rejections: Rejections | None = None,
                     kube_environ: Mapping[str, str] | None = None) -> Refresher:
-    """The refresh loop, with the Kubernetes-API view if asked for and the fit answers; all
-    report into one :class:`Health`. ``rejections``: where rejected pods come from when there
-    is no view. ``kube_environ``: the environment the view finds its API configuration in
+    """The refresh loop, with the Kubernetes-API view if asked for, the pod context (the
+    kubelet's Pods API, else the view) and the fit answers; all report into one
+    :class:`Health`. ``kube_environ``: the environment the view finds its API configuration in
     (``$KUBECONFIG``; the process environment when None)."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health, kube_environ) if settings.kube_api else None
-    fit = build_fit(settings, health, view.rejections if view is not None else rejections)
-    return Refresher(settings, health, topology=topology, kube_view=view, fit=fit)
+    context = build_pod_context(settings, view)
+    fit = build_fit(settings, health, context.rejections if context is not None else None)
+    return Refresher(settings, health, topology=topology, kube_view=view, fit=fit,
+                     pod_context=context)
+
+
+def build_pod_context(settings: Settings, view: KubeView | None) -> PodContext | None:
+    """Where pod context comes from: the kubelet's Pods API (unless ``--no-pods-api``), else
+    the view; None when neither may be used."""
+    if not settings.pods_api and view is None:
+        return None
+    from ..podsapi.context import PodContext
+    from ..podsapi.source import PodsApi
+    pods_api = None
+    if settings.pods_api:
+        pods_api = PodsApi(settings.pods_api_socket, settings.max_message_bytes,
+                           check_interval=settings.interval, timeout=settings.timeout)
+    return PodContext(pods_api, view)
 
 
 def build_fit(settings: Settings, health: Health, rejections: Rejections | None) -> FitView:
-    """The fit answers: shapes, the kubelet's configuration, rejections (from the view)."""
+    """The fit answers: shapes, the kubelet's configuration, rejections (from the pod
+    context)."""
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
@@ -106,15 +123,15 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
-                web_config: WebConfig | None = None, rejections: Rejections | None = None,
+                web_config: WebConfig | None = None,
                 kube_environ: Mapping[str, str] | None = None) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status.
-    ``rejections`` and ``kube_environ`` as for :func:`build_refresher`."""
+    ``kube_environ`` as for :func:`build_refresher`."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
     stop = stop or asyncio.Event()
-    refresher = build_refresher(settings, topology, rejections, kube_environ)
+    refresher = build_refresher(settings, topology, kube_environ)
     install_signal_handlers(stop)
     host, port = address
     try:

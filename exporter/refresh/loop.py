@@ -49,6 +49,7 @@ from .worker import Worker
 if TYPE_CHECKING:
     from ..fit.section import FitView
     from ..kubeapi.view import KubeView
+    from ..podsapi.context import PodContext
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +58,17 @@ class Refresher:
     """Runs refreshes until stopped, and keeps their outcome: the last good snapshot and
     accounting, the kubelet's state (``status``) and the /metrics sections (``sections``).
 
-    ``kube_view``, the Kubernetes-API view (``--kube-api``), and ``fit``, the fit answers, are
-    built by the caller around the same ``health``; the loop runs the view's workers, filters
-    terminated pods through it and has both sections rendered.
+    ``kube_view``, the Kubernetes-API view (``--kube-api``), ``pod_context``, where the pods'
+    context comes from (the kubelet's Pods API, else the view), and ``fit``, the fit answers,
+    are built by the caller around the same ``health``; the loop runs the view's and the Pods
+    API's tasks, filters terminated pods through the pod context and has the sections
+    rendered.
     """
 
     def __init__(self, settings: Settings, health: Health | None = None,
                  client: KubeletClient | None = None, topology: Topology | None = None,
                  rng: random.Random | None = None, kube_view: KubeView | None = None,
-                 fit: FitView | None = None):
+                 fit: FitView | None = None, pod_context: PodContext | None = None):
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
@@ -76,6 +79,7 @@ class Refresher:
         self.status = self.reader.status  # the health section renders it
         self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
         self.kube_view = kube_view
+        self.pod_context = pod_context
         self.fit = fit
         self.watcher = StateFileWatcher(settings.watch_path, settings.max_refresh_rate)
         self.sections = Sections(self.health, self.status, kube_view, fit,
@@ -99,6 +103,8 @@ class Refresher:
         watcher = asyncio.create_task(self.watcher.run()) if self.watcher.path else None
         if self.kube_view is not None:
             self.kube_view.start()
+        if self.pod_context is not None:
+            self.pod_context.start()
         try:
             while not self._stop.is_set():
                 refresh = asyncio.ensure_future(self.refresh_once())
@@ -113,11 +119,15 @@ class Refresher:
         finally:
             if self.kube_view is not None:
                 self.kube_view.stop()
+            if self.pod_context is not None:
+                self.pod_context.stop()
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
             if self.kube_view is not None:
                 await self.kube_view.join()
+            if self.pod_context is not None:
+                await self.pod_context.join()
 
     def stop(self) -> None:
         self._stop.set()
@@ -133,9 +143,12 @@ class Refresher:
             self.topology = self._sysfs.current()
             replies = await self.reader.read(self._decoder)
             kept = dra = None
-            if self.kube_view is not None:  # the view's state is the loop's: read it here
-                kept = self.kube_view.without_terminated(
+            context = self.pod_context
+            if context is not None:  # the view's and the Pods API's state is the loop's
+                context.choose()
+                kept = context.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
+            if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
             result, data = await self._worker.run(self.core.account, replies, self.topology,
                                                   kept, dra)
@@ -149,6 +162,9 @@ class Refresher:
             delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error),
                                               kubelet.ErrorKind.INTERNAL_ERROR), logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
+        if self.pod_context is not None:
+            self.health.pod_context = self.pod_context.source
+            self.health.pods_api_up = self.pod_context.pods_api_up
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
         fit = self.sections.fit_section(self.snapshot, self.topology, self.accounting)

@@ -155,15 +155,12 @@ KUBELET_API_INFO = _define(
     "What the kubelet supports, as detected: API version, GetAllocatableResources, Get, and "
     "pod-level resources (true, false or unknown).",
     ("api_version", "get_allocatable", "get", "pod_level"), "health")
-POD_CONTEXT_INFO = _define(
-    "podresources_pod_context_info", "gauge",
+PODS_SOURCE_INFO = _define(
+    "podresources_pods_source_info", "gauge",
     "Always 1; source is where pod context (QoS, requests, init containers, admission "
     "rejections) comes from now: pods_api (the kubelet's local Pods API), kube_api (the "
-    "Kubernetes-API view) or none.", ("source",), "health")
-PODS_API_UP = _define(
-    "podresources_pods_api_up", "gauge",
-    "1 while the watch of the kubelet's Pods API works, 0 while its socket exists but the "
-    "watch fails or has not synced yet; absent without the socket.", (), "health")
+    "Kubernetes-API view) or none; pods_api is the state of the Pods API: watching, starting, "
+    "failing, absent (no socket) or off (--no-pods-api).", ("source", "pods_api"), "health")
 DATA_ISSUES = _define(
     "podresources_data_issues_total", "counter",
     "Inconsistent items seen in kubelet data, by kind; the rest of each snapshot is still "

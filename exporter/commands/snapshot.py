@@ -123,7 +123,7 @@ async def read_pod_context(context: PodContext | None) -> list[dict[str, Any]] |
     pods: list[dict[str, Any]] | None = None
     if context.pods_api is not None:
         pods = await context.pods_api.list_once()
-        if context.pods_api.state == State.FAILED:
+        if context.pods_api.state == State.FAILING:
             fallback = "the Kubernetes API" if context.view is not None else "nowhere"
             print(f"{PROG}: warning: cannot read the kubelet's Pods API at "
                   f"{context.pods_api.path} ({context.pods_api.reason}); pod context from "

@@ -35,8 +35,7 @@ from ..catalog import (
     KUBELET_API_INFO,
     LAST_REFRESH,
     NODE_INFO,
-    POD_CONTEXT_INFO,
-    PODS_API_UP,
+    PODS_SOURCE_INFO,
     REFRESH_DURATION,
     UP,
 )
@@ -67,10 +66,9 @@ class Health:
         disable_created_metrics()
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
-        # where pod context comes from, and whether the Pods API's watch works (None: no
-        # socket); set by the refresh loop
-        self.pod_context = "none"
-        self.pods_api_up: int | None = None
+        # where pod context comes from, and the state of the kubelet's Pods API; set by the
+        # refresh loop
+        self.pods_source = ("none", "off")
         # for instruments of other modules (the fit answers' admission counter), written after
         # the exporter's own
         self.registry = CollectorRegistry(auto_describe=False)
@@ -144,14 +142,10 @@ class Health:
         node.add_metric([self.node_name, capabilities.api_version], 1)
         build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
         build.add_metric([__version__, self.revision, platform.python_version()], 1)
-        context = GaugeMetricFamily(POD_CONTEXT_INFO.name, POD_CONTEXT_INFO.help,
-                                    labels=POD_CONTEXT_INFO.labels)
-        context.add_metric([self.pod_context], 1)
-        families: list[Metric] = [up, last, backoff, api, node, build, context]
-        if self.pods_api_up is not None:
-            pods_api = GaugeMetricFamily(PODS_API_UP.name, PODS_API_UP.help)
-            pods_api.add_metric([], self.pods_api_up)
-            families.append(pods_api)
+        pods = GaugeMetricFamily(PODS_SOURCE_INFO.name, PODS_SOURCE_INFO.help,
+                                 labels=PODS_SOURCE_INFO.labels)
+        pods.add_metric(list(self.pods_source), 1)
+        families: list[Metric] = [up, last, backoff, api, node, build, pods]
         if self.kube_api_up is not None:
             kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
             for resource, value in self.kube_api_up.items():

@@ -56,11 +56,14 @@ class PodContext:
         self._trouble_since: float | None = None  # since when the Pods API has not worked
         if pods_api is not None:
             pods_api.on_change = self._pods_api_changed
-        self.choose()
+        self.source = self._wanted(time.monotonic())  # said at start, when it counts
+        if view is not None and self.source == Source.PODS_API:
+            view.take_pods_from(self._records)
 
     # ---- life cycle (event loop) ---------------------------------------------------------
 
     def start(self) -> None:
+        self._say(self.source, Source.NONE)
         if self.pods_api is not None:
             self.pods_api.start()
 
@@ -85,7 +88,7 @@ class PodContext:
     def _wanted(self, now: float) -> Source:
         api = self.pods_api
         if api is not None and api.state != State.ABSENT:
-            if api.state == State.SYNCED:
+            if api.state == State.WATCHING:
                 self._trouble_since = None
                 return Source.PODS_API
             if self._trouble_since is None:
@@ -103,6 +106,9 @@ class PodContext:
                 self.view.take_pods_from(self._records)
             else:
                 self.view.watch_pods()
+        self._say(source, previous)
+
+    def _say(self, source: Source, previous: Source) -> None:
         if source == Source.PODS_API:
             log.info("pod context: from the kubelet's Pods API at %s", self.pods_api_path)
         elif source == Source.KUBE_API:
@@ -152,6 +158,6 @@ class PodContext:
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)
 
     @property
-    def pods_api_up(self) -> int | None:
-        """The ``podresources_pods_api_up`` value (None: no series)."""
-        return None if self.pods_api is None else self.pods_api.up
+    def pods_api_state(self) -> str:
+        """The Pods API's state, as ``podresources_pods_source_info{pods_api}`` says it."""
+        return "off" if self.pods_api is None else self.pods_api.state

@@ -43,10 +43,12 @@ PodKey = tuple[str, str]
 
 
 class State(StrEnum):
+    """The Pods API's state (the ``pods_api`` label of ``podresources_pods_source_info``)."""
+
     ABSENT = "absent"  # no socket: this kubelet does not serve the Pods API
     STARTING = "starting"  # the socket is there, the first watch has not synced yet
-    SYNCED = "synced"  # watching
-    FAILED = "failed"  # the socket is there, the watch fails; the last pods are kept
+    WATCHING = "watching"
+    FAILING = "failing"  # the socket is there, the watch fails; the last pods are kept
 
 
 def pod_entry(raw: bytes) -> tuple[PodKey, PodRecord]:
@@ -72,7 +74,7 @@ class PodsApi:
         self.rng = rng or random.Random()
         self.records: dict[PodKey, PodRecord] = {}
         self.version = 0  # bumped on every change of the records
-        self.state = State.STARTING
+        self.state = State.STARTING if os.path.exists(self.path) else State.ABSENT
         self.since = time.monotonic()  # when the state last changed
         self.synced_once = False
         self.on_change: Callable[[], None] | None = None
@@ -82,17 +84,11 @@ class PodsApi:
         self._synced_watch = False  # whether the current watch reached INITIAL_SYNC_COMPLETE
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def up(self) -> int | None:
-        """1 while watching, 0 while the socket is there but the watch fails or has not synced
-        yet, None while there is no socket."""
-        if self.state == State.ABSENT:
-            return None
-        return int(self.state == State.SYNCED)
-
     # ---- life cycle (event loop) ---------------------------------------------------------
 
     def start(self) -> None:
+        if self.state == State.ABSENT:
+            self._log_absent()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="pods-api")
 
     def stop(self) -> None:
@@ -201,7 +197,7 @@ class PodsApi:
     # ---- state ---------------------------------------------------------------------------
 
     def _replace(self, records: dict[PodKey, PodRecord]) -> None:
-        if self.state != State.SYNCED:
+        if self.state != State.WATCHING:
             if not self.synced_once:
                 log.info("Pods API: watching the kubelet's %d pods at %s", len(records),
                          self.path)
@@ -212,7 +208,7 @@ class PodsApi:
         if records != self.records:
             self.records = records
             self.version += 1
-        self._set_state(State.SYNCED, notify=True)
+        self._set_state(State.WATCHING, notify=True)
 
     def _changed(self) -> None:
         self.version += 1
@@ -221,18 +217,21 @@ class PodsApi:
 
     def _failed(self, reason: str) -> None:
         self.reason = reason
-        if self._synced_watch and self.state == State.SYNCED:
+        if self._synced_watch and self.state == State.WATCHING:
             log.debug("Pods API: the watch broke (%s); opening it again", reason)
             return
-        if self.state != State.FAILED:
+        if self.state != State.FAILING:
             log.warning("Pods API: cannot read %s (%s); retrying with back-off%s", self.path,
                         reason, ", keeping the last pods" if self.synced_once else "")
-        self._set_state(State.FAILED)
+        self._set_state(State.FAILING)
+
+    def _log_absent(self) -> None:
+        log.info("Pods API: no socket at %s (a kubelet before 1.36, or its PodsAPI feature "
+                 "gate off); looking for it every %g s", self.path, self.check_interval)
 
     def _set_state(self, state: State, notify: bool = False) -> None:
         if state == State.ABSENT and self.state != State.ABSENT:
-            log.info("Pods API: no socket at %s (a kubelet before 1.36, or its PodsAPI feature "
-                     "gate off); looking for it every %g s", self.path, self.check_interval)
+            self._log_absent()
         if state != self.state:
             self.state = state
             self.since = time.monotonic()

@@ -163,8 +163,8 @@ class Refresher:
                                               kubelet.ErrorKind.INTERNAL_ERROR), logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
         if self.pod_context is not None:
-            self.health.pod_context = self.pod_context.source
-            self.health.pods_api_up = self.pod_context.pods_api_up
+            self.health.pods_source = (self.pod_context.source,
+                                       self.pod_context.pods_api_state)
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
         fit = self.sections.fit_section(self.snapshot, self.topology, self.accounting)

@@ -43,10 +43,10 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     refresher = build_refresher(settings, topology)
     quiet = [logging.getLogger(name) for name in (
         "exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.context",
-        "exporter.kubeapi.view")]
+        "exporter.kubeapi.view", "exporter.fit.section")]
     saved = [logger.level for logger in quiet]
     if log_level != "debug":
-        for logger in quiet:  # their failure lines speak of retrying
+        for logger in quiet:  # their lines speak of retrying, or of what the report says
             logger.setLevel(logging.CRITICAL)
     try:
         pods = await read_pod_context(refresher.pod_context)

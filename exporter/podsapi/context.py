@@ -9,10 +9,10 @@ needing neither a token nor RBAC nor a watch on the API server; the Kubernetes-A
 does not hold (node status, ResourceSlices, DeviceTaintRules) either way.
 
 The Pods API is the source while its socket exists and its watch works, and for
-``FALLBACK_SECONDS`` after it stopped working (a kubelet restart); after that, and whenever
-the socket is absent, the view watches the pods again if it is on. Without the view, a Pods
-API whose watch fails stays the source, with its last pods. Each change of source is logged
-once.
+``FALLBACK_SECONDS`` after it stopped working or its socket went away (a kubelet restart makes
+a new one); after that, and whenever there never was a socket, the view watches the pods
+again if it is on. Without the view, a Pods API whose watch fails stays the source, with its
+last pods, while its socket exists. Each change of source is logged once.
 """
 
 from __future__ import annotations
@@ -87,17 +87,21 @@ class PodContext:
 
     def _wanted(self, now: float) -> Source:
         api = self.pods_api
-        if api is not None and api.state != State.ABSENT:
-            if api.state == State.WATCHING:
-                self._trouble_since = None
-                return Source.PODS_API
-            if self._trouble_since is None:
-                self._trouble_since = now
-            if self.view is None or now - self._trouble_since < self.fallback_seconds:
-                return Source.PODS_API
-        else:
+        fallback = Source.KUBE_API if self.view is not None else Source.NONE
+        if api is None or (api.state == State.ABSENT and not api.synced_once):
             self._trouble_since = None
-        return Source.KUBE_API if self.view is not None else Source.NONE
+            return fallback  # this kubelet does not serve it (or not yet)
+        if api.state == State.WATCHING:
+            self._trouble_since = None
+            return Source.PODS_API
+        # starting, failing, or its socket gone after it worked (a restart makes a new one)
+        if self._trouble_since is None:
+            self._trouble_since = now
+        if now - self._trouble_since < self.fallback_seconds:
+            return Source.PODS_API
+        if api.state == State.ABSENT:
+            return fallback
+        return fallback if self.view is not None else Source.PODS_API
 
     def _switch(self, source: Source) -> None:
         previous, self.source = self.source, source
@@ -157,7 +161,6 @@ class PodContext:
             return pods
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)
 
-    @property
-    def pods_api_state(self) -> str:
-        """The Pods API's state, as ``podresources_pods_source_info{pods_api}`` says it."""
-        return "off" if self.pods_api is None else self.pods_api.state
+    def labels(self) -> tuple[str, str]:
+        """``podresources_pods_source_info``'s labels: the source, the Pods API's state."""
+        return self.source, "off" if self.pods_api is None else self.pods_api.state

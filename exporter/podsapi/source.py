@@ -142,7 +142,8 @@ class PodsApi:
                 await asyncio.sleep(self.check_interval)
                 continue
             if self.state == State.ABSENT:
-                log.info("Pods API: socket %s appeared; watching it", self.path)
+                if not self.synced_once:  # else "watching again" says it
+                    log.info("Pods API: socket %s appeared; watching it", self.path)
                 self._set_state(State.STARTING)
             await self._cycle(self._client())
 
@@ -226,8 +227,12 @@ class PodsApi:
         self._set_state(State.FAILING)
 
     def _log_absent(self) -> None:
-        log.info("Pods API: no socket at %s (a kubelet before 1.36, or its PodsAPI feature "
-                 "gate off); looking for it every %g s", self.path, self.check_interval)
+        if self.synced_once:  # a restarting kubelet makes a new one
+            log.warning("Pods API: the socket %s is gone; looking for it every %g s, keeping "
+                        "the last pods", self.path, self.check_interval)
+        else:
+            log.info("Pods API: no socket at %s (a kubelet before 1.36, or its PodsAPI feature "
+                     "gate off); looking for it every %g s", self.path, self.check_interval)
 
     def _set_state(self, state: State, notify: bool = False) -> None:
         if state == State.ABSENT and self.state != State.ABSENT:

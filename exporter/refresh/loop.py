@@ -83,7 +83,8 @@ class Refresher:
         self.fit = fit
         self.watcher = StateFileWatcher(settings.watch_path, settings.max_refresh_rate)
         self.sections = Sections(self.health, self.status, kube_view, fit,
-                                 lambda: self.reader.allocatable)
+                                 lambda: self.reader.allocatable,
+                                 pod_context.labels if pod_context is not None else None)
         self.core = RefreshCore(settings.render)
         self.snapshot: KubeletSnapshot | None = None  # as of the last successful refresh
         self.accounting: Accounting | None = None
@@ -162,9 +163,6 @@ class Refresher:
             delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error),
                                               kubelet.ErrorKind.INTERNAL_ERROR), logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
-        if self.pod_context is not None:
-            self.health.pods_source = (self.pod_context.source,
-                                       self.pod_context.pods_api_state)
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
         fit = self.sections.fit_section(self.snapshot, self.topology, self.accounting)

@@ -14,7 +14,8 @@ Served as the v1.37 kubelet serves it (``pkg/kubelet/apis/pods/server.go``,
   pod with only its name, namespace and UID) as the node changes; a watcher that falls 100
   events behind is dropped (``RESOURCE_EXHAUSTED`` "watch client channel closed");
 * ``FAILED_PRECONDITION`` "Kubelet is initializing" while the ``pods_api_initializing`` fault
-  is set (``validateReady``: not every pod source seen yet, as after a kubelet restart).
+  is set (``validateReady``: not every pod source seen yet, as after a kubelet restart); with
+  the ``garbage`` fault at ``bytes``, one more "pod" whose bytes are no ``v1.Pod``.
 
 Pods are encoded with the subset of core/v1 the exporter compiles (``exporter._proto.k8s``):
 what the exporter reads, nothing more.
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
 WATCH_BUFFER = 100  # pods/server.go: each watcher's channel
 POLL_SECONDS = 0.05  # how often the node's state is compared with what watchers were sent
+GARBAGE = b"\x0a\xff\xff\xff\xff\x0f"  # a length that runs past the end: no v1.Pod
 PodKey = tuple[str, str]
 Obj = dict[str, Any]
 
@@ -237,7 +239,10 @@ class PodsApiServer:
     def _sorted(self) -> list[bytes]:
         """The pods' bytes sorted by UID, as ListPods and WatchPods send them."""
         self._refresh()
-        return [raw for _, raw in sorted(self._shown.values())]
+        pods_bytes = [raw for _, raw in sorted(self._shown.values())]
+        if self.faults.garbage == "bytes":
+            pods_bytes.insert(len(pods_bytes) // 2, GARBAGE)
+        return pods_bytes
 
     # ---- request handling ----------------------------------------------------------------
 

@@ -395,7 +395,9 @@ def test_extras_selinux_priority_and_args(helm):
     container = exporter_container(docs)
     assert container["securityContext"]["seLinuxOptions"] == {"type": "container_device_plugin_t"}
     assert pod_spec(docs)["priorityClassName"] == "system-node-critical"
-    assert container["args"][-3:] == ["--log-level=info", "--interval=30", "--no-device-info"]
+    assert container["args"][-4:] == ["--log-level=info",
+                                      "--pods-api-socket=/var/lib/kubelet/pods-api/pods-api.sock",
+                                      "--interval=30", "--no-device-info"]
     assert "--log-format=json" in container["args"]
 
 

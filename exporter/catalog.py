@@ -23,7 +23,7 @@ class MetricDef:
     """One metric. ``group`` says when it is exposed: node and NUMA figures, workload figures
     (``--no-workload-metrics`` drops them), the exporter's health, the Kubernetes-API view
     (``--kube-api``), or the fit answers (shapes from ``--fit-shapes``; admission failures once
-    ``--kube-api`` has seen a rejected pod). A counter's name carries ``_total``, as exposed."""
+    the pod context, the kubelet's Pods API or ``--kube-api``, has shown a rejected pod). A counter's name carries ``_total``, as exposed."""
 
     name: str
     type: MetricType
@@ -259,14 +259,16 @@ SHAPE_MIN_NUMA_NODES = _define(
     "policy aligns to); absent when it does not fit at all.", ("shape",), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",
-    "Pods of this node rejected at admission for exclusive resources (seen with --kube-api); "
+    "Pods of this node rejected at admission for exclusive resources (seen through the "
+    "kubelet's Pods API, or with --kube-api); "
     "blocking_resource is the resource no NUMA set the policy allows had enough of at the "
     "next refresh (cpu for SMTAlignmentError), multiple when several or only together, none "
     "when the pod would be admitted now.",
     ("reason", "blocking_resource"), "fit")
 ADMISSION_FAILURE_INFO = _define(
     "podresources_admission_failure_info", "gauge",
-    "1 per pod rejected at admission that is still present in the Kubernetes API.",
+    "1 per pod rejected at admission that the kubelet (its Pods API) or the Kubernetes API "
+    "still holds.",
     ("namespace", "pod", "reason", "blocking_resource"), "fit")
 
 CATALOG: tuple[MetricDef, ...] = tuple(_DEFINED)

@@ -174,6 +174,8 @@ FLAGS: tuple[Flag, ...] = (
          "to a profile .json (default: %(default)s)", None, "dual-socket-gpu"),
     Flag("--socket", (SIMULATE,), "unix socket to serve the podresources API on",
          socket_address, required=True),
+    Flag("--pods-api-socket", (SIMULATE,), "also serve the kubelet's Pods API on this unix "
+         "socket (off when unset)", socket_address, None, metavar="PATH"),
     Flag("--sysfs-root", (SIMULATE,), "write a matching fake sysfs tree here"),
     Flag("--control-address", (DEMO, SIMULATE), "HTTP endpoint to misbehave the simulated "
          "kubelet: rate-limit storms, restarts, garbage (off when unset; see the README)",
@@ -422,6 +424,8 @@ def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
 
     return SimulateOptions(
         profile=args.profile, socket_path=kubelet.socket_path(args.socket),
+        pods_api_socket=(kubelet.socket_path(args.pods_api_socket) if args.pods_api_socket
+                         else None),
         sysfs_root=args.sysfs_root, control_address=args.control_address,
         churn_interval=args.churn_interval, churn_pods=args.churn_pods,
         state_dir=args.state_dir, seed=args.seed, qps=args.qps, burst=args.burst,

@@ -43,6 +43,7 @@ class SimulateOptions:
     qps: float
     burst: int
     reregister_seconds: float = DEFAULT_REREGISTER_SECONDS
+    pods_api_socket: str | None = None  # serve the Pods API there too
 
 
 async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event) -> None:
@@ -51,7 +52,8 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
         write_sysfs(spec, options.sysfs_root)
     simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
                           qps=options.qps, burst=options.burst,
-                          reregister_seconds=options.reregister_seconds)
+                          reregister_seconds=options.reregister_seconds,
+                          pods_api_socket=options.pods_api_socket)
     await simulator.start()
     runner = await start_control(simulator, options.control_address)
     tasks = []

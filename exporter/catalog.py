@@ -23,7 +23,8 @@ class MetricDef:
     """One metric. ``group`` says when it is exposed: node and NUMA figures, workload figures
     (``--no-workload-metrics`` drops them), the exporter's health, the Kubernetes-API view
     (``--kube-api``), or the fit answers (shapes from ``--fit-shapes``; admission failures once
-    the pod context, the kubelet's Pods API or ``--kube-api``, has shown a rejected pod). A counter's name carries ``_total``, as exposed."""
+    the pod context, the kubelet's Pods API or ``--kube-api``, has shown a rejected pod). A
+    counter's name carries ``_total``, as exposed."""
 
     name: str
     type: MetricType

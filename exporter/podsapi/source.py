@@ -54,7 +54,12 @@ class State(StrEnum):
 def pod_entry(raw: bytes) -> tuple[PodKey, PodRecord]:
     """A pod's bytes as the record the Kubernetes-API view keeps for a pod."""
     from .decode import decode_pod
-    key, record = pod_record(without_dra_served(decode_pod(raw)))
+    return record_of(decode_pod(raw))
+
+
+def record_of(obj: dict[str, Any]) -> tuple[PodKey, PodRecord]:
+    """A pod (API JSON) as the record the Kubernetes-API view keeps for a pod."""
+    key, record = pod_record(without_dra_served(obj))
     return (str(key[0]), str(key[1])), record
 
 
@@ -75,7 +80,6 @@ class PodsApi:
         self.records: dict[PodKey, PodRecord] = {}
         self.version = 0  # bumped on every change of the records
         self.state = State.STARTING if os.path.exists(self.path) else State.ABSENT
-        self.since = time.monotonic()  # when the state last changed
         self.synced_once = False
         self.on_change: Callable[[], None] | None = None
         self.reason = ""  # why the last watch failed
@@ -121,16 +125,13 @@ class PodsApi:
         except KubeletError as error:
             self._failed(why(error))
             return []
-        objects, records = [], {}
+        objects = []
         for raw in raws:
             try:
-                obj = decode_pod(raw)
+                objects.append(decode_pod(raw))
             except PodDecodeError:
                 continue
-            objects.append(obj)
-            key, record = pod_record(without_dra_served(obj))
-            records[(str(key[0]), str(key[1]))] = record
-        self._replace(records)
+        self._replace(dict(record_of(obj) for obj in objects))
         return objects
 
     # ---- the loop ------------------------------------------------------------------------
@@ -239,7 +240,6 @@ class PodsApi:
             self._log_absent()
         if state != self.state:
             self.state = state
-            self.since = time.monotonic()
             notify = True
         if notify and self.on_change is not None:
             self.on_change()

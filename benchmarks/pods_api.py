@@ -39,7 +39,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from exporter.protogen import PROTO_DIR
+from exporter.protogen import compile_whole_k8s
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.apiserver import FakeApiServer, cluster_from_profile
 
@@ -261,29 +261,13 @@ sys.stdout.write(pod.SerializeToString().hex())
 '''
 
 
-def compile_full(directory: Path) -> None:
-    """The whole of core/v1 (and what it imports) compiled into ``directory/full``."""
-    sources = []
-    for path in sorted((PROTO_DIR / "k8s.io").rglob("*.proto")):
-        target = directory / "full" / path.relative_to(PROTO_DIR / "k8s.io")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(path.read_text().replace('import "k8s.io/', 'import "full/'))
-        sources.append(str(target.relative_to(directory)))
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{directory}",
-                    f"--python_out={directory}", *sources], check=True, cwd=directory,
-                   capture_output=True)
-    for folder in [directory / "full", *(directory / "full").rglob("*")]:
-        if folder.is_dir():
-            (folder / "__init__.py").touch()
-
-
 def measure_decoding() -> dict:
     from exporter.podsapi.decode import decode_pod
     from exporter.podsapi.source import pod_entry
 
     with tempfile.TemporaryDirectory(prefix="bench-core-v1-") as scratch:
         directory = Path(scratch)
-        compile_full(directory)
+        compile_whole_k8s(directory, "full")
         raw = bytes.fromhex(subprocess.run([sys.executable, "-c", REALISTIC_POD], cwd=directory,
                                            check=True, capture_output=True, text=True).stdout)
         protobuf = "import grpc, exporter._proto.v1.api_pb2"  # what the exporter has loaded

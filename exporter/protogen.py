@@ -95,6 +95,25 @@ def generate(output_root: Path) -> list[Path]:
     return sorted(path for path in package.rglob("*") if path.is_file())
 
 
+def compile_whole_k8s(directory: Path, package: str) -> None:
+    """The whole of ``protos/k8s.io/`` compiled into ``directory/<package>`` (its imports
+    renamed to it), for the test and the benchmark that compare the subset with the real
+    schema; import it in a process of its own, as its message names are the subset's."""
+    sources = []
+    for path in sorted((PROTO_DIR / "k8s.io").rglob("*.proto")):
+        target = directory / package / path.relative_to(PROTO_DIR / "k8s.io")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text(encoding="utf-8").replace(
+            'import "k8s.io/', f'import "{package}/'), encoding="utf-8")
+        sources.append(str(target.relative_to(directory)))
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{directory}",
+                    f"--python_out={directory}", *sources], check=True, cwd=directory,
+                   capture_output=True)
+    for folder in [directory / package, *(directory / package).rglob("*")]:
+        if folder.is_dir():
+            (folder / "__init__.py").touch()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-root", type=Path, default=REPO_ROOT,

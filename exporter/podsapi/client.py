@@ -16,7 +16,7 @@ import grpc
 import grpc.aio
 
 from .._proto.pods.v1alpha1 import api_pb2 as pods
-from ..kubelet.client import KubeletError, classify, socket_target
+from ..kubelet.client import KubeletError, classify, kubelet_channel, socket_target
 from . import DEFAULT_SOCKET
 
 METHOD_LIST_PODS = "ListPods"
@@ -36,15 +36,7 @@ class PodsApiClient:
                  timeout: float = 10.0) -> None:
         self.target = socket_target(socket)
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(self.target, options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", 1024 * 1024),
-            ("grpc.initial_reconnect_backoff_ms", 500),
-            ("grpc.min_reconnect_backoff_ms", 500),
-            ("grpc.max_reconnect_backoff_ms", 3000),
-            ("grpc.enable_retries", 0),
-            ("grpc.default_authority", "localhost"),
-        ])
+        self._channel = kubelet_channel(self.target, max_message_bytes)
         self._list = self._channel.unary_unary(
             _PATH + METHOD_LIST_PODS, request_serializer=_serialize,
             response_deserializer=pods.ListPodsResponse.FromString)

@@ -153,12 +153,12 @@ def test_only_sysfs_devices_system_is_mounted_read_only(defaults):
 def test_pods_api_directory_is_mounted_read_only_and_on_by_default(helm, defaults):
     # the directory, created where the kubelet serves no Pods API yet (the pod must start on
     # every node), read-only like the podresources one
-    assert volume(defaults, "pods-api")["hostPath"] == {
-        "path": "/var/lib/kubelet/pods-api", "type": "DirectoryOrCreate"}
-    assert mount(defaults, "pods-api") == {
-        "name": "pods-api", "mountPath": "/var/lib/kubelet/pods-api", "readOnly": True}
+    path = "/var/lib/kubelet/pods-api"
+    assert (volume(defaults, "pods-api")["hostPath"], mount(defaults, "pods-api")) == (
+        {"path": path, "type": "DirectoryOrCreate"},
+        {"name": "pods-api", "mountPath": path, "readOnly": True})
     args = exporter_container(defaults)["args"]
-    assert "--pods-api-socket=/var/lib/kubelet/pods-api/pods-api.sock" in args
+    assert f"--pods-api-socket={path}/pods-api.sock" in args
     assert "--no-pods-api" not in args
     off = render(helm, "--set", "podsApi.enabled=false")
     assert "--no-pods-api" in exporter_container(off)["args"]

@@ -198,20 +198,9 @@ def test_the_subset_reads_a_pod_encoded_with_the_whole_schema(tmp_path):
     import sys
 
     from exporter.podsapi.decode import decode_pod
-    from exporter.protogen import PROTO_DIR
+    from exporter.protogen import compile_whole_k8s
 
-    sources = []
-    for path in sorted((PROTO_DIR / "k8s.io").rglob("*.proto")):
-        target = tmp_path / "fullk8s" / path.relative_to(PROTO_DIR / "k8s.io")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(path.read_text().replace('import "k8s.io/', 'import "fullk8s/'))
-        sources.append(str(target.relative_to(tmp_path)))
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}",
-                    f"--python_out={tmp_path}", *sources], check=True, cwd=tmp_path,
-                   capture_output=True)
-    for directory in [tmp_path / "fullk8s", *(tmp_path / "fullk8s").rglob("*")]:
-        if directory.is_dir():
-            (directory / "__init__.py").touch()
+    compile_whole_k8s(tmp_path, "fullk8s")
     encoded = subprocess.run([sys.executable, "-c", FULL_POD_SCRIPT], cwd=tmp_path,
                              check=True, capture_output=True, text=True).stdout
     assert decode_pod(bytes.fromhex(encoded)) == {

@@ -374,3 +374,24 @@ def test_a_bad_socket_value_exits_2(capsys):
     assert capsys.readouterr().err == (
         "podresources-exporter: error: argument --pods-api-socket: socket must be an absolute "
         "path or unix:// URL, got 'relative/p.sock'\n")
+
+
+def test_without_a_socket_neither_the_stubs_nor_the_pod_schema_are_imported(tmp_path):
+    """The Pods API costs memory only where the kubelet serves it (docs/pods-api.md)."""
+    import subprocess
+    import sys
+
+    from exporter.simulator import load_profile, write_sysfs
+
+    sysfs = write_sysfs(load_profile("small"), tmp_path / "sys")
+    probe = (
+        "import sys\n"
+        "from exporter.commands.serve import build_refresher\n"
+        "from exporter.refresh.settings import Settings\n"
+        f"build_refresher(Settings(socket='/nonexistent/k.sock', sysfs_root={str(sysfs)!r}, "
+        f"pods_api_socket={str(tmp_path / 'pods-api.sock')!r}))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('exporter._proto.k8s', "
+        "'exporter._proto.pods', 'exporter.podsapi.client', 'exporter.podsapi.decode'))))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out == "[]\n"

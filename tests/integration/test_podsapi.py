@@ -395,3 +395,19 @@ def test_without_a_socket_neither_the_stubs_nor_the_pod_schema_are_imported(tmp_
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert out == "[]\n"
+
+
+async def test_snapshot_with_the_view_lists_each_resource_once_and_watches_nothing(api, capsys):
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet:  # no Pods API: the view lists the pods
+        code, out, err = await asyncio.to_thread(
+            snapshot, "--socket", str(kubelet.socket), "--sysfs-root", str(kubelet.sysfs),
+            "--pods-api-socket", str(kubelet.pods_api_socket), "--kube-api", "--node-name",
+            NODE, "--shape", "cpu=1", "--format", "json", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["admitted"] is True
+    listed = sorted(path for path, query in api.requests if "watch" not in query)
+    assert listed == ["/api/v1/nodes", "/api/v1/pods",
+                      "/apis/resource.k8s.io/v1/devicetaintrules",
+                      "/apis/resource.k8s.io/v1/resourceslices"]
+    assert not [path for path, query in api.requests if "watch" in query]

@@ -33,11 +33,17 @@ WIDE = {"namespace": "demo", "name": "wide",
 
 @pytest.fixture(autouse=True)
 def root_logging():
-    """``main()`` points the root logger at this test's stderr: put it back afterwards."""
+    """``main()`` points the root logger at the running test's stderr: start each test without
+    what an earlier one left (a closed stream), and put the root logger back afterwards."""
     root = logging.getLogger()
     saved = root.handlers[:], root.level
+    root.handlers[:] = []
     yield
     root.handlers[:], root.level = saved[0], saved[1]
+
+
+def podsapi_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("exporter.podsapi")]
 
 
 def kubelet_profile() -> dict:
@@ -86,7 +92,7 @@ async def test_a_rejection_is_counted_with_only_the_kubelets_sockets(monkeypatch
         assert set(records) == {("ml", "trainer"), ("demo", "wide")}
         assert records[("demo", "wide")].terminated
         assert not records[("ml", "trainer")].terminated
-    messages = [r.getMessage() for r in caplog.records]
+    messages = podsapi_lines(caplog)
     assert sum("watching the kubelet's 1 pods" in m for m in messages) == 1
 
 
@@ -197,7 +203,8 @@ async def test_a_pod_that_cannot_be_decoded_is_skipped_once(caplog):
         kubelet.simulator.pods_api.drop_watchers()
         await asyncio.sleep(1.5)
         assert set(exporter.refresher.pod_context.records()) == {("ml", "trainer")}
-    warnings = [r.getMessage() for r in caplog.records if r.name == "exporter.podsapi.source"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "exporter.podsapi.source"
+                and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith(
         "Pods API: skipping a pod that cannot be decoded (not a v1.Pod: ")
 
@@ -292,7 +299,7 @@ async def test_no_socket_then_a_socket(caplog):
             assert source(s)["source"] == "pods_api"
             await exporter.wait_for(lambda s: source(s)["source"] == "none",
                                     what="the fallback delay over")
-    messages = [r.getMessage() for r in caplog.records]
+    messages = podsapi_lines(caplog)
     socket = str(kubelet.pods_api_socket)
     assert [m.split(" at ")[0].split(" (")[0] for m in messages] == [
         "Pods API: no socket",
@@ -324,7 +331,7 @@ async def test_a_kubelet_restart_keeps_the_last_pods_and_logs_twice(caplog):
                                     what="watching again")
         assert s.value("podresources_admission_failures_total",
                        reason="TopologyAffinityError", blocking_resource="cpu") == 1
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("exporter.podsapi")]
+    messages = podsapi_lines(caplog)
     # watching; then one line for the restart (the watch failing first, or the socket going
     # first) and one when it is back; the pod context never changed
     assert len(messages) == 4, messages
@@ -348,7 +355,8 @@ async def test_an_initializing_kubelet_is_retried_with_back_off(caplog):
             kubelet.simulator.faults.pods_api_initializing = False
             await exporter.wait_for(lambda s: source(s)["pods_api"] == "watching",
                                     timeout=20, what="watching")
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                and r.name.startswith("exporter.podsapi")]
     assert warnings == [f"Pods API: cannot read {kubelet.pods_api_socket} (the kubelet is "
                         "initializing: Kubelet is initializing); retrying with back-off"]
 

@@ -79,7 +79,8 @@ class CountingProxy:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
+        # a handler ends with its client (the exporter it served stops), upstream stream too
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 

@@ -25,7 +25,7 @@ from exporter.model import (
 )
 from exporter.nodemap.build import MapInputs, build_map
 from exporter.nodemap.page import CONTENT_SECURITY_POLICY, render_document, render_page
-from exporter.nodemap.picture import ChipState, CpuMode, CpuState, Holder
+from exporter.nodemap.picture import ChipState, CpuMode, Holder
 
 GiB = 1 << 30
 # node 0: cores {0,2} {1,3}; node 1: cores {4,6} {5,7}; node 2: memory, no CPUs

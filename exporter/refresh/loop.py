@@ -87,8 +87,10 @@ class Refresher:
         self.accounting: Accounting | None = None
         self.dra_inventory: DraInventory | None = None  # the view's, as of that refresh
         self.attempted = False
-        self._page: tuple[int, MapInputs, bytes] | None = None  # the last node map page
+        # the last node map page: (reload period, inputs, (page, gzipped page))
+        self._page: tuple[int, MapInputs, tuple[bytes, bytes]] | None = None
         self._page_lock = asyncio.Lock()
+        self._page_failed: KubeletSnapshot | None = None  # logged once per snapshot
         self._worker = Worker()
         self._decoder = _Decoder(self._worker, self.core)
         self._sysfs = RereadTopology(settings.sysfs_root, settings.allocatable_interval,
@@ -229,11 +231,11 @@ class Refresher:
                          self.status.last_success or None, bool(self.status.up),
                          self.dra_inventory, self.fit.answers if self.fit is not None else ())
 
-    async def numa_page(self) -> bytes | None:
-        """The node map page of the last successful refresh (None before one), built in the
-        worker thread when asked: at most once per refresh and reload period, however many
-        ask, and never with a kubelet call. The page reloads itself every ``--interval``
-        (10 s at least, 5 minutes at most)."""
+    async def numa_page(self, compressed: bool = False) -> bytes | None:
+        """The node map page of the last successful refresh (None before one), gzipped or not,
+        built in the worker thread when asked: at most once per refresh and reload period,
+        however many ask, and never with a kubelet call. The page reloads itself every
+        ``--interval`` (10 s at least, 5 minutes at most)."""
         reload_seconds = min(max(self.settings.interval, PAGE_RELOAD_MIN), PAGE_RELOAD_MAX)
         inputs = self.map_inputs()
         if inputs is None:
@@ -244,10 +246,16 @@ class Refresher:
             bucket = int(now // reload_seconds)
             if self._page is not None and self._page[0] == bucket \
                     and _same_inputs(self._page[1], inputs):
-                return self._page[2]
-            page = await self._worker.run(build_page, inputs, reload_seconds, now)
-            self._page = (bucket, inputs, page)
-            return page
+                return self._page[2][compressed]
+            try:
+                pages = await self._worker.run(build_page, inputs, reload_seconds, now)
+            except Exception:  # a bug must cost the map, not the exporter or the log
+                if self._page_failed is not inputs.snapshot:
+                    log.exception("the node map could not be drawn from this snapshot")
+                self._page_failed = inputs.snapshot
+                return None
+            self._page = (bucket, inputs, pages)
+            return pages[compressed]
 
 
 def _same_inputs(old: MapInputs, new: MapInputs) -> bool:

@@ -44,8 +44,9 @@ class MetricsSource(Protocol):
         """(kubelet socket, node name)"""
         ...
 
-    async def numa_page(self) -> bytes | None:
-        """The node map page of the last successful refresh; None before one."""
+    async def numa_page(self, compressed: bool = False) -> bytes | None:
+        """The node map page of the last successful refresh (gzipped or not); None before
+        one."""
         ...
 
 
@@ -134,13 +135,21 @@ async def numa(request: web.Request) -> web.Response:
     """The node map of the last refresh (built by the source, never from the kubelet)."""
     from ..nodemap.page import CONTENT_SECURITY_POLICY  # only for those who look at it
 
-    page = await request.app[SOURCE].numa_page()
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-               "Content-Security-Policy": CONTENT_SECURITY_POLICY}
+               "Content-Security-Policy": CONTENT_SECURITY_POLICY, "Vary": "Accept-Encoding"}
+    coding = choose_coding(request.headers.get("Accept-Encoding"))
+    if coding is None:
+        return web.Response(status=406, headers=headers,
+                            text="406 Not Acceptable: this page offers the gzip and identity "
+                                 "content codings\n")
+    page = await request.app[SOURCE].numa_page(coding == "gzip")
     if page is None:
         return web.Response(status=503, headers={**headers, "Retry-After": "5"},
-                            text="503 Service Unavailable: no snapshot of the kubelet yet "
-                                 "(the first refresh has not succeeded)\n")
+                            text="503 Service Unavailable: no node map to show: no snapshot of "
+                                 "the kubelet yet (the first refresh has not succeeded), or it "
+                                 "could not be drawn (the log says why)\n")
+    if coding == "gzip":
+        headers["Content-Encoding"] = "gzip"
     return web.Response(body=page, headers=headers, content_type="text/html",
                         charset="utf-8")
 

@@ -37,6 +37,11 @@ async def test_the_page_is_the_last_refresh_drawn_without_a_kubelet_call():
         assert response.headers["Content-Type"] == "text/html; charset=utf-8"
         assert response.headers["Cache-Control"] == "no-store"
         assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Content-Encoding"] == "gzip"  # aiohttp asks for it
+        async with exporter.session.get(exporter.url + "/numa", headers={
+                "Accept-Encoding": "identity"}) as plain:
+            assert "Content-Encoding" not in plain.headers
+            assert await plain.text() == bodies[0]
         policy = response.headers["Content-Security-Policy"]
         assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
         body = bodies[0]
@@ -62,6 +67,7 @@ async def test_before_the_first_refresh_the_page_says_so_and_off_it_is_gone(tmp_
             async with exporter.session.get(exporter.url + "/numa") as response:
                 assert response.status == 503
                 assert "no snapshot of the kubelet yet" in await response.text()
+                assert "Traceback" not in await response.text()
                 assert response.headers["Retry-After"] == "5"
         # --no-numa-page: no route, no link
         exporter = Exporter(node.settings())
@@ -122,3 +128,22 @@ async def test_snapshot_refuses_a_map_with_a_question():
     async with Node(small_profile()) as node:
         with pytest.raises(UsageError, match="--format svg draws the node map"):
             await snapshot(node.settings(), "svg", "info", shape="cpu=2")
+
+
+async def test_a_map_that_cannot_be_drawn_is_a_503_and_one_log_line(monkeypatch, caplog):
+    from exporter.nodemap import page
+
+    def broken(*args):
+        raise ValueError("a drawing bug")
+
+    monkeypatch.setattr(page, "build_page", broken)
+    async with Node(small_profile()) as node, \
+            Exporter(node.settings(interval=60.0)) as exporter:
+        await exporter.ready()
+        for _ in range(3):
+            async with exporter.session.get(exporter.url + "/numa") as response:
+                assert response.status == 503
+                assert "could not be drawn" in await response.text()
+        assert (await exporter.get("/metrics")).status == 200
+    logged = [r for r in caplog.records if "node map could not be drawn" in r.getMessage()]
+    assert len(logged) == 1  # once for this snapshot, not once per request

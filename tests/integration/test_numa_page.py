@@ -147,3 +147,24 @@ async def test_a_map_that_cannot_be_drawn_is_a_503_and_one_log_line(monkeypatch,
         assert (await exporter.get("/metrics")).status == 200
     logged = [r for r in caplog.records if "node map could not be drawn" in r.getMessage()]
     assert len(logged) == 1  # once for this snapshot, not once per request
+
+
+async def test_the_shapes_answers_are_on_the_page_as_on_metrics(tmp_path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("shapes:\n  pair: {cpu: 2}\n  too-big: {cpu: 8}\n")
+    async with Node(small_profile(pods=PODS)) as node, \
+            Exporter(node.settings(fit_shapes=str(shapes))) as exporter:
+        scrape = await exporter.wait_for(
+            lambda s: s.get("podresources_shape_admitted", shape="too-big") is not None,
+            what="the shapes answered")
+        async with exporter.session.get(exporter.url + "/numa") as response:
+            body = await response.text()
+    # free CPUs: 1-3 on node 0, 6-7 on node 1 (CPU 0 reserved, 4-5 held): two CPUs fit on
+    # either node alone; eight fit nowhere (five are free in all)
+    assert scrape.value("podresources_shape_admitted", shape="pair") == 1
+    assert scrape.value("podresources_shape_admitted", shape="too-big") == 0
+    assert 'data-shape="pair" data-admitted="true"' in body
+    assert 'data-shape="too-big" data-admitted="false"' in body
+    fits = re.findall(r'data-shape="([^"]+)" data-fits="(true|false)"', body)
+    assert fits == [("pair", "true"), ("too-big", "false")] * 2  # NUMA node 0, then 1
+    assert "rejected: UnexpectedAdmissionError" in body or "rejected: TopologyAffinity" in body

@@ -107,9 +107,10 @@ async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
                 web_config: WebConfig | None = None, rejections: Rejections | None = None,
-                kube_environ: Mapping[str, str] | None = None) -> int:
+                kube_environ: Mapping[str, str] | None = None, numa_page: bool = True) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status.
-    ``rejections`` and ``kube_environ`` as for :func:`build_refresher`."""
+    ``rejections`` and ``kube_environ`` as for :func:`build_refresher`; ``numa_page`` False
+    (``--no-numa-page``) serves no ``/numa``."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
@@ -119,7 +120,8 @@ async def serve(settings: Settings, address: tuple[str, int],
     host, port = address
     try:
         runner, bound = await start_http(
-            make_app(refresher, web_config.middlewares() if web_config else ()), host, port,
+            make_app(refresher, web_config.middlewares() if web_config else (), numa_page),
+            host, port,
             web_config.ssl_context() if web_config else None)
     except OSError as error:
         await refresher.client.close()

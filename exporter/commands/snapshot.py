@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 async def snapshot(settings: Settings, output_format: str, log_level: str,
                    shape: str | None = None, why: str | None = None,
                    sysfs_given: bool = True) -> int:
-    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``); with
-    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.fit.explain`).
+    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``, or the node
+    map as ``svg`` or ``html``); with ``shape`` or ``why``, the fit answer instead
+    (:mod:`exporter.fit.explain`).
 
     A failed call is reported in one line and exits 1: there is no retry and no earlier
     snapshot here, so the refresh loop's own messages (which say both) are kept out.
@@ -36,6 +37,9 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     from .report import format_json, format_table
 
     question = _fit_question(shape, why)
+    if question is not None and output_format in MAP_FORMATS:
+        raise UsageError(f"--format {output_format} draws the node map; --shape and --why "
+                         "answer in table or json")
     topology = read_sysfs_topology(settings.sysfs_root)
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
@@ -66,6 +70,9 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
               "data issues below", file=sys.stderr)
     if question is not None:
         return await _answer(question, refresher, output_format)
+    if output_format in MAP_FORMATS:
+        sys.stdout.write(_node_map(refresher, output_format))
+        return 0
     formatter = format_json if output_format == "json" else format_table
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
                                refresher.status.capabilities, settings.node_name,
@@ -76,6 +83,20 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
         if refresher.fit.answers:
             sys.stdout.write("\n" + shapes_summary(refresher.fit.answers))
     return 0
+
+
+MAP_FORMATS = ("svg", "html")
+
+
+def _node_map(refresher: Refresher, output_format: str) -> str:
+    """The node map of this one refresh, as a file to attach to a ticket."""
+    from ..nodemap.build import build_map
+    from ..nodemap.page import render_document, render_page
+
+    inputs = refresher.map_inputs()
+    assert inputs is not None  # the refresh succeeded
+    nodemap = build_map(inputs)
+    return render_page(nodemap) if output_format == "html" else render_document(nodemap)
 
 
 def _fit_question(shape: str | None, why: str | None) -> object:

@@ -20,6 +20,8 @@ FORBIDDEN = {
     "refresh": {"web", "commands", "simulator"},
     "kubeapi": {"refresh", "web", "fit", "commands", "simulator"},
     "simulator": {"kubeapi", "fit", "refresh", "web", "exposition", "commands"},
+    # the node map: drawn from what a refresh has, by whoever serves or prints it
+    "nodemap": {"kubelet", "refresh", "web", "kubeapi", "commands", "simulator", "exposition"},
 }
 # the core vocabulary: these import nothing of ours but what is listed
 ONLY = {

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
+from .cpuassign import CpuTopology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
 
 
@@ -48,9 +49,11 @@ def _cpu_state(snapshot: KubeletSnapshot, topology: Topology) -> CpuState:
     allocatable = frozenset(snapshot.allocatable.cpu_ids) & every
     reserved = every - allocatable
     reserved_cores = frozenset(c for r in reserved for c in topology.siblings(r))
-    threads = max((len(s) for s in topology.cpu_siblings.values()), default=1)
+    cpu_topology = CpuTopology.build(topology.cpu_to_numa, topology.cpu_siblings,
+                                     topology.cpu_packages)
+    threads = max(cpu_topology.cpus_per_core(), 1)
     return CpuState(online, allocatable - assigned, dict(topology.cpu_to_numa),
-                    dict(topology.cpu_siblings), threads, reserved_cores)
+                    dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)
 
 
 def _ids(numa_ids: tuple[int, ...] | None, known: NumaSet) -> NumaSet:

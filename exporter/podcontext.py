@@ -194,11 +194,14 @@ def qos_class(pod_requests: Quantities, pod_limits: Quantities,
     return GUARANTEED if guaranteed else BURSTABLE
 
 
+def _part(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def pod_context(obj: Mapping[str, Any]) -> PodContext:
     """A ``v1.Pod`` object (as JSON) as pod context; odd fields read as absent."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    meta, spec, status = _part(obj, "metadata"), _part(obj, "spec"), _part(obj, "status")
     inits = tuple(_container(c, i, True) for i, c in enumerate(spec.get("initContainers") or ())
                   if isinstance(c, Mapping))
     apps = tuple(_container(c, i, False) for i, c in enumerate(spec.get("containers") or ())
@@ -214,5 +217,4 @@ def pod_context(obj: Mapping[str, Any]) -> PodContext:
 
 def node_allocatable(obj: Mapping[str, Any]) -> dict[str, int]:
     """A ``v1.Node``'s ``status.allocatable`` in the model's integers."""
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    return quantities(status.get("allocatable"))
+    return quantities(_part(obj, "status").get("allocatable"))

@@ -93,7 +93,7 @@ def smt_check(cpu: CpuState, request: int) -> Failure | None:
 
 
 def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
-              reusable: frozenset[int], options: CpuOptions = CpuOptions()
+              reusable: frozenset[int], options: CpuOptions | None = None
               ) -> frozenset[int] | None:
     """Which CPUs ``allocateCPUs`` takes from the free and this pod's reusable CPUs, as
     ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`); ``None``: not enough."""
@@ -101,7 +101,8 @@ def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
     if len(allocatable) < request:
         return None
     try:
-        return allocate_cpus(cpu.cpu_topology(), allocatable, request, hint, options)
+        return allocate_cpus(cpu.cpu_topology(), allocatable, request, hint,
+                             options or CpuOptions())
     except CpuAssignmentError:
         return None
 

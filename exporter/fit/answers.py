@@ -47,6 +47,7 @@ class ShapeAnswer:
     capacity: float
     min_numa_nodes: int | None
     node_free: Mapping[str, int] = field(default_factory=dict)  # node-wide free per resource
+    assumptions: tuple[str, ...] = ()  # what the answer rests on (exporter.fit.assumptions)
 
 
 def restrict(state: NodeState, numa_id: int) -> NodeState:

@@ -1,8 +1,8 @@
 """The kubelet's resource-fit predicate: the admit handler that runs after the Topology Manager.
 
-``kubelet.go`` registers the Topology Manager's admit handler (``GetAllocateResourcesPodAdmitHandler``)
-before ``lifecycle.NewPredicateAdmitHandler``, so a pod the Topology Manager rejects gets its
-reason (``TopologyAffinityError``, ``SMTAlignmentError``, ``UnexpectedAdmissionError``), and
+``kubelet.go`` registers the Topology Manager's admit handler
+(``GetAllocateResourcesPodAdmitHandler``) before ``lifecycle.NewPredicateAdmitHandler``, so
+a pod the Topology Manager rejects gets its reason (``TopologyAffinityError``, ``SMTAlignmentError``, ``UnexpectedAdmissionError``), and
 only a pod it admits, its resources already allocated, is then checked here
 (``predicate.go`` ``Admit`` -> ``scheduler.AdmissionCheck`` -> ``noderesources.Fits``):
 

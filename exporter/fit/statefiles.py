@@ -110,11 +110,15 @@ class StateFiles:
     directory: str
     _seen: dict[str, tuple[tuple[int, int] | None, Any]] = field(default_factory=dict)
     _problems: dict[str, str] = field(default_factory=dict)
+    _last: KubeletState = field(default_factory=KubeletState)
 
     def current(self) -> KubeletState:
+        """The files as they are now; the same object while neither changed."""
         cpus = self._read(CPU_MANAGER_STATE, parse_cpu_manager_state)
         devices = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
-        return KubeletState(cpus, devices)
+        if cpus is not self._last.cpus or devices is not self._last.devices:
+            self._last = KubeletState(cpus, devices)
+        return self._last
 
     def _read(self, name: str, parse: Any) -> Any:
         path = Path(self.directory) / name

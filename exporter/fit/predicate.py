@@ -4,7 +4,8 @@
 (``GetAllocateResourcesPodAdmitHandler``) before ``lifecycle.NewPredicateAdmitHandler``, so
 a pod the Topology Manager rejects gets its reason (``TopologyAffinityError``,
 ``SMTAlignmentError``, ``UnexpectedAdmissionError``), and only a pod it admits, its
-resources already allocated, is then checked here (``predicate.go`` ``Admit`` -> ``scheduler.AdmissionCheck`` -> ``noderesources.Fits``):
+resources already allocated, is then checked here (``predicate.go`` ``Admit`` ->
+``scheduler.AdmissionCheck`` -> ``noderesources.Fits``):
 
 * ``OutOfpods`` when the admitted pods plus this one exceed the Node's ``pods``;
 * ``OutOfcpu``, ``OutOfmemory`` (``OutOfephemeral-storage``) when the pod's requests exceed

@@ -11,7 +11,8 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
   requests the resource-fit predicate counts are taken as what ``List`` shows (exclusive CPUs,
   memory and devices only), and a listed pod the kubelet rejected counts as holding.
 * ``node_allocatable_derived``: no Node object: the predicate's allocatable is derived from
-  ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices) and ``maxPods``.
+  ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices) and the kubelet
+  configuration's ``maxPods`` (the pod count is not checked without the file).
 """
 
 from __future__ import annotations

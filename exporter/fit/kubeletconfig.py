@@ -37,6 +37,7 @@ MAX_NUMA = "max-allowable-numa-nodes"
 POD_LEVEL_GATE = "PodLevelResourceManagers"
 KIND = "KubeletConfiguration"
 DEFAULT_MAX_NUMA_NODES = 8
+DEFAULT_MAX_PODS = 110  # KubeletConfiguration's default maxPods
 FLAGS, FILE, ASSUMED = "flags", "file", "assumed"
 
 
@@ -139,9 +140,12 @@ def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_
     gate = file.pod_level_resource_managers if file is not None else False
     placement = ((file.distribute_cpus_across_numa, file.distribute_cpus_across_cores,
                   file.align_by_socket) if file is not None else (False, False, False))
+    # maxPods: the file's, the kubelet's default when the file omits it, unknown without one
+    max_pods = None if file is None else (
+        file.max_pods if file.max_pods is not None else DEFAULT_MAX_PODS)
     return KubeletConfig(policy, scope, cpu_policy, memory_policy, full, closest, gate,
                          "+".join(sorted(used, key=(FLAGS, FILE, ASSUMED).index)), placement,
-                         file.max_pods if file is not None else None)
+                         max_pods)
 
 
 # ---- the file --------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeStat
 from .pod import CPU, is_memory_resource
 from .statefiles import KubeletState
 
-DEFAULT_MAX_PODS = 110  # the kubelet configuration's default maxPods
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
@@ -39,7 +38,8 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     rejected hold nothing for the next admission (``removeStaleState`` frees them first), and
     the predicate counts its active pods' requests; ``kubelet``: the state files, for the CPUs
     and devices of finished init containers that ``List`` hides; ``max_pods``: the kubelet
-    configuration's ``maxPods`` when no Node object says ``pods``."""
+    configuration's ``maxPods`` when no Node object says ``pods`` (``None``: not known, the
+    pod count is not checked)."""
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
@@ -233,7 +233,7 @@ def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
 
 def _derived_allocatable(snapshot: KubeletSnapshot, max_pods: int | None) -> dict[str, int]:
     assert snapshot.allocatable is not None
-    derived: dict[str, int] = {"pods": max_pods if max_pods is not None else DEFAULT_MAX_PODS}
+    derived: dict[str, int] = {} if max_pods is None else {"pods": max_pods}
     if snapshot.allocatable.cpu_ids:
         derived[CPU] = 1000 * len(set(snapshot.allocatable.cpu_ids))
     for block in snapshot.allocatable.memory:

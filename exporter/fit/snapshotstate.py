@@ -27,7 +27,6 @@ from .pod import CPU, is_memory_resource
 from .statefiles import KubeletState
 
 
-
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
                memory_static: bool, context: NodeContext | None = None,
                kubelet: KubeletState | None = None, max_pods: int | None = None

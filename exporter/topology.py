@@ -114,7 +114,7 @@ def read_topology(sysfs_root: str | Path) -> Topology:
         log.info("no NUMA information under %s; treating all online CPUs as NUMA node 0", node_root)
         nodes.append(NumaNode(numa_id=0, cpus=online))
     cpus = frozenset().union(*(node.cpus for node in nodes))
-    return Topology.from_nodes(nodes, read_thread_siblings(root, cpus))
+    return Topology.from_nodes(nodes, read_thread_siblings(root, cpus), read_packages(root, cpus))
 
 
 class RereadTopology:
@@ -164,6 +164,20 @@ def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[i
             continue
         siblings[cpu] = (listed & cpus) | {cpu}
     return siblings
+
+
+def read_packages(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, int]:
+    """Each CPU's socket (``topology/physical_package_id``, what cAdvisor gives the kubelet's
+    CPU manager); a CPU whose file is missing or unreadable is left out."""
+    cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+    packages: dict[int, int] = {}
+    for cpu in sorted(cpus):
+        path = cpu_root / f"cpu{cpu}" / "topology" / "physical_package_id"
+        try:
+            packages[cpu] = int(path.read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return packages
 
 
 def _read_online_cpus(root: Path) -> frozenset[int] | None:

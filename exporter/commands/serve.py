@@ -25,7 +25,7 @@ from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView, Rejections
+    from ..fit.section import FitView, PodContextSource, Rejections
     from ..kubeapi.view import KubeView
     from ..web.webconfig import WebConfig
 
@@ -66,18 +66,22 @@ def build_refresher(settings: Settings, topology: Topology | None = None,
     (``$KUBECONFIG``; the process environment when None)."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health, kube_environ) if settings.kube_api else None
-    fit = build_fit(settings, health, view.rejections if view is not None else rejections)
+    fit = build_fit(settings, health, view.rejections if view is not None else rejections,
+                    view.pod_context if view is not None else None)
     return Refresher(settings, health, topology=topology, kube_view=view, fit=fit)
 
 
-def build_fit(settings: Settings, health: Health, rejections: Rejections | None) -> FitView:
-    """The fit answers: shapes, the kubelet's configuration, rejections (from the view)."""
+def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
+              pod_context: PodContextSource | None = None) -> FitView:
+    """The fit answers: shapes, the kubelet's configuration, rejections and pod context (from
+    the view), the kubelet's state files (under ``--watch-path``)."""
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
                               settings.full_pcpus_only, health.registry, rejections,
                               settings.topology_manager_policy,
-                              settings.topology_manager_scope)
+                              settings.topology_manager_scope, settings.watch_path,
+                              pod_context)
     except FitSetupError as error:
         raise UsageError(str(error)) from None
 

@@ -139,7 +139,8 @@ async def _answer(question: object, refresher: Refresher, output_format: str) ->
                              f"{known}); or give RESOURCE=QUANTITY,...")
         question = named[question]
     if isinstance(question, PodShape):
-        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format))
+        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format,
+                                      fit.answer))
         return 0
     assert isinstance(question, tuple)
     try:
@@ -147,7 +148,7 @@ async def _answer(question: object, refresher: Refresher, output_format: str) ->
     except ExplainError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
-    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format))
+    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format, fit.answer))
     return 0
 
 

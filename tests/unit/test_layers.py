@@ -19,7 +19,8 @@ FORBIDDEN = {
     "web": {"refresh", "fit", "kubeapi", "commands", "simulator"},
     "refresh": {"web", "commands", "simulator"},
     "kubeapi": {"refresh", "web", "fit", "commands", "simulator"},
-    "simulator": {"kubeapi", "fit", "refresh", "web", "exposition", "commands"},
+    # the simulator admits through the fit engine's rules; fit never imports the simulator
+    "simulator": {"kubeapi", "refresh", "web", "exposition", "commands"},
     # the node map: drawn from what a refresh has, by whoever serves or prints it
     "nodemap": {"kubelet", "refresh", "web", "kubeapi", "commands", "simulator", "exposition"},
 }
@@ -29,6 +30,7 @@ ONLY = {
     "issues": {"model"},
     "catalog": {"model"},
     "podspec": {"model"},
+    "podcontext": {"podspec"},
     "accounting": {"model", "issues"},
 }
 

@@ -152,13 +152,19 @@ class FitView:
             (a != b) if isinstance(a, KubeletConfig) else (a is not b)
             for a, b in zip(inputs, self._inputs))
         if changed:
-            self._inputs = inputs
-            self.config = config
+            previous, self._inputs = self._inputs, inputs
             rules = config.rules()
-            self.state = node_state(snapshot, topology, rules.managers.cpu_static,
-                                    rules.managers.memory_static)
-            self.answers = ([answer(shape, self.state, rules) for shape in shapes]
-                            if self.state is not None else [])
+            state = node_state(snapshot, topology, rules.managers.cpu_static,
+                               rules.managers.memory_static)
+            # the same managers' state, shapes and configuration give the same answers: a
+            # change no shape can see (a pod without exclusive resources) costs the state only
+            changed = not (previous and state == self.state and shapes is previous[4]
+                           and config == self.config)
+            self.config = config
+            if changed:
+                self.state = state
+                self.answers = ([answer(shape, state, rules) for shape in shapes]
+                                if state is not None else [])
         if self._judge() or changed:
             self._rendered = render_text(self.families(config))
         return self._rendered

@@ -47,15 +47,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
-            targets.add(module)
-            targets.update(f"{module}.{alias.name}" for alias in node.names)
+        targets |= imported(node, package)
     resolved = set()
     for target in targets:
         while target and target not in known:
@@ -63,6 +55,19 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         if target and target != name:
             resolved.add(target)
     return resolved
+
+
+def imported(node: ast.AST, package: str) -> set[str]:
+    """The absolute names an import statement in ``package`` names (none for another node)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = package
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
+    return {module} | {f"{module}.{alias.name}" for alias in node.names}
 
 
 def graph(root: str) -> dict[str, set[str]]:
@@ -170,17 +175,8 @@ def eager_imports(path: Path) -> set[str]:
 
     def walk(statements: list[ast.stmt]) -> None:
         for node in statements:
-            if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = package
-                for _ in range(node.level - 1):
-                    base = base.rpartition(".")[0]
-                module = ".".join(p for p in (base if node.level else "", node.module or "")
-                                  if p)
-                names.add(module)
-                names.update(f"{module}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            names.update(imported(node, package))
+            if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
                 walk(node.body)
                 walk(node.orelse)
             elif isinstance(node, ast.Try):

@@ -345,6 +345,20 @@ async def _steady(name: str, sim: Simulator, session: aiohttp.ClientSession, sec
         stop(proc)
 
 
+def agreement(peer: dict, ours: dict) -> tuple[int, int]:
+    """(zone, resource) pairs both report on which they agree, and how many both report."""
+    agree = compared = 0
+    for zone, resources in peer.items():
+        for resource, figures in resources.items():
+            mine = ours.get(zone, {}).get(resource)
+            if mine is None or "allocatable" not in mine:
+                continue
+            compared += 1
+            agree += (figures["allocatable"] == mine["allocatable"] and figures["available"]
+                      == mine["allocatable"] - mine.get("allocated", 0))
+    return agree, compared
+
+
 def report(result: dict) -> str:
     lines = [f"peer on {result['profile']}, one update every {result['interval_s']} s: "
              f"{result['peer']} (-no-publish) beside this exporter",
@@ -355,6 +369,9 @@ def report(result: dict) -> str:
              "  per NUMA node: resource  peer capacity / allocatable / available | "
              "ours allocatable / allocated"]
     peer, ours = result["zones_peer"], result["zones_ours"]
+    agree, compared = agreement(peer, ours)
+    lines.insert(3, f"  per-NUMA figures that agree (allocatable; the peer's available = our "
+                    f"allocatable - allocated): {agree} of {compared}")
     for zone in sorted(set(peer) | set(ours), key=lambda z: int(z.rsplit("-", 1)[-1])):
         for resource in sorted(set(peer.get(zone, {})) | set(ours.get(zone, {}))):
             p = peer.get(zone, {}).get(resource)

@@ -17,13 +17,14 @@ What is measured, against one ``large`` simulator (steady: no pod changes):
 The updater is built here, not by the tests: ``NFD_VERSION`` of the module
 ``sigs.k8s.io/node-feature-discovery`` from the Go module proxy (``go mod download``), in a
 build module of its own whose ``replace`` block is the release's own, into ``.tools/bin``
-(about 4 minutes and 300 MB of module cache the first time; nothing of NFD is kept in this
-repository). It runs with ``-no-publish``, so it creates no object; it still needs an API
-server (it waits for the NodeResourceTopology CRD and keeps a node-scoped pod informer to tell
-Guaranteed pods): the simulator's fake API server, in this process, showing the profile's
-node and pods, plus that CRD. It reads the host's ``/sys`` (no flag moves it), so it runs in a
-private mount namespace with the simulator's sysfs tree bound on ``/sys`` (``unshare``, as
-root or with user namespaces).
+(some 170 MB of modules and several minutes of compiling the first time, 9 minutes on a busy
+2-CPU machine; nothing of NFD is kept in this repository). It runs with ``-no-publish``, so it
+creates no object, but it still needs an API server: it waits for the NodeResourceTopology CRD
+and keeps a node-scoped pod informer to tell Guaranteed pods. It gets the simulator's fake API
+server, in this process, showing every pod the simulator lists, plus that CRD (and refusing
+client-go's streaming list, which the fake server does not speak). It reads the host's
+``/sys`` (no flag moves it), so it runs in a private mount namespace with the simulator's sysfs
+tree bound on ``/sys`` (``unshare``, as root or with user namespaces).
 
     python -m benchmarks.peer                 # build if needed, then measure (about 2 minutes)
     python -m benchmarks.peer --build-only
@@ -48,6 +49,7 @@ from aiohttp import web
 
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.kubelet.client import KubeletClient
+from exporter.podspec import parse_quantity
 from exporter.simulator import load_profile
 from exporter.simulator.apiserver import FakeApiServer, container, pod, status
 from exporter.topology import read_topology
@@ -209,11 +211,6 @@ def start_peer(sim: Simulator, kubeconfig: Path, node_name: str, interval: float
     return proc, port
 
 
-def peer_pid(proc: subprocess.Popen[bytes]) -> int:
-    """The updater's own pid: ``unshare`` and ``sh`` exec it, so it is the same process."""
-    return proc.pid
-
-
 async def list_calls(sim: Simulator, session: aiohttp.ClientSession) -> int:
     calls = (await sim.control(session, "/state"))["calls"]
     # keyed "<gRPC method> <code>", the method as the wire names it (/v1.PodResourcesLister/List)
@@ -243,8 +240,6 @@ def peer_zones(log: str) -> dict[str, dict[str, dict[str, int]]]:
 
 
 def _quantity(value: object) -> int:
-    from exporter.podspec import parse_quantity
-
     return round(parse_quantity(value))
 
 

@@ -59,6 +59,7 @@ from .harness import (
     Simulator,
     cpu_seconds,
     free_port,
+    print_and_save,
     rss_mib,
     scrape,
     start_exporter,
@@ -390,10 +391,7 @@ async def main() -> int:
         return 0
     result = await measure(args.profile, args.seconds, args.interval,
                            lambda text: print(text, file=sys.stderr))
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return print_and_save(report(result), result, args.json)
 
 
 if __name__ == "__main__":

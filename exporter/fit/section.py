@@ -170,14 +170,21 @@ class FitView:
             (a != b) if isinstance(a, KubeletConfig) else (a is not b)
             for a, b in zip(inputs, self._inputs))
         if changed:
-            self._inputs = inputs
-            self.config, self.context, self.kubelet = config, context, kubelet
+            previous, self._inputs = self._inputs, inputs
             rules = config.rules()
-            self.state = node_state(snapshot, topology, rules.managers.cpu_static,
-                                    rules.managers.memory_static, context, kubelet,
-                                    config.max_pods)
-            self.answers = ([self.answer(shape, rules) for shape in shapes]
-                            if self.state is not None else [])
+            state = node_state(snapshot, topology, rules.managers.cpu_static,
+                               rules.managers.memory_static, context, kubelet, config.max_pods)
+            # the same managers' state, shapes, configuration and pod context give the same
+            # answers: a change no shape can see (a pod without exclusive resources) costs the
+            # state only
+            changed = not (previous and state == self.state and shapes is previous[4]
+                           and config == self.config and context == self.context
+                           and kubelet == self.kubelet)
+            self.config, self.context, self.kubelet = config, context, kubelet
+            if changed:
+                self.state = state
+                self.answers = ([self.answer(shape, rules) for shape in shapes]
+                                if state is not None else [])
         if self._judge() or changed:
             self._rendered = render_text(self.families(config))
         return self._rendered

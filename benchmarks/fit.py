@@ -19,26 +19,33 @@ import statistics
 import tempfile
 import time
 
+import yaml
+
 from exporter.accounting import account
 from exporter.exposition.rendering import render_text
 from exporter.fit.admission import Rules
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
 from exporter.fit.section import shape_families
+from exporter.fit.shapes import parse_shapes
 from exporter.fit.snapshotstate import node_state
 from exporter.model import KubeletSnapshot
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
 
-GiB = 1 << 30
-SHAPES = (single_container("cpu4-8g", {"cpu": 4000, "memory": 8 * GiB}),
-          single_container("vf", {"cpu": 1000, "intel.com/sriov_netdevice": 1}),
-          single_container("big", {"cpu": 16000, "hugepages-1Gi": 4 * GiB,
-                                   "nvidia.com/gpu": 1}),
-          PodShape("pair", (ContainerShape("rx", {"cpu": 500, "intel.com/sriov_netdevice": 2}),
-                            ContainerShape("tx", {"cpu": 500, "intel.com/sriov_netdevice": 2})),
-                   qos=BURSTABLE))
+# the four shapes as a --fit-shapes file (benchmarks.run configures them on the refresh)
+SHAPES_FILE = """\
+shapes:
+  cpu4-8g: {cpu: 4, memory: 8Gi}
+  vf: {cpu: 1, intel.com/sriov_netdevice: 1}
+  big: {cpu: 16, hugepages-1Gi: 4Gi, nvidia.com/gpu: 1}
+  pair:
+    qos: Burstable
+    containers:
+      - {name: rx, cpu: 500m, intel.com/sriov_netdevice: 2}
+      - {name: tx, cpu: 500m, intel.com/sriov_netdevice: 2}
+"""
+SHAPES = parse_shapes(yaml.safe_load(SHAPES_FILE))
 RULES = {"single-numa-node/container": Rules("single-numa-node", "container"),
          "restricted/pod": Rules("restricted", "pod"),
          "best-effort/container": Rules("best-effort", "container")}

@@ -4,6 +4,7 @@ a process's memory and CPU from /proc."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -171,3 +172,11 @@ async def wait_up(session, port: int, naive: bool = False, timeout: float = 120)
 
 def series_count(samples: dict) -> int:
     return len(samples)
+
+
+def print_and_save(report: str, result: dict, path: Path | None) -> int:
+    """A script's last step: its report printed, its figures written as JSON to ``path``."""
+    print(report)
+    if path is not None:
+        path.write_text(json.dumps(result, indent=2) + "\n")
+    return 0

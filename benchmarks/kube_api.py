@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -52,7 +51,16 @@ from exporter.simulator.apiserver import (
 from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
 
-from .harness import REPO, Simulator, free_port, rss_mib, scrape, stop, wait_up
+from .harness import (
+    REPO,
+    Simulator,
+    free_port,
+    print_and_save,
+    rss_mib,
+    scrape,
+    stop,
+    wait_up,
+)
 
 PROFILE = "large"
 SETTLE_SECONDS = 8
@@ -359,10 +367,7 @@ async def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     result = await measure(args.runs, args.installed_size, args.lightkube, args.dra_devices)
-    print(report(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return print_and_save(report(result), result, args.json)
 
 
 if __name__ == "__main__":

@@ -280,7 +280,7 @@ def measure_decoding() -> dict:
                 "import full.api.core.v1.generated_pb2", base=protobuf),
             "import_podsapi_mib": import_cost(
                 "import exporter.podsapi.decode, exporter.podsapi.client, "
-                "exporter.podsapi.source, exporter.podsapi.context",
+                "exporter.podsapi.source, exporter.podsapi.sources",
                 base="import exporter.cli, exporter.commands.serve, exporter.refresh.loop"),
         }
     timings = []

@@ -35,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,12 +44,16 @@ import aiohttp
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.exposition.bodies import Exposition, HealthSections, Section
 from exporter.exposition.health import Health
+from exporter.fit.section import FitView, build_fit_view
+from exporter.kubeapi.resourceslices import inventory, slice_record
 from exporter.kubelet.client import KubeletClient
 from exporter.kubelet.decode import Replies
 from exporter.kubelet.status import KubeletStatus
+from exporter.model import DraInventory
 from exporter.refresh.pipeline import Pipeline
 from exporter.topology import read_topology
 
+from .fit import SHAPES_FILE
 from .harness import (
     PROMETHEUS_HEADERS,
     REPO,
@@ -62,6 +67,7 @@ from .harness import (
     stop,
     wait_up,
 )
+from .kube_api import published_slices
 from .naive import naive_refresh
 
 PROFILES = ("small", "dual-socket-gpu", "large", "huge")
@@ -92,21 +98,56 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     finally:
         await client.close()
     topology = read_topology(sim.sysfs)
+    bare = [min(cpu_of(v1.ListPodResourcesResponse.FromString, raw)[0] for _ in range(5))
+            for raw in steady]
+    naive_cpu = [cpu_of(naive_refresh, raw, allocatable_raw, topology)[0]
+                 for raw in steady[:max(5, steady_replies // 4)]]
+    bare_ms = statistics.fmean(bare) * 1000
+    result: dict = {"reply_bytes": len(steady[0]), "bare_decode_ms": round(bare_ms, 4)}
+    with tempfile.TemporaryDirectory(prefix="bench-shapes-") as directory:
+        shapes = Path(directory) / "shapes.yaml"
+        shapes.write_text(SHAPES_FILE)
+        # as configured: without the fit answers' shapes or the Kubernetes-API view, with the
+        # four shapes of benchmarks/fit.py, with the DRA devices of the profile's ResourceSlices
+        for suffix, fit, dra in (("", None, None),
+                                 ("_shapes", build_fit_view(str(shapes), None, False), None),
+                                 ("_dra", None, profile_dra_inventory(sim.profile))):
+            figures = refresh_cost(steady, churned, allocatable_raw, topology, fit, dra)
+            for name, value in figures.items():
+                stem, unit = name.rsplit("_", 1)
+                result[f"{stem}{suffix}_{unit}"] = value
+                if stem.endswith("refresh_cpu"):
+                    result[f"{stem}{suffix}_ratio"] = round(value / bare_ms, 1)
+    result["naive_refresh_cpu_ms"] = round(statistics.fmean(naive_cpu) * 1000, 2)
+    result["naive_over_ours_refresh"] = round(
+        result["naive_refresh_cpu_ms"] / result["refresh_cpu_ms"], 1)
+    return result
+
+
+def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: bytes,
+                 topology, fit: FitView | None, dra: DraInventory | None) -> dict:
+    """CPU of a refresh on the same bytes: cold, steady, with a pod replaced before each."""
     pipeline, health = Pipeline(), Health("bench")
     pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
     exposition, status = Exposition(), KubeletStatus()
-    state: dict = {"accounting": None}
+    state: dict = {"accounting": None, "fit": b""}
 
     def refresh(raw: bytes) -> int:
-        """What one refresh costs the exporter: the refresh loop's own pipeline and every
+        """What one refresh costs the exporter: the refresh loop's own pipeline, the fit
+        section when shapes are configured (recomputed only when its inputs changed), and every
         /metrics variant finished (the data section rendered and deflated when it changed, the
         health section in both formats, deflated); returns the OpenMetrics body's length."""
-        result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology)
-        data = None
+        result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology, dra=dra)
+        data = fitted = None
         if result.accounting is not state["accounting"]:
             state["accounting"] = result.accounting
             data = Section.of(result.section)
-        exposition.update(data=data, health=HealthSections.of(*health.render_both(status)))
+        if fit is not None:
+            text = fit.update(result.snapshot, topology, result.accounting)
+            if text is not state["fit"]:
+                state["fit"], fitted = text, Section.of(text)
+        exposition.update(data=data, fit=fitted,
+                          health=HealthSections.of(*health.render_both(status)))
         return exposition.body(True, False).length
 
     cold, body = cpu_of(refresh, steady[0])
@@ -114,25 +155,16 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
         refresh(raw)
     steady_cpu = [cpu_of(refresh, raw)[0] for raw in steady]
     churn_cpu = [cpu_of(refresh, raw)[0] for raw in churned]
-    bare = [min(cpu_of(v1.ListPodResourcesResponse.FromString, raw)[0] for _ in range(5))
-            for raw in steady]
-    naive_cpu = [cpu_of(naive_refresh, raw, allocatable_raw, topology)[0]
-                 for raw in steady[:max(5, steady_replies // 4)]]
-    bare_ms = statistics.fmean(bare) * 1000
-    steady_ms = statistics.fmean(steady_cpu) * 1000
-    churn_ms = statistics.fmean(churn_cpu) * 1000
-    return {
-        "reply_bytes": len(steady[0]),
-        "body_bytes": body,
-        "bare_decode_ms": round(bare_ms, 4),
-        "cold_refresh_ms": round(cold * 1000, 2),
-        "refresh_cpu_ms": round(steady_ms, 4),
-        "refresh_cpu_ratio": round(steady_ms / bare_ms, 1),
-        "churn_refresh_cpu_ms": round(churn_ms, 4),
-        "churn_refresh_cpu_ratio": round(churn_ms / bare_ms, 1),
-        "naive_refresh_cpu_ms": round(statistics.fmean(naive_cpu) * 1000, 2),
-        "naive_over_ours_refresh": round(statistics.fmean(naive_cpu) * 1000 / steady_ms, 1),
-    }
+    return {"body_bytes": body, "cold_refresh_ms": round(cold * 1000, 2),
+            "refresh_cpu_ms": round(statistics.fmean(steady_cpu) * 1000, 4),
+            "churn_refresh_cpu_ms": round(statistics.fmean(churn_cpu) * 1000, 4)}
+
+
+def profile_dra_inventory(profile: str) -> DraInventory:
+    """What the Kubernetes-API view would hand the refresh: the profile's DRA pools as its
+    ResourceSlices publish them (``benchmarks/kube_api.py``)."""
+    records = dict(slice_record(obj) for obj in published_slices(profile, 0))
+    return inventory(records.values(), [], lambda _: None)
 
 
 # ---- phase 2: real processes --------------------------------------------------------------
@@ -168,7 +200,9 @@ async def measure_process(sim: Simulator, session, window: float, latency_second
         await asyncio.sleep(8)
         before_state = await sim.control(session, "/state")
         before = await scrape(session, port)
+        cpu_before = cpu_seconds(proc.pid)
         await asyncio.sleep(window)
+        cpu_used = cpu_seconds(proc.pid) - cpu_before
         after = await scrape(session, port)
         after_state = await sim.control(session, "/state")
         refreshes = (after[("podresources_refresh_duration_seconds_count", ())]
@@ -178,6 +212,8 @@ async def measure_process(sim: Simulator, session, window: float, latency_second
         calls = sum(after_state["calls"].values()) - sum(before_state["calls"].values())
         result["calls_per_refresh"] = round(calls / refreshes, 3)
         result["refresh_wall_ms"] = round(seconds / refreshes * 1000, 3)
+        # everything the process did per refresh: the calls, the loop, the worker, two scrapes
+        result["process_cpu_per_refresh_ms"] = round(cpu_used / refreshes * 1000, 2)
         result["series"] = series_count(after)
         result["rss_warm_mib"] = round(rss_mib(proc.pid), 1)
     finally:
@@ -297,6 +333,7 @@ async def measure_watch(profile: str, events: int) -> dict:
 
 BUDGETS = [
     ("refresh CPU / bare decode (large, steady)", lambda r: r["large"]["refresh_cpu_ratio"], 5),
+    ("the same with 4 shapes", lambda r: r["large"]["refresh_cpu_shapes_ratio"], 5),
     ("RSS MiB (large, warm)", lambda r: r["large"]["rss_warm_mib"], 60),
     ("RSS MiB (large, after churn)", lambda r: r["large"].get("rss_after_churn_mib"), 60),
     ("/metrics p99 ms, 320/s while refreshing every 0.5 s (large)",
@@ -309,6 +346,10 @@ BUDGETS = [
     ("kubelet calls per refresh (large)", lambda r: r["large"]["calls_per_refresh"], 1.2),
     ("watch delay median s", lambda r: r["watch"]["watch_delay_median_s"], 1.5),
     ("series (large)", lambda r: r["large"]["series"], 15000),
+    ("RSS / the peer's (large, same node)",
+     lambda r: r["peer"]["ours_rss_mib"] / r["peer"]["peer_rss_mib"], 1),
+    ("CPU per update / the peer's (large, same node)",
+     lambda r: r["peer"]["ours_cpu_ms_per_update"] / r["peer"]["peer_cpu_ms_per_update"], 1),
     ("--kube-api adds RSS MiB (large)", lambda r: r["kube_api"]["rss_added_mib"], 10),
     ("image's Python packages MB", lambda r: r["kube_api"]["installed_default_mb"], 60),
 ]
@@ -321,8 +362,16 @@ def report(results: dict) -> str:
         ("refresh CPU ms (steady)", "refresh_cpu_ms"), ("  / bare decode", "refresh_cpu_ratio"),
         ("refresh CPU ms (1 pod changed)", "churn_refresh_cpu_ms"),
         ("  / bare decode", "churn_refresh_cpu_ratio"), ("cold refresh ms", "cold_refresh_ms"),
+        ("4 shapes: refresh CPU ms (steady)", "refresh_cpu_shapes_ms"),
+        ("  / bare decode", "refresh_cpu_shapes_ratio"),
+        ("4 shapes: 1 pod changed ms", "churn_refresh_cpu_shapes_ms"),
+        ("4 shapes: cold refresh ms", "cold_refresh_shapes_ms"),
+        ("DRA view: refresh CPU ms (steady)", "refresh_cpu_dra_ms"),
+        ("  / bare decode", "refresh_cpu_dra_ratio"),
+        ("DRA view: 1 pod changed ms", "churn_refresh_cpu_dra_ms"),
         ("naive refresh CPU ms", "naive_refresh_cpu_ms"),
         ("  naive / ours", "naive_over_ours_refresh"), ("refresh wall ms", "refresh_wall_ms"),
+        ("process CPU ms per refresh", "process_cpu_per_refresh_ms"),
         ("kubelet calls per refresh", "calls_per_refresh"), ("series", "series"),
         ("RSS MiB warm", "rss_warm_mib"), ("RSS MiB after churn", "rss_after_churn_mib"),
         ("RSS trend MiB/h (churn)", "rss_trend_mib_per_hour"),
@@ -347,6 +396,10 @@ def report(results: dict) -> str:
     if "stress" in results or "fleet" in results:
         from .serving import report as serving_report
         lines += ["", serving_report(results)]
+    if "peer" in results:
+        from .peer import report as peer_report
+        lines += ["", peer_report(results["peer"]) if "error" not in results["peer"]
+                  else f"peer: not measured: {results['peer']['error']}"]
     if "kube_api" in results:
         from .kube_api import report as kube_api_report
         lines += ["", kube_api_report(results["kube_api"])]
@@ -403,6 +456,13 @@ async def main() -> int:
         print("fleet: large at the defaults, two replicas every 15 s ...", file=sys.stderr)
         results["fleet"] = await measure_fleet({"this": None}, 2 if quick else 5)
     if "large" in args.profiles:
+        from .peer import measure as measure_peer
+        print("peer: nfd-topology-updater beside the exporter on large ...", file=sys.stderr)
+        try:
+            results["peer"] = await measure_peer("large", 15 if quick else 30, 1.0,
+                                                 lambda text: print(text, file=sys.stderr))
+        except Exception as error:  # no Go, no mount namespace, a new NFD: keep the rest
+            results["peer"] = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
         from .kube_api import measure as measure_kube_api
         results["kube_api"] = await measure_kube_api(1 if quick else 3, installed=True)
     print(report(results))

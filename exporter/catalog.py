@@ -251,13 +251,21 @@ SHAPE_SHORTFALL = _define(
 SHAPE_CAPACITY = _define(
     "podresources_shape_capacity", "gauge",
     "How many more pods of the shape the kubelet would admit now, one after another, each "
-    "placed as the kubelet places it under the policy and scope in use; at most 64 (meaning "
-    "64 or more), +Inf when the shape asks for nothing the kubelet assigns exclusively.",
+    "placed as the kubelet places it under the policy and scope in use, its requests counted "
+    "by the kubelet's resource-fit predicate (pods, CPU, memory); at most 64 (meaning 64 or "
+    "more), +Inf only when nothing bounds it.",
     ("shape",), "fit")
 SHAPE_MIN_NUMA_NODES = _define(
     "podresources_shape_min_numa_nodes", "gauge",
     "The fewest NUMA nodes that together hold one pod of the shape now (what the best-effort "
     "policy aligns to); absent when it does not fit at all.", ("shape",), "fit")
+SHAPE_ASSUMPTION_INFO = _define(
+    "podresources_shape_assumption_info", "gauge",
+    "1 per assumption the shape's answers rest on, because the exporter cannot see what the "
+    "kubelet knows: no_cpu_manager_state (CPUs finished init containers hold taken as free), "
+    "no_device_checkpoint (likewise devices), no_pod_context (other pods' requests taken from "
+    "List), node_allocatable_derived (the Node's allocatable derived from "
+    "GetAllocatableResources).", ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",
     "Pods of this node rejected at admission for exclusive resources (seen through the "

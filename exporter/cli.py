@@ -36,7 +36,8 @@ DEFAULT_PORT = 10075
 
 SERVE, SNAPSHOT, DEMO, SIMULATE = "serve", "snapshot", "demo", "simulate"
 SUBCOMMANDS = (
-    (SNAPSHOT, "read the kubelet once and print the per-NUMA picture"),
+    (SNAPSHOT, "read the kubelet once and print the per-NUMA picture (a table, JSON, or the "
+               "node map as SVG or HTML)"),
     (DEMO, "serve real /metrics from the built-in kubelet simulator (no cluster needed)"),
     (SIMULATE, "run the kubelet simulator alone"),
 )
@@ -167,8 +168,8 @@ POD_CONTEXT = "pod context"
 
 FLAGS: tuple[Flag, ...] = (
     # ---- snapshot ----
-    Flag("--format", (SNAPSHOT,), "table or json (default: %(default)s)",
-         choice("table", "json"), "table"),
+    Flag("--format", (SNAPSHOT,), "table, json, or the node map as svg or html (default: "
+         "%(default)s)", choice("table", "json", "svg", "html"), "table"),
     # ---- the simulator (demo and simulate) ----
     Flag("--profile", (DEMO, SIMULATE), "simulator profile: a bundled profile's name or the path "
          "to a profile .json (default: %(default)s)", None, "dual-socket-gpu"),
@@ -252,6 +253,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--no-pods-api", (SERVE, SNAPSHOT), "never read the kubelet's Pods API (pod context "
          "then comes from --kube-api, or there is none)", switch, not _LOOP.pods_api,
          POD_CONTEXT),
+    Flag("--no-numa-page", _SERVING, "do not serve /numa, the node map page", switch, False,
+         SERVING),
     Flag("--web-config-file", _SERVING, "TLS and basic auth, in the Prometheus exporter-toolkit "
          "web-config format; /healthz and /readyz need no credentials (off when unset)", None,
          None, SERVING, "PATH"),
@@ -443,11 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == DEMO:
             return asyncio.run(demo(settings_from(args), args.listen_address, args.profile,
                                     args.churn_interval, args.control_address,
-                                    args.web_config_file))
+                                    args.web_config_file, numa_page=not args.no_numa_page))
         if args.command == SIMULATE:
             return asyncio.run(simulate(_simulate_options(args)))
         return asyncio.run(serve(settings_from(args), args.listen_address,
-                                 web_config=load_web_config(args.web_config_file)))
+                                 web_config=load_web_config(args.web_config_file),
+                                 numa_page=not args.no_numa_page))
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -77,6 +77,15 @@ def read_topology(sysfs_root: str | Path) -> Topology:
     A machine without that directory (NUMA support compiled out) is treated as one node 0
     holding every online CPU, which is what the kubelet assumes too.
     """
+    nodes = read_numa_nodes(sysfs_root)
+    cpus = frozenset().union(*(node.cpus for node in nodes))
+    return Topology.from_nodes(nodes, read_thread_siblings(sysfs_root, cpus),
+                               read_packages(sysfs_root, cpus))
+
+
+def read_numa_nodes(sysfs_root: str | Path) -> list[NumaNode]:
+    """The NUMA nodes of :func:`read_topology`, without the SMT siblings: a few files per
+    node, where the siblings are a file per CPU (512 on a large node)."""
     root = Path(sysfs_root)
     node_root = root / "devices" / "system" / "node"
     online = _read_online_cpus(root)
@@ -113,13 +122,14 @@ def read_topology(sysfs_root: str | Path) -> Topology:
                 "is --sysfs-root pointing at a sysfs tree?")
         log.info("no NUMA information under %s; treating all online CPUs as NUMA node 0", node_root)
         nodes.append(NumaNode(numa_id=0, cpus=online))
-    cpus = frozenset().union(*(node.cpus for node in nodes))
-    return Topology.from_nodes(nodes, read_thread_siblings(root, cpus))
+    return nodes
 
 
 class RereadTopology:
     """The NUMA topology, read again at most every ``interval`` seconds (CPUs can be
-    hot-plugged); only a real change replaces it, so the accounting starts over only then."""
+    hot-plugged); only a real change replaces it, so the accounting starts over only then.
+    The SMT siblings are read again only with a change of the nodes: a core's threads change
+    only by going on- or offline, which the nodes' CPU lists show."""
 
     def __init__(self, sysfs_root: str | Path, interval: float, topology: Topology):
         self.sysfs_root = sysfs_root
@@ -133,6 +143,9 @@ class RereadTopology:
             return self.topology
         self._read_at = now
         try:
+            nodes = read_numa_nodes(self.sysfs_root)
+            if {node.numa_id: node for node in nodes} == self.topology.numa_nodes:
+                return self.topology
             topology = read_topology(self.sysfs_root)
         except TopologyError as error:
             log.warning("keeping the previous NUMA topology: %s", error)
@@ -164,6 +177,20 @@ def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[i
             continue
         siblings[cpu] = (listed & cpus) | {cpu}
     return siblings
+
+
+def read_packages(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, int]:
+    """Each CPU's socket (``topology/physical_package_id``, what cAdvisor gives the kubelet's
+    CPU manager); a CPU whose file is missing or unreadable is left out."""
+    cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+    packages: dict[int, int] = {}
+    for cpu in sorted(cpus):
+        path = cpu_root / f"cpu{cpu}" / "topology" / "physical_package_id"
+        try:
+            packages[cpu] = int(path.read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return packages
 
 
 def _read_online_cpus(root: Path) -> frozenset[int] | None:

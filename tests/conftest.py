@@ -30,6 +30,8 @@ Changing ...                              run (besides ``pytest tests/unit``)
   exporter/simulator/                      tests/integration/test_simulator.py test_rejections.py
                                            test_podsapi.py tests/spec
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
+  exporter/nodemap/                        tests/integration/test_numa_page.py
+                                           test_numa_browser.py
   charts/, Dockerfile, dashboards/, mixin/ tests/deploy
   anything, before a commit                bash tests/run.sh (ruff, mypy, every test)
 """

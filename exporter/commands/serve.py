@@ -25,9 +25,9 @@ from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView, Rejections
+    from ..fit.section import FitView, PodContextSource, Rejections
     from ..kubeapi.view import KubeView
-    from ..podsapi.context import PodContext
+    from ..podsapi.sources import PodSources
     from ..web.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -66,35 +66,38 @@ def build_refresher(settings: Settings, topology: Topology | None = None,
     (``$KUBECONFIG``; the process environment when None)."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health, kube_environ) if settings.kube_api else None
-    context = build_pod_context(settings, view)
-    fit = build_fit(settings, health, context.rejections if context is not None else None)
+    sources = build_pod_sources(settings, view)
+    fit = build_fit(settings, health, sources.rejections if sources is not None else None,
+                    sources.node_context if sources is not None else None)
     return Refresher(settings, health, topology=topology, kube_view=view, fit=fit,
-                     pod_context=context)
+                     pod_sources=sources)
 
 
-def build_pod_context(settings: Settings, view: KubeView | None) -> PodContext | None:
+def build_pod_sources(settings: Settings, view: KubeView | None) -> PodSources | None:
     """Where pod context comes from: the kubelet's Pods API (unless ``--no-pods-api``), else
     the view; None when neither may be used."""
     if not settings.pods_api and view is None:
         return None
-    from ..podsapi.context import PodContext
     from ..podsapi.source import PodsApi
+    from ..podsapi.sources import PodSources
     pods_api = None
     if settings.pods_api:
         pods_api = PodsApi(settings.pods_api_socket, settings.max_message_bytes,
                            check_interval=settings.interval, timeout=settings.timeout)
-    return PodContext(pods_api, view)
+    return PodSources(pods_api, view)
 
 
-def build_fit(settings: Settings, health: Health, rejections: Rejections | None) -> FitView:
-    """The fit answers: shapes, the kubelet's configuration, rejections (from the pod
-    context)."""
+def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
+              pod_context: PodContextSource | None = None) -> FitView:
+    """The fit answers: shapes, the kubelet's configuration, rejections and pod context (from
+    the kubelet's Pods API or the view), the kubelet's state files (under ``--watch-path``)."""
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
                               settings.full_pcpus_only, health.registry, rejections,
                               settings.topology_manager_policy,
-                              settings.topology_manager_scope)
+                              settings.topology_manager_scope, settings.watch_path,
+                              pod_context)
     except FitSetupError as error:
         raise UsageError(str(error)) from None
 
@@ -124,9 +127,10 @@ async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
                 web_config: WebConfig | None = None,
-                kube_environ: Mapping[str, str] | None = None) -> int:
+                kube_environ: Mapping[str, str] | None = None, numa_page: bool = True) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status.
-    ``kube_environ`` as for :func:`build_refresher`."""
+    ``kube_environ`` as for :func:`build_refresher`; ``numa_page`` False
+    (``--no-numa-page``) serves no ``/numa``."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
@@ -136,7 +140,8 @@ async def serve(settings: Settings, address: tuple[str, int],
     host, port = address
     try:
         runner, bound = await start_http(
-            make_app(refresher, web_config.middlewares() if web_config else ()), host, port,
+            make_app(refresher, web_config.middlewares() if web_config else (), numa_page),
+            host, port,
             web_config.ssl_context() if web_config else None)
     except OSError as error:
         await refresher.client.close()

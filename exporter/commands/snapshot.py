@@ -20,14 +20,15 @@ from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
 
 if TYPE_CHECKING:
     from ..fit.explain import PodQuestion
-    from ..podsapi.context import PodContext
+    from ..podsapi.sources import PodSources
 
 
 async def snapshot(settings: Settings, output_format: str, log_level: str,
                    shape: str | None = None, why: str | None = None,
                    sysfs_given: bool = True) -> int:
-    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``); with
-    ``shape`` or ``why``, the fit answer instead (:mod:`exporter.fit.explain`).
+    """Read the kubelet once and print the per-NUMA picture (``table`` or ``json``, or the node
+    map as ``svg`` or ``html``); with ``shape`` or ``why``, the fit answer instead
+    (:mod:`exporter.fit.explain`).
 
     A failed call is reported in one line and exits 1: there is no retry and no earlier
     snapshot here, so the refresh loop's own messages (which say both) are kept out.
@@ -37,26 +38,29 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     from .report import format_json, format_table
 
     question = _fit_question(shape, why)
+    if question is not None and output_format in MAP_FORMATS:
+        raise UsageError(f"--format {output_format} draws the node map; --shape and --why "
+                         "answer in table or json")
     topology = read_sysfs_topology(settings.sysfs_root)
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
     refresher = build_refresher(settings, topology)
     quiet = [logging.getLogger(name) for name in (
-        "exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.context",
+        "exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
         "exporter.kubeapi.view", "exporter.fit.section")]
     saved = [logger.level for logger in quiet]
     if log_level != "debug":
         for logger in quiet:  # their lines speak of retrying, or of what the report says
             logger.setLevel(logging.CRITICAL)
     try:
-        pods = await read_pod_context(refresher.pod_context)
+        pods = await read_pod_context(refresher.pod_sources)
         await refresher.refresh_once()
     finally:
         for logger, level in zip(quiet, saved, strict=True):
             logger.setLevel(level)
         await refresher.client.close()
-        if refresher.pod_context is not None:
-            await refresher.pod_context.join()
+        if refresher.pod_sources is not None:
+            await refresher.pod_sources.join()
         if refresher.kube_view is not None:
             await refresher.kube_view.join()
     if refresher.accounting is None or refresher.snapshot is None:
@@ -76,6 +80,9 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
               "data issues below", file=sys.stderr)
     if question is not None:
         return await _answer(question, refresher, output_format, pods)
+    if output_format in MAP_FORMATS:
+        sys.stdout.write(_node_map(refresher, output_format))
+        return 0
     formatter = format_json if output_format == "json" else format_table
     sys.stdout.write(formatter(refresher.accounting, refresher.topology,
                                refresher.status.capabilities, settings.node_name,
@@ -86,6 +93,20 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
         if refresher.fit.answers:
             sys.stdout.write("\n" + shapes_summary(refresher.fit.answers))
     return 0
+
+
+MAP_FORMATS = ("svg", "html")
+
+
+def _node_map(refresher: Refresher, output_format: str) -> str:
+    """The node map of this one refresh, as a file to attach to a ticket."""
+    from ..nodemap.build import build_map
+    from ..nodemap.page import render_document, render_page
+
+    inputs = refresher.map_inputs()
+    assert inputs is not None  # the refresh succeeded
+    nodemap = build_map(inputs)
+    return render_page(nodemap) if output_format == "html" else render_document(nodemap)
 
 
 def _fit_question(shape: str | None, why: str | None) -> object:
@@ -110,27 +131,27 @@ def _fit_question(shape: str | None, why: str | None) -> object:
     return None
 
 
-async def read_pod_context(context: PodContext | None) -> list[dict[str, Any]] | None:
+async def read_pod_context(sources: PodSources | None) -> list[dict[str, Any]] | None:
     """Read the pod context once, from where ``serve`` would take it now: the kubelet's Pods
     API (one ``ListPods``) when its socket exists, else the Kubernetes-API view (one list of
     each resource), which also lists the node, its ResourceSlices and DeviceTaintRules.
     Returns the Pods API's pods (API JSON), None when they come from elsewhere."""
-    if context is None:
+    if sources is None:
         return None
-    from ..podsapi.context import Source
     from ..podsapi.source import State
-    context.fallback_seconds = 0  # one read: a failed Pods API leaves it to the view at once
+    from ..podsapi.sources import Source
+    sources.fallback_seconds = 0  # one read: a failed Pods API leaves it to the view at once
     pods: list[dict[str, Any]] | None = None
-    if context.pods_api is not None:
-        pods = await context.pods_api.list_once()
-        if context.pods_api.state == State.FAILING:
-            fallback = "the Kubernetes API" if context.view is not None else "nowhere"
+    if sources.pods_api is not None:
+        pods = await sources.pods_api.list_once()
+        if sources.pods_api.state == State.FAILING:
+            fallback = "the Kubernetes API" if sources.view is not None else "nowhere"
             print(f"{PROG}: warning: cannot read the kubelet's Pods API at "
-                  f"{context.pods_api.path} ({context.pods_api.reason}); pod context from "
+                  f"{sources.pods_api.path} ({sources.pods_api.reason}); pod context from "
                   f"{fallback}", file=sys.stderr)
-    source = context.choose()
-    if context.view is not None:
-        await context.view.sync_once()
+    source = sources.choose()
+    if sources.view is not None:
+        await sources.view.sync_once()
     return pods if source == Source.PODS_API else None
 
 
@@ -153,7 +174,8 @@ async def _answer(question: object, refresher: Refresher, output_format: str,
                              f"{known}); or give RESOURCE=QUANTITY,...")
         question = named[question]
     if isinstance(question, PodShape):
-        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format))
+        sys.stdout.write(shape_report(question, fit.state, fit.config, output_format,
+                                      fit.answer))
         return 0
     assert isinstance(question, tuple)
     namespace, name = question
@@ -163,7 +185,7 @@ async def _answer(question: object, refresher: Refresher, output_format: str,
     except ExplainError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
-    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format))
+    sys.stdout.write(why_report(pod, fit.state, fit.config, output_format, fit.answer))
     return 0
 
 
@@ -175,7 +197,7 @@ def pod_from_pods_api(namespace: str, name: str, pods: list[dict[str, Any]],
         meta = obj.get("metadata") or {}
         if (meta.get("namespace"), meta.get("name")) == (namespace, name):
             return PodQuestion.of(namespace, name, obj)
-    where = refresher.pod_context.pods_api_path if refresher.pod_context else ""
+    where = refresher.pod_sources.pods_api_path if refresher.pod_sources else ""
     raise ExplainError(f"pod {namespace}/{name} is not on this node (the kubelet's Pods API "
                        f"at {where} does not have it)")
 

@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 GZIP_LEVEL = 6
+# The health section is deflated after every refresh attempt: level 3 takes less than half the
+# time of level 6 on its ~9 kB and gives about 7 % more bytes (some 100 per body)
+HEALTH_GZIP_LEVEL = 3
 # ID1 ID2, CM=deflate, no flags, MTIME=0 (no timestamp: equal bodies are equal bytes),
 # XFL=0, OS=255 (unknown)
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
@@ -43,11 +46,11 @@ class Section:
     deflated: bytes
 
     @classmethod
-    def of(cls, text: bytes) -> Section:
+    def of(cls, text: bytes, level: int = GZIP_LEVEL) -> Section:
         """Deflate ``text`` on its own. CPU-heavy for the data section: call it off the loop."""
         if not text:
             return EMPTY
-        compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
         return cls(text, compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH))
 
 
@@ -87,7 +90,8 @@ class HealthSections:
 
     @classmethod
     def of(cls, text: bytes, openmetrics: bytes) -> HealthSections:
-        return cls(Section.of(text), Section.of(openmetrics + OPENMETRICS_EOF))
+        return cls(Section.of(text, HEALTH_GZIP_LEVEL),
+                   Section.of(openmetrics + OPENMETRICS_EOF, HEALTH_GZIP_LEVEL))
 
 
 class Exposition:

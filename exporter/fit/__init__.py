@@ -1,13 +1,18 @@
-"""The fit answers (SPEC section 7): where a pod shape fits, and why a pod was rejected.
+"""The fit answers (SPEC section 7): would the kubelet admit this shape, where, and why not.
 
-- ``engine``: pure: free capacity per NUMA node, a shape's fit, shortfall, capacity and the
-  smallest NUMA set, as the kubelet's Topology Manager would decide;
-- ``shapes``: ``--fit-shapes`` files and ``--shape`` arguments, re-read when changed;
-- ``kubeletconfig``: ``--kubelet-config``, the kubelet's policies the answers follow;
-- ``section``: :class:`FitView`, the section of /metrics after each refresh, and rejected pods
-  judged once;
+Shaped like the kubelet's resource managers, pure functions over a state rebuilt per refresh:
+
+- ``pod``, ``fromspec``: who asks which manager for what (a shape, or a pod's context);
+- ``nodestate``, ``snapshotstate``: the managers' state from the snapshot, the pod context
+  and the kubelet's state files (``statefiles``);
+- ``hints``, ``merge``, ``policy``, ``admission``: hint providers, the merger, the policies
+  and scopes; ``allocate`` and ``cpuassign`` (the CPU manager's ``takeByTopology``): what each
+  container gets; ``predicate``: the resource-fit predicate after the Topology Manager;
+- ``answers``, ``assumptions``: the per-shape answers and what they rest on;
+- ``shapes``, ``kubeletconfig``: ``--fit-shapes``/``--shape`` and the kubelet's configuration;
+- ``section``: :class:`FitView`, the fit section of /metrics, rejected pods judged once;
 - ``explain``: ``snapshot --shape`` and ``--why`` in words and JSON.
 
-The simulator's admission is an independent implementation of the same rules: neither imports
-the other. Never imports kubeapi/, refresh/ or web/ (tests/unit/test_layers.py).
+The simulator may use these rules; this package never imports the simulator, kubeapi/,
+refresh/ or web/ (tests/unit/test_layers.py).
 """

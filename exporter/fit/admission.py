@@ -24,11 +24,13 @@ from .allocate import (
     take_memory,
     with_cpus_taken,
 )
+from .cpuassign import CpuOptions
 from .hints import TopologyHint, cpu_hints, device_hints, memory_hints
 from .merge import ProviderAnswer
 from .nodestate import NodeState, NumaSet
 from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_effective_ask
 from .policy import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
+from .predicate import predicate
 
 CONTAINER, POD = "container", "pod"
 SCOPES = (CONTAINER, POD)
@@ -45,6 +47,14 @@ class Rules:
     full_pcpus_only: bool = False
     prefer_closest_numa_nodes: bool = False
     managers: Managers = field(default_factory=Managers)
+    # CPU manager options that change which CPUs are picked (cpumanager/policy_options.go)
+    distribute_cpus_across_numa: bool = False
+    distribute_cpus_across_cores: bool = False
+    align_by_socket: bool = False
+
+    def cpu_options(self) -> CpuOptions:
+        return CpuOptions(self.distribute_cpus_across_numa, self.distribute_cpus_across_cores,
+                          self.align_by_socket, self.full_pcpus_only)
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,11 @@ class Placement:
     devices: Mapping[str, NumaSet] = field(default_factory=dict)
     pinned_by: str | None = None
     before: NodeState | None = None  # what the container was judged against
+    cpu_ids: frozenset[int] = frozenset()  # the exclusive CPUs it got, reused ones included
+    # memory per NUMA set it was allocated on (one block per type, as the memory manager's)
+    memory_blocks: tuple[tuple[str, int, NumaSet], ...] = ()
+    # devices per resource: how many from each NUMA set (reused ones included)
+    device_sets: Mapping[str, Mapping[NumaSet, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,33 +161,22 @@ def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
 
 def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
-    (merge and allocation), then the resource-fit predicate."""
+    (merge and allocation), then the resource-fit predicate (:mod:`exporter.fit.predicate`),
+    which sees the pod only when the Topology Manager admitted it."""
     if rules.policy != NONE and rules.scope == POD:
         verdict = _admit_pod_scope(pod, state, rules)
     else:
         verdict = _admit_container_scope(pod, state, rules)
-    if not verdict.admitted:
+    if not verdict.admitted or verdict.state is None:
         return verdict
-    short = predicate(pod, state, rules)
-    return short if short is not None else verdict
-
-
-def predicate(pod: PodShape, state: NodeState, rules: Rules) -> Verdict | None:
-    """``lifecycle.PredicateAdmitHandler`` for device-plugin resources, on the node before the
-    pod: its effective request plus what containers hold must not exceed the node's allocatable
-    (healthy devices): ``OutOf<resource>``. A resource the node does not list is dropped
-    (``removeMissingExtendedResources``)."""
-    ask = pod_effective_ask(pod, rules.managers)
-    for resource, amount in ask.devices.items():
-        devices = state.devices.get(resource)
-        if devices is None:
-            continue
-        held, healthy = devices.held_total(), devices.healthy_total()
-        if amount + held > healthy:
-            return Verdict(False, f"OutOf{resource}", resource, None,
-                           f"Node didn't have enough resource: {resource}, requested: "
-                           f"{amount}, used: {held}, capacity: {healthy}", before=state)
-    return None
+    short = predicate(pod, state, verdict.state)
+    if short is not None:
+        return Verdict(False, short.reason, short.resource, None, short.message,
+                       verdict.placements, before=state)
+    if state.requests is not None:
+        verdict = replace(verdict, state=replace(verdict.state,
+                                                 requests=state.requests.plus(pod.requests())))
+    return verdict
 
 
 def _distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
@@ -197,8 +201,7 @@ def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Ver
                                tuple(placements), pinned_by=pinned,
                                grouped_nodes=_grouped_refusals(state, ask), before=state,
                                blocked=tuple(blocked_resources(rules.policy, answers, ask)))
-        result = _allocate(state, container, ask, hint, reuse, regular_init, pinned,
-                           rules.full_pcpus_only)
+        result = _allocate(state, container, ask, hint, reuse, regular_init, pinned, rules)
         if isinstance(result, Failure):
             return Verdict(False, result.reason, result.resource, container.name,
                            result.message, tuple(placements), pinned_by=pinned,
@@ -227,8 +230,7 @@ def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():
         one = asks(pod, container, rules.managers)
-        result = _allocate(state, container, one, hint, reuse, regular_init, None,
-                           rules.full_pcpus_only)
+        result = _allocate(state, container, one, hint, reuse, regular_init, None, rules)
         if isinstance(result, Failure):
             return Verdict(False, result.reason, result.resource, container.name,
                            result.message, tuple(placements), before=state)
@@ -238,13 +240,14 @@ def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
 
 
 def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: TopologyHint,
-              reuse: Reuse, regular_init: bool, pinned: str | None, full_pcpus_only: bool
+              reuse: Reuse, regular_init: bool, pinned: str | None, rules: Rules
               ) -> tuple[NodeState, Placement] | Failure:
     """Device, CPU and memory managers' ``Allocate`` for one container, in that order."""
     before = state
     affinity = hint.affinity
     devices = dict(state.devices)
     placed_devices: dict[str, NumaSet] = {}
+    device_sets: dict[str, dict[NumaSet, int]] = {}
     for resource, amount in ask.devices.items():
         known = devices.get(resource)
         if known is None:
@@ -256,6 +259,9 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
                            f"requested {amount}, available {known.free_total()}")
         devices[resource], taken, from_reuse = result
         placed_devices[resource] = frozenset().union(*taken, *from_reuse)
+        sets = device_sets[resource] = dict(taken)
+        for numa, n in from_reuse.items():
+            sets[numa] = sets.get(numa, 0) + n
         pool = reuse.devices.setdefault(resource, {})
         if regular_init:
             for numa, n in taken.items():
@@ -266,21 +272,25 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
     state = replace(state, devices=devices)
 
     cpu_nodes: NumaSet = frozenset()
+    chosen: frozenset[int] = frozenset()
     if ask.cpus and state.cpu is not None:
         cpu = state.cpu
-        failure = smt_check(cpu, ask.cpus) if full_pcpus_only else None
+        failure = smt_check(cpu, ask.cpus) if rules.full_pcpus_only else None
         if failure is not None:
             return failure
-        chosen = pick_cpus(cpu, ask.cpus, affinity, reuse.cpus)
-        if chosen is None:
+        picked = pick_cpus(cpu, ask.cpus, affinity, reuse.cpus, rules.cpu_options())
+        if picked is None:
             return Failure("UnexpectedAdmissionError", "cpu",
                            f"not enough cpus available to satisfy request: requested="
                            f"{ask.cpus}, available={len(cpu.free | reuse.cpus)}")
+        chosen = picked
         state = with_cpus_taken(state, chosen - reuse.cpus)
         cpu_nodes = frozenset(cpu.cpu_numa[c] for c in chosen if c in cpu.cpu_numa)
+        # updateCPUsToReuse: a regular init container's CPUs become reusable; any other
+        # container, a restartable sidecar included, takes its CPUs out for good
         if regular_init:
             reuse.cpus = reuse.cpus | chosen
-        elif not container.sidecar:  # a sidecar's CPUs never leave the reusable set
+        else:
             reuse.cpus = reuse.cpus - chosen
 
     memory_nodes: NumaSet = frozenset()
@@ -301,5 +311,7 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
                 reuse.memory[placed][resource] = max(0, left)
     if regular_init and (ask.cpus or ask.devices):
         reuse.owner = container.name
+    blocks = tuple((resource, amount, memory_nodes) for resource, amount in ask.memory.items()
+                   if memory_nodes)
     return state, Placement(container.name, ask, affinity, cpu_nodes, memory_nodes,
-                            placed_devices, pinned, before)
+                            placed_devices, pinned, before, chosen, blocks, device_sets)

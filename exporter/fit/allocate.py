@@ -6,9 +6,9 @@ kubelet would give. Pure functions.
   (``UnexpectedAdmissionError``); a resource no device plugin registered is left to the
   resource-fit predicate (``OutOf<resource>``).
 * CPUs (``cpumanager/policy_static.go`` ``Allocate``, ``allocateCPUs``): ``full-pcpus-only``
-  checks first (``SMTAlignmentError``), then CPUs on the hint's NUMA nodes, then any; which
-  CPUs inside a node are taken does not change admission: whole free cores first, NUMA nodes
-  with the fewest free CPUs first (``takeByTopologyNUMAPacked`` packs).
+  checks first (``SMTAlignmentError``), then CPUs on the hint's NUMA nodes, then any, each
+  picked as ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`): which CPUs a
+  container gets decides what the next container and the next pod find free.
 * memory (``memorymanager/policy_static.go`` ``Allocate``): no hint means the manager's own
   best hint; a hint that does not hold the request is extended to the best hint containing it;
   a hint violating the group rule fails; each NUMA node of the hint is filled in id order, and
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from .cpuassign import CpuAssignmentError, CpuOptions, allocate_cpus
 from .hints import TopologyHint, memory_hints
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
 
@@ -92,33 +93,18 @@ def smt_check(cpu: CpuState, request: int) -> Failure | None:
 
 
 def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
-              reusable: frozenset[int]) -> frozenset[int] | None:
-    """Which CPUs ``allocateCPUs`` would take (``None``: not enough)."""
+              reusable: frozenset[int], options: CpuOptions | None = None
+              ) -> frozenset[int] | None:
+    """Which CPUs ``allocateCPUs`` takes from the free and this pod's reusable CPUs, as
+    ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`); ``None``: not enough."""
     allocatable = cpu.free | reusable
     if len(allocatable) < request:
         return None
-    chosen: set[int] = set()
-    if hint is not None:
-        aligned = frozenset(c for c in allocatable if cpu.cpu_numa.get(c) in hint)
-        chosen |= _take(cpu, aligned, min(request, len(aligned)))
-    chosen |= _take(cpu, allocatable - chosen, request - len(chosen))
-    return frozenset(chosen)
-
-
-def _take(cpu: CpuState, pool: frozenset[int], count: int) -> set[int]:
-    if count <= 0:
-        return set()
-    per_node: dict[int, int] = {}
-    for c in pool:
-        numa = cpu.cpu_numa.get(c, -1)
-        per_node[numa] = per_node.get(numa, 0) + 1
-
-    def order(c: int) -> tuple[int, int, int, int]:
-        numa = cpu.cpu_numa.get(c, -1)
-        whole = cpu.core_of(c) <= pool
-        return (per_node[numa], numa, 0 if whole else 1, min(cpu.core_of(c)) * 4096 + c)
-
-    return set(sorted(pool, key=order)[:count])
+    try:
+        return allocate_cpus(cpu.cpu_topology(), allocatable, request, hint,
+                             options or CpuOptions())
+    except CpuAssignmentError:
+        return None
 
 
 # ---- memory ----------------------------------------------------------------------------------

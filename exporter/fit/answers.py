@@ -6,9 +6,10 @@
 * free and shortfall per NUMA node for the pod's effective request (memory on a node of a
   multi-NUMA memory group is 0 free: the memory manager serves no single-node request there);
 * capacity: pods of the shape admitted one after another, each placed as the kubelet places it
-  and taken off the state before the next; bounded by :data:`CAPACITY_CAP` and by the node-wide
-  free amount of each aligned resource; ``+Inf`` when the shape asks for nothing the managers
-  assign exclusively;
+  and taken off the state before the next, its requests added to what the resource-fit
+  predicate counts; bounded by :data:`CAPACITY_CAP`, by the node-wide free amount of each
+  aligned resource and by the predicate's room (pods, CPU and memory requests); ``+Inf`` only
+  when nothing bounds it (no exclusive request and no predicate figures);
 * min NUMA nodes: the narrowest NUMA set every provider has a hint for (what ``best-effort``
   aligns to).
 """
@@ -46,6 +47,7 @@ class ShapeAnswer:
     capacity: float
     min_numa_nodes: int | None
     node_free: Mapping[str, int] = field(default_factory=dict)  # node-wide free per resource
+    assumptions: tuple[str, ...] = ()  # what the answer rests on (exporter.fit.assumptions)
 
 
 def restrict(state: NodeState, numa_id: int) -> NodeState:
@@ -156,13 +158,21 @@ def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
 def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict,
              ask: Ask) -> float:
     """Pods admitted one after another (see the module's docstring for the bounds)."""
-    if ask.is_empty():
+    node = state.requests
+    if ask.is_empty() and node is None:
         return math.inf
     bound = CAPACITY_CAP
     for resource in ask.resources():
         amount = ask.amount(resource)
         if amount:
             bound = min(bound, node_wide_free(state, resource) // amount)
+    if node is not None:  # the resource-fit predicate's own bounds
+        if "pods" in node.allocatable:
+            bound = min(bound, max(0, node.allocatable["pods"] - node.pods))
+        for resource, amount in shape.requests().items():
+            if amount > 0 and resource in (CPU, "memory") and resource in node.allocatable:
+                left = node.allocatable[resource] - node.requested.get(resource, 0)
+                bound = min(bound, max(0, left) // amount)
     count = 0
     verdict = first
     while verdict.admitted and verdict.state is not None and count < bound:

@@ -12,10 +12,12 @@ sentence naming the policy and scope; ``--format json`` prints the same as one J
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..podspec import Rejection, rejection
+from .admission import Rules
 from .answers import (
     ShapeAnswer,
     answer,
@@ -26,6 +28,12 @@ from .answers import (
     numa_free_series,
     sentence,
     where,
+)
+from .assumptions import (
+    NO_CPU_MANAGER_STATE,
+    NO_DEVICE_CHECKPOINT,
+    NO_POD_CONTEXT,
+    NODE_ALLOCATABLE_DERIVED,
 )
 from .fromspec import pod_shape
 from .kubeletconfig import KubeletConfig
@@ -117,6 +125,7 @@ def fit_json(result: ShapeAnswer, state: NodeState, config: KubeletConfig) -> di
         "not_aligned": list(result.not_aligned),
         "capacity": result.capacity if result.capacity != float("inf") else "+Inf",
         "min_numa_nodes": result.min_numa_nodes,
+        "assumptions": list(result.assumptions),
         "verdict": sentence(result),
     }
 
@@ -159,20 +168,39 @@ def format_fit_table(result: ShapeAnswer, state: NodeState, config: KubeletConfi
                  f"{result.min_numa_nodes if result.min_numa_nodes is not None else 'none'}")
     for resource in result.not_aligned:
         lines.append(f"({resource}: no exclusive assignment here, so no NUMA alignment)")
+    if result.assumptions:
+        lines.append("Assumes (the exporter cannot see it): "
+                     + "; ".join(ASSUMPTION_TEXT.get(a, a) for a in result.assumptions))
     lines.append(f"Verdict: {sentence(result)}.")
     return "\n".join(lines) + "\n"
 
 
+AnswerOf = Callable[[PodShape, Rules], ShapeAnswer]
+ASSUMPTION_TEXT = {
+    NO_CPU_MANAGER_STATE: "CPUs finished init containers hold are free (no cpu_manager_state: "
+                          "give --watch-path the kubelet's root directory)",
+    NO_DEVICE_CHECKPOINT: "devices finished init containers hold are free (no device-plugins/"
+                          "kubelet_internal_checkpoint under --watch-path)",
+    NO_POD_CONTEXT: "other pods' requests are what List shows, and a listed pod the kubelet "
+                    "rejected holds its resources (no pod context: --kube-api)",
+    NODE_ALLOCATABLE_DERIVED: "the Node's allocatable CPU, memory and pods are derived from "
+                              "GetAllocatableResources and maxPods (no Node object)",
+}
+
+
 def shape_report(shape: PodShape, state: NodeState, config: KubeletConfig,
-                 output_format: str) -> str:
-    result = answer(shape, state, config.rules())
+                 output_format: str, answer_of: AnswerOf | None = None) -> str:
+    """``answer_of``: how the running fit view answers (with what it assumes); by default a
+    bare :func:`answer` against ``state``."""
+    rules = config.rules()
+    result = answer_of(shape, rules) if answer_of is not None else answer(shape, state, rules)
     if output_format == "json":
         return json.dumps(fit_json(result, state, config), indent=2, sort_keys=True) + "\n"
     return format_fit_table(result, state, config, f"Shape {shape.name} ({shape.qos})")
 
 
 def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
-               output_format: str) -> str:
+               output_format: str, answer_of: AnswerOf | None = None) -> str:
     """The pod's containers admitted against this snapshot, as the kubelet would."""
     who = f"{pod.namespace}/{pod.name}"
     if pod.rejection is not None:
@@ -190,7 +218,8 @@ def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
         rules = replace(rules, full_pcpus_only=True)
         note = ("(SMTAlignmentError comes only from the CPU manager's full-pcpus-only option: "
                 "judged with it on; pass --full-pcpus-only or --kubelet-config)")
-    result = answer(pod.shape, state, rules)
+    result = (answer_of(pod.shape, rules) if answer_of is not None
+              else answer(pod.shape, state, rules))
     if output_format == "json":
         document = fit_json(result, state, config)
         document.update(pod=who, status=status)

@@ -5,7 +5,9 @@ The kubelet's ``KubeletConfiguration`` (``kubelet.config.k8s.io/v1beta1``, usual
 ``/var/lib/kubelet/config.yaml``, ``--kubelet-config``) says which Topology Manager policy and
 scope decide admission, its options (``prefer-closest-numa-nodes``,
 ``max-allowable-numa-nodes``), the CPU and memory manager policies, the CPU manager's
-``full-pcpus-only`` and the ``PodLevelResourceManagers`` feature gate. Fields the file leaves
+``full-pcpus-only`` (and the options that only change which CPUs are picked:
+``distribute-cpus-across-numa``, ``distribute-cpus-across-cores``, ``align-by-socket``),
+``maxPods`` and the ``PodLevelResourceManagers`` feature gate. Fields the file leaves
 out take the kubelet's defaults (policy ``none``, scope ``container``, CPU manager ``none``,
 memory manager ``None``). The flags ``--topology-manager-policy``,
 ``--topology-manager-scope`` and ``--full-pcpus-only`` override the file. Without a file the
@@ -27,11 +29,15 @@ from .pod import Managers
 from .policy import NONE, POLICIES, SINGLE_NUMA_NODE
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
+DISTRIBUTE_ACROSS_NUMA = "distribute-cpus-across-numa"
+DISTRIBUTE_ACROSS_CORES = "distribute-cpus-across-cores"
+ALIGN_BY_SOCKET = "align-by-socket"
 PREFER_CLOSEST = "prefer-closest-numa-nodes"
 MAX_NUMA = "max-allowable-numa-nodes"
 POD_LEVEL_GATE = "PodLevelResourceManagers"
 KIND = "KubeletConfiguration"
 DEFAULT_MAX_NUMA_NODES = 8
+DEFAULT_MAX_PODS = 110  # KubeletConfiguration's default maxPods
 FLAGS, FILE, ASSUMED = "flags", "file", "assumed"
 
 
@@ -51,6 +57,11 @@ class FileConfig:
     prefer_closest_numa_nodes: bool = False
     max_allowable_numa_nodes: int = DEFAULT_MAX_NUMA_NODES
     pod_level_resource_managers: bool = False
+    # the CPU manager options that change which CPUs are picked, and maxPods (None: omitted)
+    distribute_cpus_across_numa: bool = False
+    distribute_cpus_across_cores: bool = False
+    align_by_socket: bool = False
+    max_pods: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,8 @@ class KubeletConfig:
     prefer_closest_numa_nodes: bool
     pod_level_resource_managers: bool
     source: str
+    cpu_placement: tuple[bool, bool, bool] = (False, False, False)  # numa, cores, socket
+    max_pods: int | None = None
 
     def labels(self) -> tuple[str, str, str, str, str]:
         """Label values of ``podresources_kubelet_config_info``, in catalog order."""
@@ -85,7 +98,7 @@ class KubeletConfig:
                      self.full_pcpus_only, self.prefer_closest_numa_nodes,
                      Managers(self.cpu_manager_policy == "static",
                               self.memory_manager_policy == "Static",
-                              self.pod_level_resource_managers))
+                              self.pod_level_resource_managers), *self.cpu_placement)
 
 
 def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_memory: bool,
@@ -125,8 +138,14 @@ def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_
         note(FLAGS)
     closest = file.prefer_closest_numa_nodes if file is not None else False
     gate = file.pod_level_resource_managers if file is not None else False
+    placement = ((file.distribute_cpus_across_numa, file.distribute_cpus_across_cores,
+                  file.align_by_socket) if file is not None else (False, False, False))
+    # maxPods: the file's, the kubelet's default when the file omits it, unknown without one
+    max_pods = None if file is None else (
+        file.max_pods if file.max_pods is not None else DEFAULT_MAX_PODS)
     return KubeletConfig(policy, scope, cpu_policy, memory_policy, full, closest, gate,
-                         "+".join(sorted(used, key=(FLAGS, FILE, ASSUMED).index)))
+                         "+".join(sorted(used, key=(FLAGS, FILE, ASSUMED).index)), placement,
+                         max_pods)
 
 
 # ---- the file --------------------------------------------------------------------------------
@@ -190,7 +209,22 @@ def parse_kubelet_config(document: object) -> FileConfig:
                                         "topologyManagerPolicyOptions"),
         max_allowable_numa_nodes=max_numa,
         pod_level_resource_managers=gate,
+        distribute_cpus_across_numa=_true(cpu_options, DISTRIBUTE_ACROSS_NUMA,
+                                          "cpuManagerPolicyOptions"),
+        distribute_cpus_across_cores=_true(cpu_options, DISTRIBUTE_ACROSS_CORES,
+                                           "cpuManagerPolicyOptions"),
+        align_by_socket=_true(cpu_options, ALIGN_BY_SOCKET, "cpuManagerPolicyOptions"),
+        max_pods=_max_pods(document),
     )
+
+
+def _max_pods(document: Mapping[str, Any]) -> int | None:
+    value = document.get("maxPods")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise KubeletConfigError(f"maxPods must be a whole number, got {value!r}")
+    return int(value)
 
 
 def load_kubelet_config(path: str | Path) -> FileConfig:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .cpuassign import CpuTopology
+
 NumaSet = frozenset[int]
 
 
@@ -23,7 +25,9 @@ class CpuState:
     """CPU manager ``static``: ``online`` is every CPU of each NUMA node (reserved ones
     included: the kubelet's ``CPUsInNUMANodes``); ``free`` is allocatable and unassigned
     (the default set minus the reserved CPUs). ``siblings`` maps a CPU to its core's threads;
-    ``reserved_cores`` are every thread of a core holding a reserved CPU."""
+    ``reserved_cores`` are every thread of a core holding a reserved CPU; ``topology`` is the
+    kubelet's ``CPUTopology`` (cores, sockets, NUMA nodes) the CPUs are picked by, built once
+    per snapshot (sockets from sysfs ``physical_package_id``)."""
 
     online: Mapping[int, frozenset[int]]
     free: frozenset[int]
@@ -31,6 +35,12 @@ class CpuState:
     siblings: Mapping[int, frozenset[int]] = field(default_factory=dict)
     threads_per_core: int = 1
     reserved_cores: frozenset[int] = frozenset()
+    topology: CpuTopology | None = field(default=None, compare=False, repr=False)
+
+    def cpu_topology(self) -> CpuTopology:
+        if self.topology is not None:
+            return self.topology
+        return CpuTopology.build(self.cpu_numa, self.siblings)
 
     def free_on(self, numa_ids: NumaSet) -> int:
         return sum(1 for cpu in self.free if self.cpu_numa.get(cpu) in numa_ids)
@@ -96,9 +106,31 @@ class DeviceState:
 
 
 @dataclass(frozen=True)
+class NodeRequests:
+    """What the kubelet's resource-fit predicate compares a pod with (``noderesources.Fits``,
+    run by ``lifecycle/predicate.go`` after the Topology Manager): the Node's allocatable
+    (``cpu`` in millicores, memory types in bytes, ``pods`` and extended resources in units;
+    only the resources known), the sum of the admitted pods' requests, and how many pods.
+    ``complete``: the allocatable is the Node's own, so a resource it lacks has none."""
+
+    allocatable: Mapping[str, int]
+    requested: Mapping[str, int]
+    pods: int = 0
+    complete: bool = False
+
+    def plus(self, requests: Mapping[str, int]) -> NodeRequests:
+        """After one more pod with these requests is admitted."""
+        total = dict(self.requested)
+        for resource, amount in requests.items():
+            total[resource] = total.get(resource, 0) + amount
+        return NodeRequests(self.allocatable, total, self.pods + 1, self.complete)
+
+
+@dataclass(frozen=True)
 class NodeState:
     """What the resource managers hold; ``cpu``/``memory`` are ``None`` when that manager
-    assigns nothing exclusive (CPU policy ``none``, memory policy ``None``)."""
+    assigns nothing exclusive (CPU policy ``none``, memory policy ``None``); ``requests`` is
+    what the resource-fit predicate counts (``None``: not known, not checked)."""
 
     numa_ids: tuple[int, ...]
     cpu: CpuState | None = None
@@ -106,6 +138,7 @@ class NodeState:
     devices: Mapping[str, DeviceState] = field(default_factory=dict)
     # sysfs distances[i][j]; None when unknown
     distances: Mapping[int, Mapping[int, int]] | None = None
+    requests: NodeRequests | None = None
 
     def memory_free(self, resource: str, numa_ids: NumaSet) -> int:
         if self.memory is None:

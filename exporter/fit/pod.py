@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..podcontext import effective_requests
+
 CPU = "cpu"
 MEMORY = "memory"
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
@@ -62,12 +64,25 @@ class PodShape:
     pod_level_resources: bool = False
     # extended resources this pod gets through DRA (status.extendedResourceClaimStatus)
     dra_resources: frozenset[str] = field(default_factory=frozenset)
+    # .spec.resources.requests and .spec.overhead, for the resource-fit predicate
+    pod_requests: Mapping[str, int] = field(default_factory=dict)
+    overhead: Mapping[str, int] = field(default_factory=dict)
 
     def in_admission_order(self) -> tuple[tuple[ContainerShape, bool], ...]:
         """(container, is a regular init container), init containers first, as the kubelet's
         container scope walks them."""
         return (tuple((c, not c.sidecar) for c in self.init_containers)
                 + tuple((c, False) for c in self.containers))
+
+    def requests(self) -> dict[str, int]:
+        """What the kubelet's resource-fit predicate counts for the pod (any QoS, fractional
+        CPUs included): ``resourcehelper.PodRequests``. Extended resources served by DRA are
+        not device-plugin requests and are left out (``removeMissingExtendedResources``)."""
+        def own(container: ContainerShape) -> dict[str, int]:
+            return {r: a for r, a in container.requests.items() if not is_dra_served(self, r)}
+        return effective_requests([own(c) for c in self.containers],
+                                  [(own(c), c.sidecar) for c in self.init_containers],
+                                  self.pod_requests, self.overhead)
 
     def resources(self) -> tuple[str, ...]:
         """Every resource any container names, first seen first."""
@@ -141,26 +156,12 @@ def pod_effective_ask(pod: PodShape, managers: Managers) -> Ask:
     """Scope ``pod``: per resource, max(Σ app + Σ sidecars, the largest regular init container
     plus the sidecars started before it) (``getPodRequestedResources``, ``podGuaranteedCPUs``,
     the device manager's ``getPodDeviceRequest``)."""
-    totals: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for container in pod.init_containers:
+    def amounts(container: ContainerShape) -> dict[str, int]:
         ask = asks(pod, container, managers)
-        for resource in ask.resources():
-            amount = ask.amount(resource)
-            if container.sidecar:
-                sidecars[resource] = sidecars.get(resource, 0) + amount
-            else:
-                init_peak[resource] = max(init_peak.get(resource, 0),
-                                          amount + sidecars.get(resource, 0))
-    for container in pod.containers:
-        ask = asks(pod, container, managers)
-        for resource in ask.resources():
-            totals[resource] = totals.get(resource, 0) + ask.amount(resource)
-    for resource, amount in sidecars.items():
-        totals[resource] = totals.get(resource, 0) + amount
-    for resource, amount in init_peak.items():
-        totals[resource] = max(totals.get(resource, 0), amount)
+        return {r: ask.amount(r) for r in ask.resources()}
+
+    totals = effective_requests([amounts(c) for c in pod.containers],
+                                [(amounts(c), c.sidecar) for c in pod.init_containers])
     return Ask(totals.get(CPU, 0),
                {r: a for r, a in totals.items() if is_memory_resource(r) and a},
                {r: a for r, a in totals.items() if is_device_resource(r) and a})

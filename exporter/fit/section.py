@@ -23,8 +23,11 @@ from .. import catalog
 from ..accounting import Accounting
 from ..exposition.rendering import gauge_family, render_text
 from ..model import KubeletSnapshot, Topology
+from ..podcontext import NodeContext
 from ..podspec import Rejection
+from .admission import Rules
 from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
+from .assumptions import assumptions
 from .fromspec import pod_shape
 from .kubeletconfig import (
     FileConfig,
@@ -38,6 +41,7 @@ from .nodestate import NodeState
 from .pod import PodShape, single_container
 from .shapes import ShapeError, ShapeFile
 from .snapshotstate import node_state
+from .statefiles import KubeletState, StateFiles
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,12 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
                    registry: CollectorRegistry | None = None,
                    rejections: Rejections | None = None,
                    topology_manager_policy: str | None = None,
-                   topology_manager_scope: str | None = None) -> FitView:
-    """The fit view of the flags; :class:`FitSetupError` names the flag and the reason."""
+                   topology_manager_scope: str | None = None,
+                   state_dir: str | None = None,
+                   pod_context: PodContextSource | None = None) -> FitView:
+    """The fit view of the flags; :class:`FitSetupError` names the flag and the reason.
+    ``state_dir``: the kubelet's root directory (``--watch-path``), for its state files;
+    ``pod_context``: where pod context comes from (the Kubernetes-API view, the Pods API)."""
     try:
         shapes = ShapeFile(fit_shapes) if fit_shapes else None
     except ShapeError as error:
@@ -61,13 +69,17 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
     except KubeletConfigError as error:
         raise FitSetupError(f"--kubelet-config: {error}") from None
     flags = FlagConfig(topology_manager_policy, topology_manager_scope, full_pcpus_only)
-    return FitView(shapes, config, flags, rejections, registry)
+    return FitView(shapes, config, flags, rejections, registry,
+                   state_files=StateFiles(state_dir) if state_dir else None,
+                   pod_context=pod_context)
 
 
 NONE = "none"
 RejectionKey = tuple[str, str]
 # where rejected pods come from: the Kubernetes-API view, or the demo's simulator
 Rejections = Callable[[], Mapping[RejectionKey, Rejection]]
+# where pod context comes from; the same object while nothing changed
+PodContextSource = Callable[[], NodeContext | None]
 
 
 @dataclass
@@ -101,6 +113,10 @@ class FitView:
     config: KubeletConfig | None = None
     answers: list[ShapeAnswer] = field(default_factory=list)
     judged: dict[RejectionKey, Judged] = field(default_factory=dict)
+    state_files: StateFiles | None = None
+    pod_context: PodContextSource | None = None
+    context: NodeContext | None = None
+    kubelet: KubeletState | None = None
     _counter: Counter | None = None
     _config_problem: str | None = None
     _inputs: tuple[object, ...] = ()
@@ -145,23 +161,40 @@ class FitView:
                 accounting: Accounting) -> bytes:
         config = self.resolve(snapshot, topology)
         shapes = self.current_shapes()
+        context = self.pod_context() if self.pod_context is not None else None
+        kubelet = self.state_files.current() if self.state_files is not None else None
         # the ledger hands back the same accounting object when nothing changed
         inputs = (accounting, snapshot.allocatable, snapshot.api_version, topology, shapes,
-                  config)
+                  config, context, kubelet)
         changed = len(inputs) != len(self._inputs) or any(
             (a != b) if isinstance(a, KubeletConfig) else (a is not b)
             for a, b in zip(inputs, self._inputs))
         if changed:
-            self._inputs = inputs
-            self.config = config
+            previous, self._inputs = self._inputs, inputs
             rules = config.rules()
-            self.state = node_state(snapshot, topology, rules.managers.cpu_static,
-                                    rules.managers.memory_static)
-            self.answers = ([answer(shape, self.state, rules) for shape in shapes]
-                            if self.state is not None else [])
+            state = node_state(snapshot, topology, rules.managers.cpu_static,
+                               rules.managers.memory_static, context, kubelet, config.max_pods)
+            # the same managers' state, shapes, configuration and pod context give the same
+            # answers: a change no shape can see (a pod without exclusive resources) costs the
+            # state only
+            changed = not (previous and state == self.state and shapes is previous[4]
+                           and config == self.config and context == self.context
+                           and kubelet == self.kubelet)
+            self.config, self.context, self.kubelet = config, context, kubelet
+            if changed:
+                self.state = state
+                self.answers = ([self.answer(shape, rules) for shape in shapes]
+                                if state is not None else [])
         if self._judge() or changed:
             self._rendered = render_text(self.families(config))
         return self._rendered
+
+    def answer(self, shape: PodShape, rules: Rules) -> ShapeAnswer:
+        """One shape's answers against the current state, with what they assume."""
+        assert self.state is not None
+        return replace(answer(shape, self.state, rules),
+                       assumptions=assumptions(shape, self.state, rules, self.context,
+                                               self.kubelet))
 
     def _judge(self) -> bool:
         """Judge rejections seen since the last refresh; whether the judged set changed."""
@@ -217,6 +250,7 @@ def shape_families(answers: Iterable[ShapeAnswer]) -> list[Metric]:
     shortfall: dict[tuple[str, ...], float] = {}
     capacity: dict[tuple[str, ...], float] = {}
     smallest: dict[tuple[str, ...], float] = {}
+    assumed: dict[tuple[str, ...], float] = {}
     for result in answers:
         name = result.shape.name
         verdict = result.verdict
@@ -230,10 +264,13 @@ def shape_families(answers: Iterable[ShapeAnswer]) -> list[Metric]:
         capacity[(name,)] = result.capacity if not math.isnan(result.capacity) else 0
         if result.min_numa_nodes is not None:
             smallest[(name,)] = result.min_numa_nodes
+        for assumption in result.assumptions:
+            assumed[(name, assumption)] = 1
     return [gauge_family(catalog.SHAPE_ADMITTED, admitted),
             gauge_family(catalog.SHAPE_REJECTION_INFO, rejection),
             gauge_family(catalog.SHAPE_FITS, fits_series),
             gauge_family(catalog.SHAPE_SHORTFALL, shortfall),
             gauge_family(catalog.SHAPE_CAPACITY, capacity),
-            gauge_family(catalog.SHAPE_MIN_NUMA_NODES, smallest)]
+            gauge_family(catalog.SHAPE_MIN_NUMA_NODES, smallest),
+            gauge_family(catalog.SHAPE_ASSUMPTION_INFO, assumed)]
 

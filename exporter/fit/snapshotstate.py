@@ -16,29 +16,51 @@ and sysfs): what :mod:`exporter.fit.admission` judges a pod against. Pure, no I/
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
-from .nodestate import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
+from ..podcontext import NodeContext
+from .cpuassign import CpuTopology
+from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
+from .pod import CPU, is_memory_resource
+from .statefiles import KubeletState
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
-               memory_static: bool) -> NodeState | None:
-    """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by."""
+               memory_static: bool, context: NodeContext | None = None,
+               kubelet: KubeletState | None = None, max_pods: int | None = None
+               ) -> NodeState | None:
+    """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by.
+
+    ``context`` (pod context, when a source gives it): listed pods it knows as finished or
+    rejected hold nothing for the next admission (``removeStaleState`` frees them first), and
+    the predicate counts its active pods' requests; ``kubelet``: the state files, for the CPUs
+    and devices of finished init containers that ``List`` hides; ``max_pods``: the kubelet
+    configuration's ``maxPods`` when no Node object says ``pods`` (``None``: not known, the
+    pod count is not checked)."""
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
+    if context is not None:
+        gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
+        if gone:
+            snapshot = replace(snapshot, pods=tuple(p for p in snapshot.pods
+                                                    if (p.namespace, p.name) not in gone))
     numa_ids = tuple(sorted(topology.numa_nodes))
     known = frozenset(numa_ids)
-    cpu = _cpu_state(snapshot, topology) if cpu_static else None
+    hidden = hidden_holdings(snapshot, kubelet, context)
+    cpu = _cpu_state(snapshot, topology, hidden.cpus) if cpu_static else None
     memory = _memory_state(snapshot, known) if memory_static else None
-    return NodeState(numa_ids, cpu, memory, _device_state(snapshot, known),
-                     topology.distances())
+    devices = _device_state(snapshot, known, hidden.devices)
+    return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
+                     node_requests(snapshot, context, max_pods))
 
 
-def _cpu_state(snapshot: KubeletSnapshot, topology: Topology) -> CpuState:
+def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
+               ) -> CpuState:
     assert snapshot.allocatable is not None
-    assigned: set[int] = set()
+    assigned: set[int] = set(hidden)
     for pod in snapshot.pods:
         assigned.update(pod.cpu_ids)
         for container in pod.containers:
@@ -48,9 +70,11 @@ def _cpu_state(snapshot: KubeletSnapshot, topology: Topology) -> CpuState:
     allocatable = frozenset(snapshot.allocatable.cpu_ids) & every
     reserved = every - allocatable
     reserved_cores = frozenset(c for r in reserved for c in topology.siblings(r))
-    threads = max((len(s) for s in topology.cpu_siblings.values()), default=1)
+    cpu_topology = CpuTopology.build(topology.cpu_to_numa, topology.cpu_siblings,
+                                     topology.cpu_packages)
+    threads = max(cpu_topology.cpus_per_core(), 1)
     return CpuState(online, allocatable - assigned, dict(topology.cpu_to_numa),
-                    dict(topology.cpu_siblings), threads, reserved_cores)
+                    dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)
 
 
 def _ids(numa_ids: tuple[int, ...] | None, known: NumaSet) -> NumaSet:
@@ -97,7 +121,8 @@ def _memory_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, Memory
             for n in sorted(known)}
 
 
-def _device_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[str, DeviceState]:
+def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
+                  hidden: Mapping[tuple[str, str], frozenset[int]]) -> dict[str, DeviceState]:
     assert snapshot.allocatable is not None
     where: dict[tuple[str, str], set[int]] = {}
     healthy: set[tuple[str, str]] = set()
@@ -116,6 +141,9 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[str, Device
                         key = (entry.resource, device_id)
                         held.add(key)
                         where.setdefault(key, set()).update(_ids(entry.numa_ids, known))
+    for key, numa in hidden.items():
+        held.add(key)
+        where.setdefault(key, set()).update(numa & known)
     registered: dict[str, dict[NumaSet, int]] = {}
     free: dict[str, dict[NumaSet, int]] = {}
     healthy_count: dict[str, int] = {}
@@ -133,3 +161,105 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[str, Device
             pool[numa] = pool.get(numa, 0) + 1
     return {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
                            held_count.get(r, 0)) for r in sorted(registered)}
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Exclusive CPUs and devices the CPU and device managers hold for containers ``List``
+    does not show (finished regular init containers, not reused by the pod's later
+    containers): (resource, device id) -> NUMA ids."""
+
+    cpus: frozenset[int] = frozenset()
+    devices: Mapping[tuple[str, str], frozenset[int]] = field(default_factory=dict)
+
+
+def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
+                    context: NodeContext | None) -> Hidden:
+    """What the state files hold beyond ``List``. A pod UID the pod context does not know as
+    active is stale: the next admission's ``removeStaleState`` frees it. Without pod context
+    every UID counts (a stale one lasts until the CPU manager's next reconcile, 10 s)."""
+    if kubelet is None:
+        return Hidden()
+    active = {p.uid for p in context.active()} if context is not None else None
+    listed_cpus: set[int] = set()
+    listed_devices: set[tuple[str, str]] = set()
+    for pod in snapshot.pods:
+        listed_cpus.update(pod.cpu_ids)
+        for container in pod.containers:
+            listed_cpus.update(container.cpu_ids)
+            listed_devices.update((e.resource, d) for e in container.devices
+                                  for d in e.device_ids)
+    cpus: set[int] = set()
+    for uid, containers in (kubelet.cpus or {}).items():
+        if active is None or uid in active:
+            for held in containers.values():
+                cpus.update(held)
+    devices: dict[tuple[str, str], frozenset[int]] = {}
+    for uid, per_container in (kubelet.devices or {}).items():
+        if active is not None and uid not in active:
+            continue
+        for per_resource in per_container.values():
+            for resource, ids in per_resource.items():
+                for device, numa in ids.items():
+                    if (resource, device) not in listed_devices:
+                        devices[(resource, device)] = numa
+    return Hidden(frozenset(cpus - listed_cpus), devices)
+
+
+def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
+                  max_pods: int | None) -> NodeRequests:
+    """What the resource-fit predicate counts. The Node's allocatable from the pod context's
+    source when it has the Node; else derived from ``GetAllocatableResources`` (allocatable
+    CPUs in millicores, each memory type's allocatable, healthy devices) and ``maxPods``. The
+    admitted pods' requests from the pod context; else what ``List`` shows (exclusive CPUs,
+    memory blocks and devices: the Guaranteed pods' requests, a lower bound)."""
+    assert snapshot.allocatable is not None
+    if context is not None and context.allocatable is not None:
+        allocatable = dict(context.allocatable)
+        complete = True
+    else:
+        allocatable = _derived_allocatable(snapshot, max_pods)
+        complete = False
+    if context is not None:
+        requested: dict[str, int] = {}
+        active = context.active()
+        for pod in active:
+            for resource, amount in pod.requests().items():
+                requested[resource] = requested.get(resource, 0) + amount
+        return NodeRequests(allocatable, requested, len(active), complete)
+    return NodeRequests(allocatable, _listed_requests(snapshot), len(snapshot.pods), complete)
+
+
+def _derived_allocatable(snapshot: KubeletSnapshot, max_pods: int | None) -> dict[str, int]:
+    assert snapshot.allocatable is not None
+    derived: dict[str, int] = {} if max_pods is None else {"pods": max_pods}
+    if snapshot.allocatable.cpu_ids:
+        derived[CPU] = 1000 * len(set(snapshot.allocatable.cpu_ids))
+    for block in snapshot.allocatable.memory:
+        if block.size > 0 and is_memory_resource(block.memory_type):
+            derived[block.memory_type] = derived.get(block.memory_type, 0) + block.size
+    healthy = {(e.resource, d) for e in snapshot.allocatable.devices if e.resource
+               for d in e.device_ids}
+    for resource, _ in healthy:
+        derived[resource] = derived.get(resource, 0) + 1
+    return derived
+
+
+def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:
+    requested: dict[str, int] = {}
+
+    def add(resource: str, amount: int) -> None:
+        requested[resource] = requested.get(resource, 0) + amount
+
+    for pod in snapshot.pods:
+        cpus = set(pod.cpu_ids)
+        for container in pod.containers:
+            cpus.update(container.cpu_ids)
+            for entry in container.devices:
+                add(entry.resource, len(entry.device_ids))
+        if cpus:
+            add(CPU, 1000 * len(cpus))
+        blocks = pod.memory or tuple(b for c in pod.containers for b in c.memory)
+        for block in blocks:
+            add(block.memory_type, block.size)
+    return requested

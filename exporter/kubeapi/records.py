@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..podcontext import PodContext, node_allocatable, pod_context
 from ..podspec import Amounts, Rejection, add_amounts, extended_amounts, pod_requests, rejection
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -22,6 +23,8 @@ class NodeRecord:
 
     capacity: Amounts
     allocatable: Amounts
+    # the whole status.allocatable (cpu, memory, pods, hugepages...), for the fit answers
+    resources: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class PodRecord:
     terminated: bool
     requests: tuple[tuple[str, float], ...]
     rejection: Rejection | None = None
+    context: PodContext | None = None  # the pod as the fit answers see it
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -42,7 +46,8 @@ def _name(obj: dict[str, Any]) -> str:
 def node_record(obj: dict[str, Any]) -> tuple[str, NodeRecord]:
     status = obj.get("status") or {}
     return _name(obj), NodeRecord(extended_amounts(status.get("capacity")),
-                                  extended_amounts(status.get("allocatable")))
+                                  extended_amounts(status.get("allocatable")),
+                                  tuple(sorted(node_allocatable(obj).items())))
 
 
 def pod_record(obj: dict[str, Any]) -> tuple[tuple[str, str], PodRecord]:
@@ -51,7 +56,8 @@ def pod_record(obj: dict[str, Any]) -> tuple[tuple[str, str], PodRecord]:
     terminated = status.get("phase") in TERMINAL_PHASES
     requests = {} if terminated else pod_requests(obj.get("spec") or {})
     return ((meta.get("namespace", ""), meta.get("name", "")),
-            PodRecord(terminated, tuple(sorted(requests.items())), rejection(obj)))
+            PodRecord(terminated, tuple(sorted(requests.items())), rejection(obj),
+                      pod_context(obj)))
 
 
 def total_requests(pods: Iterable[PodRecord]) -> Amounts:

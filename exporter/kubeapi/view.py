@@ -21,6 +21,7 @@ from .. import catalog
 from ..exposition.health import KUBE_API_RESOURCES, Health
 from ..exposition.rendering import gauge_family, render_text
 from ..model import Allocatable, DraInventory, PodAssignment
+from ..podcontext import NodeContext
 from ..podspec import Rejection, without_dra_served
 from .auth import ConfigError
 from .client import ApiClient
@@ -77,6 +78,7 @@ class KubeView:
         self._rendered_for: tuple[int, Allocatable | None] | None = None
         self._pci_numa = pci_reader(sysfs_root)
         self._inventory: tuple[int, DraInventory] | None = None
+        self._context: tuple[int, NodeContext] | None = None
         self._dra_version = 0  # bumped on every change of the slices or the taint rules
         self._started = False
         # the pods' records, when they come from elsewhere (pods_changed says when they change)
@@ -207,6 +209,24 @@ class KubeView:
             if cached is not None and cached[1] == value:
                 value = cached[1]  # a list again with the same content: nothing to recount
             self._inventory = cached = (self._dra_version, value)
+        return cached[1]
+
+    def pod_context(self) -> NodeContext | None:
+        """The pods bound to this node and the Node's allocatable, as the fit answers read
+        them; ``None`` until the pods are listed; the same object until the view changes.
+        With pods from elsewhere (:meth:`take_pods_from`), those pods."""
+        external = self._pods_from is not None
+        if not external and self._states[PODS] == "starting":
+            return None
+        cached = self._context
+        if cached is None or cached[0] != self.version:
+            node = self._records[NODE].get(self.node_name)
+            pods = tuple(r.context for r in self.pod_records().values() if r.context is not None)
+            value = NodeContext("pods-api" if external else "kube-api", pods,
+                                dict(node.resources) if node else None)
+            if cached is not None and cached[1] == value:
+                value = cached[1]
+            self._context = cached = (self.version, value)
         return cached[1]
 
     def rejections(self) -> dict[tuple[str, str], Rejection]:

@@ -37,6 +37,7 @@ from .limits import (
     MAX_CPU_IDS_PER_REPLY,
     SMALLEST_OVERSIZED,
     allocatable_exceeds_limits,
+    allocatable_exceeds_sizes,
     exceeds_limits_v1,
     exceeds_limits_v1alpha1,
     message_cpus,
@@ -272,11 +273,15 @@ class AllocatableDecoder:
             reply = v1.AllocatableResourcesResponse.FromString(raw)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply("GetAllocatableResources", error) from None
+        # the size checks first, then the order-free key (linear in the reply): the same
+        # entries in another order are the same allocatable, already checked in full
+        if not allocatable_exceeds_sizes(reply):
+            key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
+                   tuple(sorted(map(_device_bytes, reply.devices))))
+            if key == self._key and self._value is not None:
+                return self._value
         if allocatable_exceeds_limits(reply):
             self._key, self._value = (raw,), capped_allocatable_from_v1(reply)
             return self._value
-        key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
-               tuple(sorted(map(_device_bytes, reply.devices))))
-        if key != self._key or self._value is None:
-            self._key, self._value = key, allocatable_from_v1(reply)
+        self._key, self._value = key, allocatable_from_v1(reply)
         return self._value

@@ -99,9 +99,14 @@ def exceeds_limits_v1alpha1(pod: Any) -> bool:
 
 
 
-def allocatable_exceeds_limits(reply: Any) -> bool:
+def allocatable_exceeds_sizes(reply: Any) -> bool:
+    """The limits on the reply's lists, without the NUMA ids of each device entry."""
     return (len(reply.cpu_ids) > MAX_CPU_IDS
             or memory_too_large(reply.memory, MAX_ALLOCATABLE_MEMORY_BLOCKS)
             or len(reply.devices) + sum(len(e.device_ids) for e in reply.devices)
-            > MAX_ALLOCATABLE_DEVICE_ENTRIES
+            > MAX_ALLOCATABLE_DEVICE_ENTRIES)
+
+
+def allocatable_exceeds_limits(reply: Any) -> bool:
+    return (allocatable_exceeds_sizes(reply)
             or any(numa_count(entry) > MAX_NUMA_IDS for entry in reply.devices))

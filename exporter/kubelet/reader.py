@@ -54,6 +54,9 @@ class KubeletReader:
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
         self._missing_wait = interval  # re-read delay while a resource stays missing
+        # the last listing, its pods' ids and the device resources they hold
+        self._named: tuple[tuple[PodAssignment, ...], frozenset[int], frozenset[str]] = (
+            (), frozenset(), frozenset())
         self._redetect = True
         self._socket_id: tuple[int, int, int] | None = None  # the kubelet's socket, as last seen
         self._v1_probed_at = float("-inf")
@@ -121,7 +124,7 @@ class KubeletReader:
         caps = self.status.capabilities
         now = time.monotonic()
         due = now - self._allocatable_at >= self._allocatable_interval
-        named = {d.resource for p in pods for c in p.containers for d in c.devices if d.resource}
+        named = self._named_resources(pods)
         known = {d.resource for d in self.allocatable.devices} if self.allocatable else set()
         missing = frozenset(named - known)
         if not missing:
@@ -149,6 +152,18 @@ class KubeletReader:
             self.set_capabilities(get_allocatable=Capability.FALSE)
         self._allocatable_at = now
         self._allocatable_missing = missing
+
+    def _named_resources(self, pods: tuple[PodAssignment, ...]) -> frozenset[str]:
+        """The device resources the pods hold, walked again only when the pods changed (the
+        decoder hands back the same object for an unchanged pod; the previous listing is kept,
+        so an id seen there is still that pod's)."""
+        ids = frozenset(map(id, pods))
+        listed, listed_ids, named = self._named
+        if ids != listed_ids or len(pods) != len(listed):
+            named = frozenset(d.resource for p in pods for c in p.containers for d in c.devices
+                              if d.resource)
+            self._named = (pods, ids, named)
+        return named
 
     def kubelet_changed(self) -> None:
         """The kubelet may come back as another version: detect everything again."""

@@ -8,7 +8,7 @@ and the compiled ``v1.Pod`` subset only when the Pods API is used.
 - ``client``: ``ListPods`` and the ``WatchPods`` stream;
 - ``source``: :class:`~exporter.podsapi.source.PodsApi`, the node's pods kept current by the
   watch (a task on the event loop);
-- ``context``: :class:`~exporter.podsapi.context.PodContext`, which source of pod context is in
+- ``sources``: :class:`~exporter.podsapi.sources.PodSources`, which source of pod context is in
   use (the Pods API, else the Kubernetes-API view, else none).
 """
 

@@ -188,8 +188,12 @@ class PodsApi:
                 known = target.get(key)
                 if known is None or known.terminated:
                     continue
-                # finished: it holds nothing now; a rejection stays explained
-                record = replace(known, terminated=True, requests=())
+                # finished: it holds nothing now, and the resource-fit predicate counts it no
+                # more (the event does not say how it ended); a rejection stays explained
+                context = known.context
+                if context is not None and not context.terminated:
+                    context = replace(context, phase="Succeeded")
+                record = replace(known, terminated=True, requests=(), context=context)
             if target.get(key) == record:
                 continue
             target[key] = record

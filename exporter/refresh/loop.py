@@ -49,16 +49,18 @@ from .worker import Worker
 if TYPE_CHECKING:
     from ..fit.section import FitView
     from ..kubeapi.view import KubeView
-    from ..podsapi.context import PodContext
+    from ..nodemap.build import MapInputs
+    from ..podsapi.sources import PodSources
 
 log = logging.getLogger(__name__)
+PAGE_RELOAD_MIN, PAGE_RELOAD_MAX = 10.0, 300.0  # seconds between reloads of the node map
 
 
 class Refresher:
     """Runs refreshes until stopped, and keeps their outcome: the last good snapshot and
     accounting, the kubelet's state (``status``) and the /metrics sections (``sections``).
 
-    ``kube_view``, the Kubernetes-API view (``--kube-api``), ``pod_context``, where the pods'
+    ``kube_view``, the Kubernetes-API view (``--kube-api``), ``pod_sources``, where the pods'
     context comes from (the kubelet's Pods API, else the view), and ``fit``, the fit answers,
     are built by the caller around the same ``health``; the loop runs the view's and the Pods
     API's tasks, filters terminated pods through the pod context and has the sections
@@ -68,7 +70,7 @@ class Refresher:
     def __init__(self, settings: Settings, health: Health | None = None,
                  client: KubeletClient | None = None, topology: Topology | None = None,
                  rng: random.Random | None = None, kube_view: KubeView | None = None,
-                 fit: FitView | None = None, pod_context: PodContext | None = None):
+                 fit: FitView | None = None, pod_sources: PodSources | None = None):
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
@@ -79,16 +81,21 @@ class Refresher:
         self.status = self.reader.status  # the health section renders it
         self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
         self.kube_view = kube_view
-        self.pod_context = pod_context
+        self.pod_sources = pod_sources
         self.fit = fit
         self.watcher = StateFileWatcher(settings.watch_path, settings.max_refresh_rate)
         self.sections = Sections(self.health, self.status, kube_view, fit,
                                  lambda: self.reader.allocatable,
-                                 pod_context.labels if pod_context is not None else None)
+                                 pod_sources.labels if pod_sources is not None else None)
         self.core = RefreshCore(settings.render)
         self.snapshot: KubeletSnapshot | None = None  # as of the last successful refresh
         self.accounting: Accounting | None = None
+        self.dra_inventory: DraInventory | None = None  # the view's, as of that refresh
         self.attempted = False
+        # the last node map page: (reload period, inputs, (page, gzipped page))
+        self._page: tuple[int, MapInputs, tuple[bytes, bytes]] | None = None
+        self._page_lock = asyncio.Lock()
+        self._page_failed: KubeletSnapshot | None = None  # logged once per snapshot
         self._worker = Worker()
         self._decoder = _Decoder(self._worker, self.core)
         self._sysfs = RereadTopology(settings.sysfs_root, settings.allocatable_interval,
@@ -104,8 +111,8 @@ class Refresher:
         watcher = asyncio.create_task(self.watcher.run()) if self.watcher.path else None
         if self.kube_view is not None:
             self.kube_view.start()
-        if self.pod_context is not None:
-            self.pod_context.start()
+        if self.pod_sources is not None:
+            self.pod_sources.start()
         try:
             while not self._stop.is_set():
                 refresh = asyncio.ensure_future(self.refresh_once())
@@ -120,15 +127,15 @@ class Refresher:
         finally:
             if self.kube_view is not None:
                 self.kube_view.stop()
-            if self.pod_context is not None:
-                self.pod_context.stop()
+            if self.pod_sources is not None:
+                self.pod_sources.stop()
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
             if self.kube_view is not None:
                 await self.kube_view.join()
-            if self.pod_context is not None:
-                await self.pod_context.join()
+            if self.pod_sources is not None:
+                await self.pod_sources.join()
 
     def stop(self) -> None:
         self._stop.set()
@@ -144,16 +151,17 @@ class Refresher:
             self.topology = self._sysfs.current()
             replies = await self.reader.read(self._decoder)
             kept = dra = None
-            context = self.pod_context
-            if context is not None:  # the view's and the Pods API's state is the loop's
-                context.choose()
-                kept = context.without_terminated(
+            sources = self.pod_sources
+            if sources is not None:  # the view's and the Pods API's state is the loop's
+                sources.choose()
+                kept = sources.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
             if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
             result, data = await self._worker.run(self.core.account, replies, self.topology,
                                                   kept, dra)
             self._publish(result)
+            self.dra_inventory = dra
             delay = self.outcome.succeeded()
         except KubeletError as error:
             delay = self._failed(error)
@@ -227,6 +235,54 @@ class Refresher:
     def landing_info(self) -> tuple[str, str]:
         """The kubelet socket and the node name, for the landing page."""
         return self.client.target, self.settings.node_name
+
+    def map_inputs(self) -> MapInputs | None:
+        """What the last successful refresh has for the node map; None before one."""
+        if self.snapshot is None or self.accounting is None:
+            return None
+        from ..nodemap.build import MapInputs  # only for those who look at the map
+        return MapInputs(self.snapshot, self.accounting, self.topology, self.settings.node_name,
+                         self.status.last_success or None, bool(self.status.up),
+                         self.dra_inventory, self.fit.answers if self.fit is not None else ())
+
+    async def numa_page(self, compressed: bool = False) -> bytes | None:
+        """The node map page of the last successful refresh (None before one), gzipped or not,
+        built in the worker thread when asked: at most once per refresh and reload period,
+        however many ask, and never with a kubelet call. The page reloads itself every
+        ``--interval`` (10 s at least, 5 minutes at most)."""
+        reload_seconds = min(max(self.settings.interval, PAGE_RELOAD_MIN), PAGE_RELOAD_MAX)
+        inputs = self.map_inputs()
+        if inputs is None:
+            return None
+        from ..nodemap.page import build_page
+        async with self._page_lock:
+            now = time.time()
+            bucket = int(now // reload_seconds)
+            if self._page is not None and self._page[0] == bucket \
+                    and _same_inputs(self._page[1], inputs):
+                return self._page[2][compressed]
+            try:
+                pages = await self._worker.run(build_page, inputs, reload_seconds, now)
+            except Exception:  # a bug must cost the map, not the exporter or the log
+                if self._page_failed is not inputs.snapshot:
+                    log.exception("the node map could not be drawn from this snapshot")
+                self._page_failed = inputs.snapshot
+                return None
+            self._page = (bucket, inputs, pages)
+            return pages[compressed]
+
+
+def _same_inputs(old: MapInputs, new: MapInputs) -> bool:
+    """The same refresh: the same objects (compared by identity: the ledger hands back the same
+    accounting when nothing changed, and a snapshot compared by value would cost a walk of
+    every pod)."""
+    return all(a is b or (isinstance(a, (bool, int, float, str)) and a == b)
+               for a, b in zip(_compared(old), _compared(new)))
+
+
+def _compared(inputs: MapInputs) -> tuple[object, ...]:
+    return (inputs.snapshot, inputs.accounting, inputs.topology, inputs.node_name,
+            inputs.refreshed_at, inputs.kubelet_up, inputs.dra, inputs.shapes)
 
 
 class _Decoder:

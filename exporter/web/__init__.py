@@ -1,7 +1,7 @@
-"""HTTP: /metrics, /healthz, /readyz and the landing page.
+"""HTTP: /metrics, /healthz, /readyz, /numa (the node map) and the landing page.
 
 - ``server``: the endpoints; they serve a ``MetricsSource`` (the refresh loop), never the
-  kubelet;
+  kubelet; ``/numa`` is the page the source builds (:mod:`exporter.nodemap`);
 - ``negotiation``: the format (text or OpenMetrics) and coding (gzip) a request accepts;
 - ``listener``: the connections: cap, timeouts, slow readers, TLS handshakes;
 - ``webconfig``: ``--web-config-file`` (TLS, client certificates, users), re-read when changed;

@@ -1,4 +1,4 @@
-"""HTTP endpoints: /metrics, /healthz, /readyz and a landing page.
+"""HTTP endpoints: /metrics, /healthz, /readyz, /numa (the node map) and a landing page.
 
 Scrapes never reach the kubelet: ``/metrics`` returns the exposition the refresh loop rendered
 last, in the Prometheus text format or OpenMetrics and gzipped or not as the request negotiates
@@ -44,8 +44,14 @@ class MetricsSource(Protocol):
         """(kubelet socket, node name)"""
         ...
 
+    async def numa_page(self, compressed: bool = False) -> bytes | None:
+        """The node map page of the last successful refresh (gzipped or not); None before
+        one."""
+        ...
+
 
 SOURCE: web.AppKey[MetricsSource] = web.AppKey("source")
+NUMA_PAGE: web.AppKey[bool] = web.AppKey("numa_page", bool)
 _ALLOWED = ("GET", "HEAD")
 # /metrics bodies reach megabytes on big nodes: written in slices, each waiting for the peer to
 # take the previous ones, so a slow reader holds a slice rather than a copy of the body.
@@ -60,7 +66,7 @@ _LANDING = """<!DOCTYPE html>
 <li><a href="metrics">/metrics</a> &mdash; Prometheus metrics</li>
 <li><a href="healthz">/healthz</a> &mdash; liveness</li>
 <li><a href="readyz">/readyz</a> &mdash; readiness (first refresh attempted)</li>
-</ul>
+{numa}</ul>
 <p>Kubelet socket: <code>{socket}</code>; node: <code>{node}</code></p>
 </body></html>
 """
@@ -118,9 +124,34 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def landing(request: web.Request) -> web.Response:
     socket, node = request.app[SOURCE].landing_info()
+    numa = ('<li><a href="numa">/numa</a> &mdash; the node map: NUMA nodes, cores, memory and '
+            "devices, who holds what</li>\n") if request.app[NUMA_PAGE] else ""
     page = _LANDING.format(version=__version__, socket=html.escape(socket),
-                           node=html.escape(node or "(unset)"))
+                           node=html.escape(node or "(unset)"), numa=numa)
     return web.Response(text=page, content_type="text/html")
+
+
+async def numa(request: web.Request) -> web.Response:
+    """The node map of the last refresh (built by the source, never from the kubelet)."""
+    from ..nodemap.page import CONTENT_SECURITY_POLICY  # only for those who look at it
+
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+               "Content-Security-Policy": CONTENT_SECURITY_POLICY, "Vary": "Accept-Encoding"}
+    coding = choose_coding(request.headers.get("Accept-Encoding"))
+    if coding is None:
+        return web.Response(status=406, headers=headers,
+                            text="406 Not Acceptable: this page offers the gzip and identity "
+                                 "content codings\n")
+    page = await request.app[SOURCE].numa_page(coding == "gzip")
+    if page is None:
+        return web.Response(status=503, headers={**headers, "Retry-After": "5"},
+                            text="503 Service Unavailable: no node map to show: no snapshot of "
+                                 "the kubelet yet (the first refresh has not succeeded), or it "
+                                 "could not be drawn (the log says why)\n")
+    if coding == "gzip":
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=page, headers=headers, content_type="text/html",
+                        charset="utf-8")
 
 
 def _refuse_unknown_expectations(
@@ -141,11 +172,17 @@ def _refuse_unknown_expectations(
     return guarded
 
 
-def make_app(source: MetricsSource, middlewares: Iterable[Any] = ()) -> web.Application:
+def make_app(source: MetricsSource, middlewares: Iterable[Any] = (),
+             numa_page: bool = True) -> web.Application:
+    """The endpoints; ``numa_page`` False (``--no-numa-page``) leaves ``/numa`` out (404)."""
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[SOURCE] = source
-    for path, handler in (("/metrics", metrics), ("/healthz", healthz), ("/readyz", readyz),
-                          ("/", landing)):
+    app[NUMA_PAGE] = numa_page
+    routes: list[tuple[str, Handler]] = [("/metrics", metrics), ("/healthz", healthz),
+                                         ("/readyz", readyz), ("/", landing)]
+    if numa_page:
+        routes.append(("/numa", numa))
+    for path, handler in routes:
         app.router.add_route("*", path, _method_guard(handler))
     return app
 

@@ -14,12 +14,12 @@
     basic_auth_users:
       prometheus: $2b$12$...        # bcrypt hash (htpasswd -nBC 12 prometheus)
 
-Basic auth guards ``/metrics``, ``/`` and unknown paths; ``/healthz`` and ``/readyz`` stay open
-so kubelet probes (which cannot send credentials) work. TLS applies to every path. The file is
-checked at start (anything this implementation cannot honour exactly is refused with the
-reason, never silently ignored) and watched afterwards: when it, or a certificate file it
-names, changes, the next request or connection uses the new version; a broken new version is
-logged once and the previous one kept.
+Basic auth guards ``/metrics``, ``/numa``, ``/`` and unknown paths; ``/healthz`` and
+``/readyz`` stay open so kubelet probes (which cannot send credentials) work. TLS applies to
+every path. The file is checked at start (anything this implementation cannot honour exactly
+is refused with the reason, never silently ignored) and watched afterwards: when it, or a
+certificate file it names, changes, the next request or connection uses the new version; a
+broken new version is logged once and the previous one kept.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import signal
 import sys
@@ -425,6 +426,8 @@ async def test_the_demo_says_where_it_listens_and_prints_a_working_snapshot_comm
         command = next(line for line in lines if "snapshot --socket" in line)
         assert any("-> http://localhost:" in line and line.rstrip().endswith(
             "/metrics (this machine only)") for line in lines), lines
+        numa = next(line for line in lines if "NUMA map in a browser: " in line)
+        assert re.fullmatch(r"http://localhost:\d+/numa", numa.split("browser: ")[1].strip())
         argv = command.split("read it once with: podresources-exporter ", 1)[1].split()
         code, out, err = await run(*argv)
     finally:

@@ -19,7 +19,7 @@ import pytest
 
 from exporter.cli import main
 from exporter.fit.explain import fit_json
-from exporter.podsapi import context as pod_context
+from exporter.podsapi import sources as pod_sources
 from exporter.simulator.admitting import admit_pod
 from exporter.simulator.apiserver import FakeApiServer, container, node, pod
 from exporter.simulator.profile import parse_pod
@@ -88,7 +88,7 @@ async def test_a_rejection_is_counted_with_only_the_kubelets_sockets(monkeypatch
                     "blocking_resource") == {("demo", "wide", "TopologyAffinityError", "cpu"): 1}
         assert s.value("podresources_admission_failures_total",
                        reason="TopologyAffinityError", blocking_resource="cpu") == 1
-        records = exporter.refresher.pod_context.records()
+        records = exporter.refresher.pod_sources.records()
         assert set(records) == {("ml", "trainer"), ("demo", "wide")}
         assert records[("demo", "wide")].terminated
         assert not records[("ml", "trainer")].terminated
@@ -166,7 +166,7 @@ async def test_the_watch_follows_the_kubelets_pods():
             Exporter(kubelet.settings()) as exporter:
         await exporter.wait_for(lambda s: source(s)["pods_api"] == "watching",
                                 what="the Pods API watched")
-        context = exporter.refresher.pod_context
+        context = exporter.refresher.pod_sources
         assert context.pods_api is not None
         state = kubelet.simulator.state
         admit_pod(state, parse_pod({"namespace": "ml", "name": "probe",
@@ -202,7 +202,7 @@ async def test_a_pod_that_cannot_be_decoded_is_skipped_once(caplog):
         await asyncio.sleep(1.5)  # watched again, the garbage listed again
         kubelet.simulator.pods_api.drop_watchers()
         await asyncio.sleep(1.5)
-        assert set(exporter.refresher.pod_context.records()) == {("ml", "trainer")}
+        assert set(exporter.refresher.pod_sources.records()) == {("ml", "trainer")}
     warnings = [r.getMessage() for r in caplog.records if r.name == "exporter.podsapi.source"
                 and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith(
@@ -236,13 +236,13 @@ async def test_with_the_view_pods_come_from_the_kubelet_and_not_the_api_server(a
 
 
 async def test_the_view_takes_over_while_the_pods_api_fails_and_gives_back(api, caplog):
-    caplog.set_level(logging.INFO, logger="exporter.podsapi.context")
+    caplog.set_level(logging.INFO, logger="exporter.podsapi.sources")
     cluster(api)
     async with Node(kubelet_profile(), pods_api=True) as kubelet:
         kubelet.simulator.faults.pods_api_initializing = True
         exporter = Exporter(kubelet.settings(kube_api=True))
-        assert exporter.refresher.pod_context is not None
-        exporter.refresher.pod_context.fallback_seconds = 1.0
+        assert exporter.refresher.pod_sources is not None
+        exporter.refresher.pod_sources.fallback_seconds = 1.0
         async with exporter:
             s = await exporter.wait_for(lambda s: source(s)["source"] == "kube_api"
                                         and s.get("podresources_kube_api_up",
@@ -261,7 +261,7 @@ async def test_the_view_takes_over_while_the_pods_api_fails_and_gives_back(api, 
             asked = sum(path == "/api/v1/pods" for path, _ in api.requests)
             await asyncio.sleep(1.5)  # no more lists or watches of pods
             assert sum(path == "/api/v1/pods" for path, _ in api.requests) == asked
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.podsapi.context"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.podsapi.sources"]
     assert messages == [
         f"pod context: from the kubelet's Pods API at {kubelet.pods_api_socket}",
         "pod context: from the Kubernetes API (--kube-api) (the Pods API has not answered for "
@@ -277,8 +277,8 @@ async def test_no_socket_then_a_socket(caplog):
 
     async with Node(kubelet_profile()) as kubelet:
         exporter = Exporter(kubelet.settings())
-        assert exporter.refresher.pod_context is not None
-        exporter.refresher.pod_context.fallback_seconds = 1.0
+        assert exporter.refresher.pod_sources is not None
+        exporter.refresher.pod_sources.fallback_seconds = 1.0
         async with exporter:
             s = await exporter.ready()
             assert source(s) == {"source": "none", "pods_api": "absent"}
@@ -374,7 +374,7 @@ def test_the_flags_and_their_environment_twins(monkeypatch):
     monkeypatch.setenv("PODRESOURCES_EXPORTER_PODS_API_SOCKET", "/run/q.sock")
     twins = settings_from(parse_args(["snapshot"], environ=os.environ))
     assert (twins.pods_api, twins.pods_api_socket) == (False, "/run/q.sock")
-    assert pod_context.FALLBACK_SECONDS == 60.0
+    assert pod_sources.FALLBACK_SECONDS == 60.0
 
 
 def test_a_bad_socket_value_exits_2(capsys):
@@ -419,3 +419,24 @@ async def test_snapshot_with_the_view_lists_each_resource_once_and_watches_nothi
                       "/apis/resource.k8s.io/v1/devicetaintrules",
                       "/apis/resource.k8s.io/v1/resourceslices"]
     assert not [path for path, query in api.requests if "watch" in query]
+
+
+async def test_the_fit_answers_rest_on_the_pods_api_and_say_so(tmp_path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("shapes:\n  two: {cpu: 2, memory: 1Gi}\n")
+    async with Node(kubelet_profile(), pods_api=True) as kubelet:
+        async with Exporter(kubelet.settings(fit_shapes=str(shapes))) as exporter:
+            s = await exporter.wait_for(
+                lambda s: source(s)["pods_api"] == "watching"
+                and s.series("podresources_shape_assumption_info"), what="the answers")
+            # pod context from the kubelet: no "no_pod_context"; no Node object without the
+            # view, so the predicate's allocatable is derived
+            assert set(s.by("podresources_shape_assumption_info", "assumption",
+                            shape="two")) == {"no_cpu_manager_state",
+                                              "node_allocatable_derived"}
+        async with Exporter(kubelet.settings(fit_shapes=str(shapes),
+                                             pods_api=False)) as exporter:
+            s = await exporter.wait_for(lambda s: s.series("podresources_shape_assumption_info"),
+                                        what="the answers")
+            assert "no_pod_context" in s.by("podresources_shape_assumption_info", "assumption",
+                                            shape="two")

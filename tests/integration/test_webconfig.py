@@ -103,6 +103,11 @@ basic_auth_users: {{prometheus: '{HASH}'}}
 
         status, _, _ = await served.get("/", ssl_context=tls)
         assert status == 401  # the landing page names the socket and node: guarded too
+        status, _, body = await served.get("/numa", ssl_context=tls)
+        assert status == 401 and "NUMA map" not in body  # the node map: pods and devices
+        status, _, body = await served.get("/numa", ssl_context=tls,
+                                           headers=auth("prometheus", PASSWORD))
+        assert status in (200, 503) and "no such" not in body
         status, _, _ = await served.get("/no-such-page", ssl_context=tls)
         assert status == 401
         for probe in ("/healthz", "/readyz"):  # kubelet probes send no credentials

@@ -21,8 +21,12 @@ FORBIDDEN = {
     "refresh": {"web", "commands", "simulator"},
     "kubeapi": {"refresh", "web", "fit", "podsapi", "commands", "simulator"},
     # the Pods API's pods become the records the Kubernetes-API view keeps (kubeapi.records)
-    "podsapi": {"refresh", "web", "fit", "exposition", "commands", "simulator"},
-    "simulator": {"kubeapi", "podsapi", "fit", "refresh", "web", "exposition", "commands"},
+    "podsapi": {"refresh", "web", "fit", "exposition", "commands", "simulator", "nodemap"},
+    # the simulator admits through the fit engine's rules; fit never imports the simulator
+    "simulator": {"kubeapi", "podsapi", "refresh", "web", "exposition", "commands"},
+    # the node map: drawn from what a refresh has, by whoever serves or prints it
+    "nodemap": {"kubelet", "refresh", "web", "kubeapi", "podsapi", "commands", "simulator",
+                "exposition"},
 }
 # the core vocabulary: these import nothing of ours but what is listed
 ONLY = {
@@ -30,6 +34,7 @@ ONLY = {
     "issues": {"model"},
     "catalog": {"model"},
     "podspec": {"model"},
+    "podcontext": {"podspec"},
     "accounting": {"model", "issues"},
 }
 
@@ -50,15 +55,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
-            targets.add(module)
-            targets.update(f"{module}.{alias.name}" for alias in node.names)
+        targets |= imported(node, package)
     resolved = set()
     for target in targets:
         while target and target not in known:
@@ -66,6 +63,19 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         if target and target != name:
             resolved.add(target)
     return resolved
+
+
+def imported(node: ast.AST, package: str) -> set[str]:
+    """The absolute names an import statement in ``package`` names (none for another node)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = package
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
+    return {module} | {f"{module}.{alias.name}" for alias in node.names}
 
 
 def graph(root: str) -> dict[str, set[str]]:
@@ -148,3 +158,61 @@ def test_no_import_circle_between_layers():
 
 def test_no_import_circle_in_the_benchmarks():
     assert circles(graph("benchmarks")) == []
+
+
+# What a default run (serve, no flag beyond the defaults) imports when it starts: the modules
+# its entry points import at module level, and theirs. The fit engine (--fit-shapes), YAML and
+# bcrypt (files and the web configuration), the Kubernetes-API view (--kube-api), its optional
+# official client, the simulator, and the Pods API's client and v1.Pod schema (loaded only
+# where its socket exists) are imported inside the functions that need them.
+DEFAULT_ENTRY = ("exporter.cli", "exporter.commands.serve", "exporter.refresh.loop",
+                 "exporter.web.server")
+NOT_BY_DEFAULT = ("exporter.fit", "exporter.kubeapi", "exporter.simulator",
+                  "exporter.web.webconfig", "exporter.web.basicauth", "yaml", "bcrypt",
+                  "kubernetes", "exporter.podsapi.client", "exporter.podsapi.decode",
+                  "exporter._proto.k8s", "exporter._proto.pods")
+
+
+def eager_imports(path: Path) -> set[str]:
+    """Absolute names of what a module imports when it is loaded: module-level imports, not
+    those inside functions or under ``if TYPE_CHECKING:``."""
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    if path.name != "__init__.py":
+        package = package.rpartition(".")[0]
+    else:
+        package = package.removesuffix(".__init__")
+    names: set[str] = set()
+
+    def walk(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            names.update(imported(node, package))
+            if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                walk(node.body)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")).body)
+    return names
+
+
+def test_a_default_run_imports_no_optional_part():
+    known = modules("exporter")
+    loaded: set[str] = set()
+    pending = list(DEFAULT_ENTRY)
+    while pending:
+        name = pending.pop()
+        if name in loaded:
+            continue
+        loaded.add(name)
+        parts = name.split(".")
+        parents = {".".join(parts[:n]) for n in range(1, len(parts))}  # packages load first
+        for target in eager_imports(known[name]) | (parents & known.keys()):
+            while target and target.startswith("exporter") and target not in known:
+                target = target.rpartition(".")[0]
+            if target in known:
+                pending.append(target)
+            else:
+                loaded.add(target)
+    assert "exporter.kubelet.decode" in loaded and "grpc" in loaded  # the walk reaches far
+    assert sorted(n for n in loaded if n.startswith(NOT_BY_DEFAULT)) == []

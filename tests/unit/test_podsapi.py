@@ -11,10 +11,11 @@ import pytest
 
 from exporter._proto.k8s.api.core.v1 import generated_pb2 as core
 from exporter.exposition.health import Health
+from exporter.kubeapi.records import node_record
 from exporter.kubeapi.view import KubeView
-from exporter.podsapi.context import PodContext, Source
 from exporter.podsapi.decode import PodDecodeError, decode_pod
 from exporter.podsapi.source import PodsApi, State, pod_entry
+from exporter.podsapi.sources import PodSources, Source
 from exporter.podspec import Rejection
 
 GiB = 1 << 30
@@ -117,17 +118,17 @@ def pods_api(tmp_path: Path, present: bool) -> PodsApi:
 
 
 def test_a_kubelet_without_the_pods_api_leaves_it_to_the_view(tmp_path, view):
-    context = PodContext(pods_api(tmp_path, present=False), view, fallback_seconds=60)
+    context = PodSources(pods_api(tmp_path, present=False), view, fallback_seconds=60)
     assert context.source == Source.KUBE_API
     assert context.labels() == ("kube_api", "absent")
     assert view.pod_records() is view._records["pods"]  # the view watches pods
-    assert PodContext(pods_api(tmp_path, present=False), None).labels() == ("none", "absent")
-    assert PodContext(None, None).labels() == ("none", "off")
+    assert PodSources(pods_api(tmp_path, present=False), None).labels() == ("none", "absent")
+    assert PodSources(None, None).labels() == ("none", "off")
 
 
 def test_the_pods_api_wins_and_hands_over_after_the_fallback_delay(tmp_path, view):
     api = pods_api(tmp_path, present=True)
-    context = PodContext(api, view, fallback_seconds=60)
+    context = PodSources(api, view, fallback_seconds=60)
     assert context.source == Source.PODS_API  # starting: the view does not watch pods
     api.records[("ml", "p")] = pod_entry(rejected_pod())[1]
     assert set(view.pod_records()) == {("ml", "p")}
@@ -147,7 +148,7 @@ def test_the_pods_api_wins_and_hands_over_after_the_fallback_delay(tmp_path, vie
 
 def test_without_the_view_a_failing_pods_api_keeps_its_last_pods(tmp_path):
     api = pods_api(tmp_path, present=True)
-    context = PodContext(api, None, fallback_seconds=60)
+    context = PodSources(api, None, fallback_seconds=60)
     api.records[("ml", "p")] = pod_entry(rejected_pod())[1]
     api.state, api.synced_once = State.FAILING, True
     assert context.choose(now=0) == Source.PODS_API
@@ -164,3 +165,26 @@ def test_without_the_view_a_failing_pods_api_keeps_its_last_pods(tmp_path):
     assert context.choose(now=20_001) == Source.PODS_API  # seen gone: the delay starts
     assert context.choose(now=20_060) == Source.PODS_API
     assert context.choose(now=20_061) == Source.NONE
+
+
+def test_the_fit_answers_get_the_pods_api_pods_as_pod_context(tmp_path, view):
+    api = pods_api(tmp_path, present=True)
+    alone = PodSources(api, None)
+    assert alone.node_context() is None  # nothing listed yet: no pod context, not an empty one
+    api.records[("ml", "p")] = pod_entry(rejected_pod())[1]
+    api.synced_once, api.state, api.version = True, State.WATCHING, 1
+    context = alone.node_context()
+    assert context is not None and context.source == "pods-api"
+    assert context.allocatable is None  # no Node object without the view
+    (pod,) = context.pods
+    assert (pod.namespace, pod.name, pod.uid, pod.qos, pod.rejected) == (
+        "ml", "p", "uid-1", "Guaranteed", True)
+    assert alone.node_context() is context  # the same object until the pods change
+    # with the view: the same pods, and the Node's allocatable once the view has the Node
+    both = PodSources(api, view)
+    view.replaced("node", dict([node_record({"metadata": {"name": "n"}, "status": {
+        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}})]), "")
+    with_node = both.node_context()
+    assert with_node is not None and with_node.source == "pods-api"
+    assert [p.name for p in with_node.pods] == ["p"]
+    assert with_node.allocatable == {"cpu": 64000, "memory": 256 * GiB, "pods": 110}

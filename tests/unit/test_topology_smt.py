@@ -6,7 +6,7 @@ from pathlib import Path
 
 from exporter.simulator import load_profile
 from exporter.simulator.sysfs import write_sysfs
-from exporter.topology import read_topology
+from exporter.topology import RereadTopology, read_topology
 
 
 def _write(root: Path, nodes: dict[int, str], siblings: dict[int, str], online: str) -> None:
@@ -55,3 +55,22 @@ def test_simulator_writes_x86_sibling_numbering(tmp_path: Path) -> None:
 def test_simulator_without_smt(tmp_path: Path) -> None:
     write_sysfs(load_profile("small"), tmp_path)
     assert read_topology(tmp_path).siblings(3) == {3}
+
+
+def test_reread_keeps_the_topology_while_the_nodes_stay(tmp_path: Path) -> None:
+    # while the nodes' CPUs stay, the same topology object (the accounting keeps its state);
+    # the siblings are read again with a change of the nodes (a CPU going offline)
+    _write(tmp_path, {0: "0-3"}, {0: "0,2", 2: "0,2", 1: "1,3", 3: "1,3"}, "0-3")
+    first = read_topology(tmp_path)
+    reread = RereadTopology(tmp_path, 0.0, first)
+    (tmp_path / "devices/system/cpu/cpu0/topology/thread_siblings_list").write_text("0\n")
+    assert reread.current() is first
+    # CPU 3 goes offline: the kernel drops it from its sibling's list, and the node's CPUs change
+    (tmp_path / "devices/system/cpu/online").write_text("0-2\n")
+    (tmp_path / "devices/system/cpu/cpu1/topology/thread_siblings_list").write_text("1\n")
+    changed = reread.current()
+    assert changed is not first
+    assert changed.numa_nodes[0].cpus == {0, 1, 2}
+    assert changed.siblings(1) == {1}
+    assert changed.siblings(0) == {0}
+    assert reread.current() is changed

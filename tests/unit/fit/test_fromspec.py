@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from exporter.fit.fromspec import pod_shape, qos_class
+from exporter.fit.fromspec import pod_shape
 from exporter.fit.pod import Managers, asks
+from exporter.podcontext import pod_context
 
 GiB = 1 << 30
+
+
+def qos_class(spec):
+    """Kubernetes' GetPodQOS of a spec, as the pod context computes it."""
+    return pod_context({"spec": spec}).qos
 
 
 def container(name: str, requests: dict | None = None, limits: dict | None = None,

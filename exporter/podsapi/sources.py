@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..kubeapi.records import PodRecord
 from ..model import PodAssignment
+from ..podcontext import NodeContext
 from ..podspec import Rejection
 from .source import PodsApi, State
 
@@ -44,7 +45,7 @@ class Source(StrEnum):
     NONE = "none"
 
 
-class PodContext:
+class PodSources:
     """The node's pods from the source in use; :meth:`choose` decides which."""
 
     def __init__(self, pods_api: PodsApi | None, view: KubeView | None,
@@ -54,6 +55,7 @@ class PodContext:
         self.fallback_seconds = fallback_seconds
         self.source = Source.NONE
         self._trouble_since: float | None = None  # since when the Pods API has not worked
+        self._context: tuple[int, NodeContext] | None = None  # by the Pods API's version
         if pods_api is not None:
             pods_api.on_change = self._pods_api_changed
         self.source = self._wanted(time.monotonic())  # said at start, when it counts
@@ -146,6 +148,25 @@ class PodContext:
         if self.source == Source.KUBE_API and self.view is not None:
             return self.view.pod_records()
         return {}
+
+    def node_context(self) -> NodeContext | None:
+        """The node's pods as the fit answers read them, from the source in use (with the
+        Node's allocatable when the view has the Node); None without a source, and before the
+        Pods API's first list."""
+        if self.source == Source.PODS_API:
+            api = self.pods_api
+            if api is None or not api.synced_once:
+                return None
+            if self.view is not None:
+                return self.view.pod_context()
+            cached = self._context
+            if cached is None or cached[0] != api.version:
+                pods = tuple(r.context for r in api.records.values() if r.context is not None)
+                self._context = cached = (api.version, NodeContext("pods-api", pods, None))
+            return cached[1]
+        if self.source == Source.KUBE_API and self.view is not None:
+            return self.view.pod_context()
+        return None
 
     def rejections(self) -> dict[tuple[str, str], Rejection]:
         """Pods the kubelet rejected at admission for exclusive resources."""

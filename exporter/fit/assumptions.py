@@ -1,0 +1,46 @@
+"""What a fit answer assumes because the exporter cannot see what the kubelet knows (SPEC 7.4).
+
+Each is a label value of ``podresources_shape_assumption_info`` and a line of ``snapshot``:
+
+* ``no_cpu_manager_state``: the CPU manager's ``cpu_manager_state`` was not read (no
+  ``--watch-path``, or the file is missing): CPUs finished init containers still hold are taken
+  as free. Only for a shape that asks for exclusive CPUs.
+* ``no_device_checkpoint``: the device manager's checkpoint was not read: devices finished init
+  containers still hold are taken as free. Only for a shape that asks for devices.
+* ``no_pod_context``: no pod context (``--kube-api`` or the kubelet's Pods API): the other pods'
+  requests the resource-fit predicate counts are taken as what ``List`` shows (exclusive CPUs,
+  memory and devices only), and a listed pod the kubelet rejected counts as holding.
+* ``node_allocatable_derived``: no Node object: the predicate's allocatable is derived from
+  ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices) and the kubelet
+  configuration's ``maxPods`` (the pod count is not checked without the file).
+"""
+
+from __future__ import annotations
+
+from ..podcontext import NodeContext
+from .admission import Rules
+from .nodestate import NodeState
+from .pod import PodShape, asks
+from .statefiles import KubeletState
+
+NO_CPU_MANAGER_STATE = "no_cpu_manager_state"
+NO_DEVICE_CHECKPOINT = "no_device_checkpoint"
+NO_POD_CONTEXT = "no_pod_context"
+NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
+
+
+def assumptions(shape: PodShape, state: NodeState, rules: Rules, context: NodeContext | None,
+                kubelet: KubeletState | None) -> tuple[str, ...]:
+    """The assumptions the answer for ``shape`` rests on, in a fixed order."""
+    found: list[str] = []
+    requests = [asks(shape, c, rules.managers) for c, _ in shape.in_admission_order()]
+    if state.cpu is not None and any(a.cpus for a in requests) and (
+            kubelet is None or kubelet.cpus is None):
+        found.append(NO_CPU_MANAGER_STATE)
+    if any(a.devices for a in requests) and (kubelet is None or kubelet.devices is None):
+        found.append(NO_DEVICE_CHECKPOINT)
+    if context is None:
+        found.append(NO_POD_CONTEXT)
+    if context is None or context.allocatable is None:
+        found.append(NODE_ALLOCATABLE_DERIVED)
+    return tuple(found)

@@ -1,0 +1,146 @@
+"""The kubelet's own state files: what its CPU and device managers hold that ``List`` hides.
+
+A finished regular init container keeps its exclusive CPUs and devices for the pod's whole life,
+except those the pod's later containers reuse: nothing calls the CPU manager's
+``RemoveContainer`` for it (``cpu_manager.go`` ``reconcileState`` skips terminated containers,
+``removeStaleState`` keeps every container of an active pod), and the device manager's
+``podDevices`` keeps its devices until the pod goes (``UpdateAllocatedDevices``). ``List``
+shows app containers and sidecars only, and ``GetAllocatableResources`` still lists those CPUs
+and devices, so *allocatable - listed* overstates what is free. The checkpoints the managers
+write under the kubelet's root directory hold every container's share:
+
+* ``cpu_manager_state`` (``cpumanager/state/checkpoint.go``): ``entries`` pod UID ->
+  container -> cpuset, in every version (V2 at the top level; V3 adds ``podEntries``; V4, 1.37,
+  keeps the V2 fields and puts the whole payload in ``data``, a JSON string);
+* ``device-plugins/kubelet_internal_checkpoint`` (``devicemanager/checkpoint``):
+  ``Data.PodDeviceEntries``, each pod UID, container, resource and ``DeviceIDs`` per NUMA node.
+
+Memory needs no file: the memory manager releases an init container's memory when the next
+container of the pod is added (``memory_manager.go`` ``AddContainer``). Read with
+:class:`StateFiles`, again only when a file changed; a file that is missing, unreadable or
+malformed reads as absent (the answers then say they assume it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..topology import parse_cpulist
+
+log = logging.getLogger(__name__)
+
+CPU_MANAGER_STATE = "cpu_manager_state"
+DEVICE_CHECKPOINT = "device-plugins/kubelet_internal_checkpoint"
+POD_LEVEL = ""  # the container name under which a pod-level CPU set is kept
+MAX_STATE_BYTES = 64 << 20  # a state file larger than this is not the kubelet's
+
+# pod UID -> container -> CPUs; pod UID -> container -> resource -> (device id, NUMA ids)
+CpuEntries = Mapping[str, Mapping[str, frozenset[int]]]
+DeviceEntries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, frozenset[int]]]]]
+
+
+@dataclass(frozen=True)
+class KubeletState:
+    """What the state files say; ``cpus``/``devices`` are ``None`` when that file was not
+    read."""
+
+    cpus: CpuEntries | None = None
+    devices: DeviceEntries | None = None
+
+
+def parse_cpu_manager_state(text: str) -> CpuEntries:
+    """``entries`` (and V3/V4 ``podEntries``, kept under container ``""``) of any version.
+    ValueError when it is not such a file."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    payload = document
+    if isinstance(document.get("data"), str) and document["data"]:
+        payload = json.loads(document["data"])  # V4: the authoritative copy
+        if not isinstance(payload, dict):
+            raise ValueError("data is not a JSON object")
+    entries: dict[str, dict[str, frozenset[int]]] = {}
+    for uid, containers in (payload.get("entries") or {}).items():
+        if isinstance(containers, dict):
+            entries[str(uid)] = {str(name): parse_cpulist(str(cpus))
+                                 for name, cpus in containers.items() if cpus}
+    for uid, pod in (payload.get("podEntries") or {}).items():
+        cpus = pod.get("cpuSet") if isinstance(pod, dict) else pod
+        if isinstance(cpus, str) and cpus:
+            entries.setdefault(str(uid), {})[POD_LEVEL] = parse_cpulist(cpus)
+    return entries
+
+
+def parse_device_checkpoint(text: str) -> DeviceEntries:
+    """``Data.PodDeviceEntries``: per pod UID, container and resource, each device id with
+    its NUMA nodes (none for ``-1``). ValueError when it is not such a file."""
+    document = json.loads(text)
+    data = document.get("Data") if isinstance(document, dict) else None
+    if not isinstance(data, dict):
+        raise ValueError("no Data object")
+    entries: dict[str, dict[str, dict[str, dict[str, frozenset[int]]]]] = {}
+    for entry in data.get("PodDeviceEntries") or ():
+        if not isinstance(entry, dict):
+            continue
+        uid, container = str(entry.get("PodUID", "")), str(entry.get("ContainerName", ""))
+        resource = str(entry.get("ResourceName", ""))
+        per_numa = entry.get("DeviceIDs") or {}
+        if not uid or not resource or not isinstance(per_numa, dict):
+            continue
+        devices = entries.setdefault(uid, {}).setdefault(container, {}).setdefault(resource, {})
+        for numa, ids in per_numa.items():
+            node = int(numa)
+            for device in ids or ():
+                known = devices.get(str(device), frozenset())
+                devices[str(device)] = known | ({node} if node >= 0 else set())
+    return entries
+
+
+@dataclass
+class StateFiles:
+    """The state files under the kubelet's root directory, parsed again only when one's size
+    or modification time changed; one log line per file when it turns unusable."""
+
+    directory: str
+    _seen: dict[str, tuple[tuple[int, int] | None, Any]] = field(default_factory=dict)
+    _problems: dict[str, str] = field(default_factory=dict)
+    _last: KubeletState = field(default_factory=KubeletState)
+
+    def current(self) -> KubeletState:
+        """The files as they are now; the same object while neither changed."""
+        cpus = self._read(CPU_MANAGER_STATE, parse_cpu_manager_state)
+        devices = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
+        if cpus is not self._last.cpus or devices is not self._last.devices:
+            self._last = KubeletState(cpus, devices)
+        return self._last
+
+    def _read(self, name: str, parse: Any) -> Any:
+        path = Path(self.directory) / name
+        try:
+            info = os.stat(path)
+        except OSError:
+            self._seen.pop(name, None)
+            return None
+        stamp = (info.st_size, info.st_mtime_ns)
+        cached = self._seen.get(name)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        value = None
+        try:
+            if info.st_size > MAX_STATE_BYTES:
+                raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
+            value = parse(path.read_text(encoding="utf-8"))
+            self._problems.pop(name, None)
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            problem = f"{path}: {error}"
+            if self._problems.get(name) != problem:
+                log.warning("ignoring the kubelet's state file %s", problem)
+            self._problems[name] = problem
+        self._seen[name] = (stamp, value)
+        return value

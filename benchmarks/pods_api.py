@@ -43,7 +43,8 @@ from exporter.protogen import compile_whole_k8s
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.apiserver import FakeApiServer, cluster_from_profile
 
-from .harness import REPO, Simulator, free_port, rss_mib, scrape, stop, wait_up
+from . import harness
+from .harness import REPO, Simulator, free_port
 from .kube_api import import_cost
 
 WINDOW_SECONDS = 60  # from the exporter's start: its initial lists, then the churn
@@ -163,18 +164,18 @@ async def run_variant(sim: Simulator, proxy: CountingProxy, kubeconfig: Path, no
                             stderr=subprocess.DEVNULL)
     try:
         async with aiohttp.ClientSession() as session:
-            await wait_up(session, port)
-            samples = await scrape(session, port)
+            await harness.wait_up(session, port)
+            samples = await harness.scrape(session, port)
             while time.monotonic() - started < window:
-                samples = await scrape(session, port)
+                samples = await harness.scrape(session, port)
                 await asyncio.sleep(1)
             source = next((dict(labels) for (name, labels) in samples
                            if name == "podresources_pods_source_info"), {})
-            return {"rss_mib": round(rss_mib(proc.pid), 1), "source": source.get("source"),
+            return {"rss_mib": round(harness.rss_mib(proc.pid), 1), "source": source.get("source"),
                     "api_requests": dict(proxy.requests), "api_bytes": dict(proxy.bytes),
                     "window_s": window}
     finally:
-        stop(proc)
+        harness.stop(proc)
 
 
 async def measure_profile(profile: str, window: float, churn: int, runs: int) -> dict:
@@ -333,10 +334,7 @@ async def main() -> int:
     for profile in args.profiles:
         results["profiles"][profile] = await measure_profile(profile, args.window,
                                                             args.churn_pods, args.runs)
-    print(report(results))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    return harness.print_and_save(report(results), results, args.json)
 
 
 if __name__ == "__main__":

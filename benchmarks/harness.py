@@ -83,10 +83,12 @@ def cpu_seconds(pid: int) -> float:
 class Simulator:
     """A simulator process with its control endpoint, socket, sysfs tree and state files."""
 
-    def __init__(self, profile: str, churn_interval: float | None = None, churn_pods: int = 1):
+    def __init__(self, profile: str, churn_interval: float | None = None, churn_pods: int = 1,
+                 pods_api: bool = False):
         self.profile = profile
         self.dir = Path(tempfile.mkdtemp(prefix="bench-", dir="/tmp"))
         self.socket = self.dir / "pod-resources" / "kubelet.sock"
+        self.pods_api_socket = self.dir / "pods-api" / "pods-api.sock"  # served with pods_api
         self.sysfs = self.dir / "sys"
         self.state_dir = self.dir / "kubelet"
         self.control_port = free_port()
@@ -96,6 +98,8 @@ class Simulator:
                 "--state-dir", str(self.state_dir), "--seed", "1", "--log-level", "warning"]
         if churn_interval:
             args += ["--churn-interval", str(churn_interval), "--churn-pods", str(churn_pods)]
+        if pods_api:
+            args += ["--pods-api-socket", str(self.pods_api_socket)]
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60

@@ -23,7 +23,8 @@ class MetricDef:
     """One metric. ``group`` says when it is exposed: node and NUMA figures, workload figures
     (``--no-workload-metrics`` drops them), the exporter's health, the Kubernetes-API view
     (``--kube-api``), or the fit answers (shapes from ``--fit-shapes``; admission failures once
-    ``--kube-api`` has seen a rejected pod). A counter's name carries ``_total``, as exposed."""
+    the pod context, the kubelet's Pods API or ``--kube-api``, has shown a rejected pod). A
+    counter's name carries ``_total``, as exposed."""
 
     name: str
     type: MetricType
@@ -155,6 +156,12 @@ KUBELET_API_INFO = _define(
     "What the kubelet supports, as detected: API version, GetAllocatableResources, Get, and "
     "pod-level resources (true, false or unknown).",
     ("api_version", "get_allocatable", "get", "pod_level"), "health")
+PODS_SOURCE_INFO = _define(
+    "podresources_pods_source_info", "gauge",
+    "Always 1; source is where pod context (QoS, requests, init containers, admission "
+    "rejections) comes from now: pods_api (the kubelet's local Pods API), kube_api (the "
+    "Kubernetes-API view) or none; pods_api is the state of the Pods API: watching, starting, "
+    "failing, absent (no socket) or off (--no-pods-api).", ("source", "pods_api"), "health")
 DATA_ISSUES = _define(
     "podresources_data_issues_total", "counter",
     "Inconsistent items seen in kubelet data, by kind; the rest of each snapshot is still "
@@ -261,14 +268,16 @@ SHAPE_ASSUMPTION_INFO = _define(
     "GetAllocatableResources).", ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",
-    "Pods of this node rejected at admission for exclusive resources (seen with --kube-api); "
+    "Pods of this node rejected at admission for exclusive resources (seen through the "
+    "kubelet's Pods API, or with --kube-api); "
     "blocking_resource is the resource no NUMA set the policy allows had enough of at the "
     "next refresh (cpu for SMTAlignmentError), multiple when several or only together, none "
     "when the pod would be admitted now.",
     ("reason", "blocking_resource"), "fit")
 ADMISSION_FAILURE_INFO = _define(
     "podresources_admission_failure_info", "gauge",
-    "1 per pod rejected at admission that is still present in the Kubernetes API.",
+    "1 per pod rejected at admission that the kubelet (its Pods API) or the Kubernetes API "
+    "still holds.",
     ("namespace", "pod", "reason", "blocking_resource"), "fit")
 
 CATALOG: tuple[MetricDef, ...] = tuple(_DEFINED)

@@ -164,6 +164,7 @@ _EXPORTER = (SERVE, SNAPSHOT, DEMO)
 _SERVING = (SERVE, DEMO)
 KUBELET, LOGGING, SERVING = "kubelet and node", "logging", "serving"
 FIT = "fit and explain"
+POD_CONTEXT = "pod context"
 
 FLAGS: tuple[Flag, ...] = (
     # ---- snapshot ----
@@ -174,6 +175,8 @@ FLAGS: tuple[Flag, ...] = (
          "to a profile .json (default: %(default)s)", None, "dual-socket-gpu"),
     Flag("--socket", (SIMULATE,), "unix socket to serve the podresources API on",
          socket_address, required=True),
+    Flag("--pods-api-socket", (SIMULATE,), "also serve the kubelet's Pods API on this unix "
+         "socket (off when unset)", socket_address, None, metavar="PATH"),
     Flag("--sysfs-root", (SIMULATE,), "write a matching fake sysfs tree here"),
     Flag("--control-address", (DEMO, SIMULATE), "HTTP endpoint to misbehave the simulated "
          "kubelet: rate-limit storms, restarts, garbage (off when unset; see the README)",
@@ -239,9 +242,17 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--no-device-info", _SERVING,
          "drop podresources_device_info and podresources_dra_device_info", switch, False,
          SERVING),
-    Flag("--kube-api", _SERVING, "add the Kubernetes-API view: extended resources, their "
-         "staleness and DRA capacity of this node; needs the node name and RBAC (in-cluster "
-         "config, or $KUBECONFIG when set)", switch, _LOOP.kube_api, SERVING),
+    Flag("--kube-api", (*_SERVING, SNAPSHOT), "add the Kubernetes-API view: extended "
+         "resources, their staleness and DRA capacity of this node, and pod context where the "
+         "kubelet has no Pods API; needs the node name and RBAC (in-cluster config, or "
+         "$KUBECONFIG when set)", switch, _LOOP.kube_api, POD_CONTEXT),
+    Flag("--pods-api-socket", (SERVE, SNAPSHOT), "the kubelet's Pods API socket, the source of "
+         "pod context (QoS, requests, admission rejections) while it exists; unix:// prefix "
+         "accepted (default: %(default)s)", socket_address, _LOOP.pods_api_socket, POD_CONTEXT,
+         "PATH"),
+    Flag("--no-pods-api", (SERVE, SNAPSHOT), "never read the kubelet's Pods API (pod context "
+         "then comes from --kube-api, or there is none)", switch, not _LOOP.pods_api,
+         POD_CONTEXT),
     Flag("--no-numa-page", _SERVING, "do not serve /numa, the node map page", switch, False,
          SERVING),
     Flag("--web-config-file", _SERVING, "TLS and basic auth, in the Prometheus exporter-toolkit "
@@ -270,8 +281,8 @@ FLAGS: tuple[Flag, ...] = (
          "shape's name from --fit-shapes, or RESOURCE=QUANTITY,... for one container (e.g. "
          "cpu=8,nvidia.com/gpu=2,memory=64Gi)", None, None, FIT, "SHAPE"),
     Flag("--why", (SNAPSHOT,), "why was this pod rejected at admission: NAMESPACE/POD, read "
-         "from the Kubernetes API (in-cluster config, or $KUBECONFIG)", None, None, FIT,
-         "NAMESPACE/POD"),
+         "from the kubelet's Pods API, else from the Kubernetes API (in-cluster config, or "
+         "$KUBECONFIG)", None, None, FIT, "NAMESPACE/POD"),
 )
 
 
@@ -405,6 +416,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     values: dict[str, Any] = {f.name: given[f.name] for f in fields(Settings) if f.name in given}
     values["render"] = RenderOptions(workload_metrics=not given.get("no_workload_metrics"),
                                      device_info=not given.get("no_device_info"))
+    values["pods_api"] = not given.get("no_pods_api", not _LOOP.pods_api)
     return Settings(**values)
 
 
@@ -415,6 +427,8 @@ def _simulate_options(args: argparse.Namespace) -> SimulateOptions:
 
     return SimulateOptions(
         profile=args.profile, socket_path=kubelet.socket_path(args.socket),
+        pods_api_socket=(kubelet.socket_path(args.pods_api_socket) if args.pods_api_socket
+                         else None),
         sysfs_root=args.sysfs_root, control_address=args.control_address,
         churn_interval=args.churn_interval, churn_pods=args.churn_pods,
         state_dir=args.state_dir, seed=args.seed, qps=args.qps, burst=args.burst,

@@ -24,9 +24,11 @@ Changing ...                              run (besides ``pytest tests/unit``)
   exporter/web/                            tests/integration/test_http.py test_http_fuzz.py
                                            test_listener.py test_webconfig.py
   exporter/kubeapi/                        tests/integration/test_kubeapi.py
-                                           test_kubeapi_plugins.py
+                                           test_kubeapi_plugins.py test_podsapi.py
+  exporter/podsapi/, protos/               tests/integration/test_podsapi.py
+                                           test_podsapi_faults.py test_demo_api.py
   exporter/simulator/                      tests/integration/test_simulator.py test_rejections.py
-                                           tests/spec
+                                           test_podsapi.py tests/spec
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
   exporter/nodemap/                        tests/integration/test_numa_page.py
                                            test_numa_browser.py

@@ -38,10 +38,12 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
     spec = load_profile(profile)
     async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
-        # the exporter's Kubernetes-API view watches the demo's own API server
+        # pods from the simulated kubelet's Pods API; the node and its ResourceSlices from the
+        # demo's own API server, which the exporter's Kubernetes-API view watches
         settings = dataclasses.replace(
             settings, socket=str(kubelet_sim.socket_path),
             sysfs_root=str(kubelet_sim.sysfs_root), node_name=spec.name, kube_api=True,
+            pods_api=True, pods_api_socket=str(kubelet_sim.pods_api_socket),
             fit_shapes=settings.fit_shapes or str(kubelet_sim.fit_shapes),
             kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
         kube_environ = {"KUBECONFIG": str(kubelet_sim.kubeconfig)}
@@ -55,10 +57,10 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
             snapshot = (f"{PROG} snapshot --socket {shlex.quote(str(kubelet_sim.socket_path))} "
                         f"--sysfs-root {shlex.quote(str(kubelet_sim.sysfs_root))}")
             log.info("demo: read it once with: %s", snapshot)
-            log.info("demo: a Kubernetes API server for the node at %s; explain a pod the "
-                     "kubelet rejected with: KUBECONFIG=%s %s --kubelet-config %s --why "
-                     "NAMESPACE/POD", kubelet_sim.api_url,
-                     shlex.quote(str(kubelet_sim.kubeconfig)), snapshot,
+            log.info("demo: the kubelet's Pods API at %s; explain a pod the kubelet rejected "
+                     "with: %s --pods-api-socket %s --kubelet-config %s --why NAMESPACE/POD",
+                     kubelet_sim.pods_api_socket, snapshot,
+                     shlex.quote(str(kubelet_sim.pods_api_socket)),
                      shlex.quote(str(kubelet_sim.kubelet_config)))
             log.info("demo: where one more pod of a shape would be admitted, and why: %s "
                      "--kubelet-config %s --fit-shapes %s --shape vf-pair (or a spec such as "

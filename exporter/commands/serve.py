@@ -27,6 +27,7 @@ from ..web.server import make_app, start_http
 if TYPE_CHECKING:
     from ..fit.section import FitView, PodContextSource, Rejections
     from ..kubeapi.view import KubeView
+    from ..podsapi.sources import PodSources
     from ..web.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -58,23 +59,38 @@ def read_sysfs_topology(sysfs_root: str) -> Topology:
 
 
 def build_refresher(settings: Settings, topology: Topology | None = None,
-                    rejections: Rejections | None = None,
                     kube_environ: Mapping[str, str] | None = None) -> Refresher:
-    """The refresh loop, with the Kubernetes-API view if asked for and the fit answers; all
-    report into one :class:`Health`. ``rejections``: where rejected pods come from when there
-    is no view. ``kube_environ``: the environment the view finds its API configuration in
+    """The refresh loop, with the Kubernetes-API view if asked for, the pod context (the
+    kubelet's Pods API, else the view) and the fit answers; all report into one
+    :class:`Health`. ``kube_environ``: the environment the view finds its API configuration in
     (``$KUBECONFIG``; the process environment when None)."""
     health = Health(settings.node_name)
     view = build_kube_view(settings, health, kube_environ) if settings.kube_api else None
-    fit = build_fit(settings, health, view.rejections if view is not None else rejections,
-                    view.pod_context if view is not None else None)
-    return Refresher(settings, health, topology=topology, kube_view=view, fit=fit)
+    sources = build_pod_sources(settings, view)
+    fit = build_fit(settings, health, sources.rejections if sources is not None else None,
+                    sources.node_context if sources is not None else None)
+    return Refresher(settings, health, topology=topology, kube_view=view, fit=fit,
+                     pod_sources=sources)
+
+
+def build_pod_sources(settings: Settings, view: KubeView | None) -> PodSources | None:
+    """Where pod context comes from: the kubelet's Pods API (unless ``--no-pods-api``), else
+    the view; None when neither may be used."""
+    if not settings.pods_api and view is None:
+        return None
+    from ..podsapi.source import PodsApi
+    from ..podsapi.sources import PodSources
+    pods_api = None
+    if settings.pods_api:
+        pods_api = PodsApi(settings.pods_api_socket, settings.max_message_bytes,
+                           check_interval=settings.interval, timeout=settings.timeout)
+    return PodSources(pods_api, view)
 
 
 def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
               pod_context: PodContextSource | None = None) -> FitView:
     """The fit answers: shapes, the kubelet's configuration, rejections and pod context (from
-    the view), the kubelet's state files (under ``--watch-path``)."""
+    the kubelet's Pods API or the view), the kubelet's state files (under ``--watch-path``)."""
     from ..fit.section import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
@@ -110,16 +126,16 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
-                web_config: WebConfig | None = None, rejections: Rejections | None = None,
+                web_config: WebConfig | None = None,
                 kube_environ: Mapping[str, str] | None = None, numa_page: bool = True) -> int:
     """Run the exporter until SIGTERM/SIGINT (or ``stop``); returns the exit status.
-    ``rejections`` and ``kube_environ`` as for :func:`build_refresher`; ``numa_page`` False
+    ``kube_environ`` as for :func:`build_refresher`; ``numa_page`` False
     (``--no-numa-page``) serves no ``/numa``."""
     topology = read_sysfs_topology(settings.sysfs_root)
     if settings.watch_path and not Path(settings.watch_path).exists():
         raise UsageError(f"--watch-path: {settings.watch_path} does not exist")
     stop = stop or asyncio.Event()
-    refresher = build_refresher(settings, topology, rejections, kube_environ)
+    refresher = build_refresher(settings, topology, kube_environ)
     install_signal_handlers(stop)
     host, port = address
     try:

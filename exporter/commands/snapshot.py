@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..kubelet import client as kubelet
@@ -20,6 +20,7 @@ from .serve import PROG, UsageError, build_refresher, read_sysfs_topology
 
 if TYPE_CHECKING:
     from ..fit.explain import PodQuestion
+    from ..podsapi.sources import PodSources
 
 
 async def snapshot(settings: Settings, output_format: str, log_level: str,
@@ -44,15 +45,24 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
     refresher = build_refresher(settings, topology)
-    refresh_log = logging.getLogger("exporter.refresh.loop")
-    saved = refresh_log.level
+    quiet = [logging.getLogger(name) for name in (
+        "exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
+        "exporter.kubeapi.view", "exporter.fit.section")]
+    saved = [logger.level for logger in quiet]
     if log_level != "debug":
-        refresh_log.setLevel(logging.CRITICAL)  # its failure lines speak of retrying
+        for logger in quiet:  # their lines speak of retrying, or of what the report says
+            logger.setLevel(logging.CRITICAL)
     try:
+        pods = await read_pod_context(refresher.pod_sources)
         await refresher.refresh_once()
     finally:
-        refresh_log.setLevel(saved)
+        for logger, level in zip(quiet, saved, strict=True):
+            logger.setLevel(level)
         await refresher.client.close()
+        if refresher.pod_sources is not None:
+            await refresher.pod_sources.join()
+        if refresher.kube_view is not None:
+            await refresher.kube_view.join()
     if refresher.accounting is None or refresher.snapshot is None:
         reason = _one_shot_failure(refresher.last_error, settings, refresher.client.target)
         print(f"{PROG}: {reason}", file=sys.stderr)
@@ -69,7 +79,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
         print(f"{PROG}: warning: {where}; they are counted under NUMA node \"unknown\" and as "
               "data issues below", file=sys.stderr)
     if question is not None:
-        return await _answer(question, refresher, output_format)
+        return await _answer(question, refresher, output_format, pods)
     if output_format in MAP_FORMATS:
         sys.stdout.write(_node_map(refresher, output_format))
         return 0
@@ -121,7 +131,32 @@ def _fit_question(shape: str | None, why: str | None) -> object:
     return None
 
 
-async def _answer(question: object, refresher: Refresher, output_format: str) -> int:
+async def read_pod_context(sources: PodSources | None) -> list[dict[str, Any]] | None:
+    """Read the pod context once, from where ``serve`` would take it now: the kubelet's Pods
+    API (one ``ListPods``) when its socket exists, else the Kubernetes-API view (one list of
+    each resource), which also lists the node, its ResourceSlices and DeviceTaintRules.
+    Returns the Pods API's pods (API JSON), None when they come from elsewhere."""
+    if sources is None:
+        return None
+    from ..podsapi.source import State
+    from ..podsapi.sources import Source
+    sources.fallback_seconds = 0  # one read: a failed Pods API leaves it to the view at once
+    pods: list[dict[str, Any]] | None = None
+    if sources.pods_api is not None:
+        pods = await sources.pods_api.list_once()
+        if sources.pods_api.state == State.FAILING:
+            fallback = "the Kubernetes API" if sources.view is not None else "nowhere"
+            print(f"{PROG}: warning: cannot read the kubelet's Pods API at "
+                  f"{sources.pods_api.path} ({sources.pods_api.reason}); pod context from "
+                  f"{fallback}", file=sys.stderr)
+    source = sources.choose()
+    if sources.view is not None:
+        await sources.view.sync_once()
+    return pods if source == Source.PODS_API else None
+
+
+async def _answer(question: object, refresher: Refresher, output_format: str,
+                  pods: list[dict[str, Any]] | None) -> int:
     from ..fit.explain import ExplainError, shape_report, why_report
     from ..fit.pod import PodShape
     from ..fit.shapes import ShapeName
@@ -143,13 +178,28 @@ async def _answer(question: object, refresher: Refresher, output_format: str) ->
                                       fit.answer))
         return 0
     assert isinstance(question, tuple)
+    namespace, name = question
     try:
-        pod = await read_pod(*question)
+        pod = (await read_pod(namespace, name) if pods is None
+               else pod_from_pods_api(namespace, name, pods, refresher))
     except ExplainError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     sys.stdout.write(why_report(pod, fit.state, fit.config, output_format, fit.answer))
     return 0
+
+
+def pod_from_pods_api(namespace: str, name: str, pods: list[dict[str, Any]],
+                      refresher: Refresher) -> PodQuestion:
+    """The pod as the kubelet's Pods API listed it."""
+    from ..fit.explain import ExplainError, PodQuestion
+    for obj in pods:
+        meta = obj.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) == (namespace, name):
+            return PodQuestion.of(namespace, name, obj)
+    where = refresher.pod_sources.pods_api_path if refresher.pod_sources else ""
+    raise ExplainError(f"pod {namespace}/{name} is not on this node (the kubelet's Pods API "
+                       f"at {where} does not have it)")
 
 
 async def read_pod(namespace: str, name: str,

@@ -35,6 +35,7 @@ from ..catalog import (
     KUBELET_API_INFO,
     LAST_REFRESH,
     NODE_INFO,
+    PODS_SOURCE_INFO,
     REFRESH_DURATION,
     UP,
 )
@@ -65,6 +66,9 @@ class Health:
         disable_created_metrics()
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
+        # where pod context comes from, and the state of the kubelet's Pods API; set by the
+        # refresh loop
+        self.pods_source = ("none", "off")
         # for instruments of other modules (the fit answers' admission counter), written after
         # the exporter's own
         self.registry = CollectorRegistry(auto_describe=False)
@@ -138,7 +142,10 @@ class Health:
         node.add_metric([self.node_name, capabilities.api_version], 1)
         build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
         build.add_metric([__version__, self.revision, platform.python_version()], 1)
-        families: list[Metric] = [up, last, backoff, api, node, build]
+        pods = GaugeMetricFamily(PODS_SOURCE_INFO.name, PODS_SOURCE_INFO.help,
+                                 labels=PODS_SOURCE_INFO.labels)
+        pods.add_metric(list(self.pods_source), 1)
+        families: list[Metric] = [up, last, backoff, api, node, build, pods]
         if self.kube_api_up is not None:
             kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
             for resource, value in self.kube_api_up.items():

@@ -43,11 +43,15 @@ class Sections:
     """
 
     def __init__(self, health: Health, status: KubeletStatus, view: ViewSource | None,
-                 fit: FitSource | None, allocatable: Callable[[], Allocatable | None]):
+                 fit: FitSource | None, allocatable: Callable[[], Allocatable | None],
+                 pods_source: Callable[[], tuple[str, str]] | None = None):
         self.health = health
         self.status = status
         self.view = view
         self.fit = fit
+        # where pod context comes from, and the Pods API's state: it changes between
+        # refreshes, so a scrape checks it too
+        self._pods_source = pods_source
         self.exposition = Exposition()
         self._allocatable = allocatable
         self._view_key: tuple[int, Allocatable | None] | None = None
@@ -59,7 +63,7 @@ class Sections:
         Kubernetes-API view's section and the health section as of the last refresh attempt or
         change of the view, whichever came last. Assembled when they change, not here, except
         that a change of the view is noticed here (the view changes between refreshes)."""
-        if self._view_changed():
+        if self._view_changed() or self._pods_source_changed():
             self.exposition.update(view=self._view_section(), health=self.health_sections())
         return self.exposition.body(openmetrics, compressed)
 
@@ -85,7 +89,19 @@ class Sections:
         return Section.of(text)
 
     def health_sections(self) -> HealthSections:
+        self._pods_source_changed()
         return HealthSections.of(*self.health.render_both(self.status))
+
+    def _pods_source_changed(self) -> bool:
+        """Whether the pod context's source or the Pods API's state changed since the health
+        section was last rendered (the health keeps the new value)."""
+        if self._pods_source is None:
+            return False
+        current = self._pods_source()
+        if current == self.health.pods_source:
+            return False
+        self.health.pods_source = current
+        return True
 
     def _view_changed(self) -> bool:
         """Whether the view's section is due again: the view or the allocatable view it

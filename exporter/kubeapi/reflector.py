@@ -109,6 +109,15 @@ class Reflector:
         if self.task is not None:
             await asyncio.gather(self.task, return_exceptions=True)
 
+    async def list_once(self) -> None:
+        """One list, no watch (a one-off read); a failure is reported to the sink."""
+        try:
+            await self._list()
+        except _NotServed:
+            self.sink.replaced(self.resource, {}, "not served")
+        except Exception as error:
+            self.sink.failed(self.resource, describe(error, self.client.config.server), True)
+
     # ---- the loop ------------------------------------------------------------------------
 
     async def _run(self) -> None:

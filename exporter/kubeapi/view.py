@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
@@ -26,7 +26,7 @@ from ..podspec import Rejection, without_dra_served
 from .auth import ConfigError
 from .client import ApiClient
 from .config import load_config
-from .records import node_record, pod_record, total_requests
+from .records import PodRecord, node_record, pod_record, total_requests
 from .reflector import Reflector
 from .resourceslices import inventory, pci_reader, slice_record, taint_rule_record
 
@@ -44,6 +44,9 @@ class ViewError(Exception):
     """The view cannot start: there is no usable API configuration."""
 
 
+PodRecords = Callable[[], Mapping[Hashable, PodRecord]]
+
+
 class KubeView:
     """A node-scoped view of the Node, its pods and its ResourceSlices, and its metric families.
 
@@ -51,6 +54,9 @@ class KubeView:
     :meth:`start`); the refresh asks it for :meth:`without_terminated` and :meth:`render`. It
     is the reflectors' sink: :meth:`replaced`, :meth:`changed`, :meth:`reached` and
     :meth:`failed`.
+
+    Its pods may come from elsewhere (:meth:`take_pods_from`: the kubelet's Pods API); it
+    then does not watch them.
     """
 
     def __init__(self, node_name: str, health: Health,
@@ -74,13 +80,19 @@ class KubeView:
         self._inventory: tuple[int, DraInventory] | None = None
         self._context: tuple[int, NodeContext] | None = None
         self._dra_version = 0  # bumped on every change of the slices or the taint rules
+        self._started = False
+        # the pods' records, when they come from elsewhere (pods_changed says when they change)
+        self._pods_from: PodRecords | None = None
+        self._terminated_from: tuple[int, set[Hashable]] = (-1, set())
         health.track_kube_api()
         by_node = f"spec.nodeName={node_name}"
+        self._pods = Reflector(PODS, [("v1", "/api/v1/pods")], by_node,
+                               lambda obj: pod_record(without_dra_served(obj)), self,
+                               self._client)
         self._reflectors = [
             Reflector(NODE, [("v1", "/api/v1/nodes")], f"metadata.name={node_name}",
                       node_record, self, self._client),
-            Reflector(PODS, [("v1", "/api/v1/pods")], by_node,
-                      lambda obj: pod_record(without_dra_served(obj)), self, self._client),
+            self._pods,
             Reflector(SLICES, [(v, f"/apis/{SLICE_GROUP}/{v}/resourceslices")
                                for v in SLICE_VERSIONS],
                       by_node, slice_record, self, self._client, optional=True,
@@ -95,10 +107,56 @@ class KubeView:
 
     def start(self) -> None:
         """Start the reflectors' tasks on the running event loop."""
-        log.info("Kubernetes-API view: watching node %s, its pods and ResourceSlices at %s "
-                 "(%s)", self.node_name, self.server, self.origin)
-        for reflector in self._reflectors:
+        pods = "its pods, " if self._pods_from is None else ""
+        log.info("Kubernetes-API view: watching node %s, %sits ResourceSlices at %s (%s)",
+                 self.node_name, pods, self.server, self.origin)
+        self._started = True
+        for reflector in self._watched():
             reflector.start()
+
+    def _watched(self) -> list[Reflector]:
+        return [r for r in self._reflectors if r is not self._pods or self._pods_from is None]
+
+    async def sync_once(self) -> None:
+        """List every watched resource once (for a one-off ``snapshot``); a failure leaves
+        that resource empty, as :meth:`failed` says."""
+        await asyncio.gather(*(reflector.list_once() for reflector in self._watched()))
+
+    # ---- where the pods come from (event loop) -------------------------------------------
+
+    def take_pods_from(self, records: PodRecords) -> None:
+        """Take the pods' records from elsewhere and stop watching pods; :meth:`pods_changed`
+        is to be called when they change."""
+        if self._pods_from is not None:
+            return
+        self._pods_from = records
+        self._pods.stop()
+        self._records[PODS] = {}
+        self._terminated = set()
+        if self.health.kube_api_up is not None:
+            self.health.kube_api_up.pop(PODS, None)
+        self._states[PODS] = "starting"
+        self.version += 1
+
+    def watch_pods(self) -> None:
+        """Watch the pods again (their other source is gone)."""
+        if self._pods_from is None:
+            return
+        self._pods_from = None
+        if self.health.kube_api_up is not None:
+            self.health.kube_api_up[PODS] = 0
+        self._pods.rv = None  # list afresh
+        if self._started:
+            self._pods.start()
+        self.version += 1
+
+    def pods_changed(self) -> None:
+        """The pods from elsewhere changed."""
+        self.version += 1
+
+    def pod_records(self) -> Mapping[Hashable, PodRecord]:
+        """The node's pods: watched, or from elsewhere."""
+        return self._records[PODS] if self._pods_from is None else self._pods_from()
 
     def stop(self) -> None:
         """Cancel the reflectors: open watches are closed at once."""
@@ -107,6 +165,7 @@ class KubeView:
 
     async def join(self, timeout: float = JOIN_SECONDS) -> None:
         """Wait for the stopped reflectors, then close the connections."""
+        self._started = False
         try:
             await asyncio.wait_for(asyncio.gather(*(r.join() for r in self._reflectors)),
                                    timeout)
@@ -120,6 +179,11 @@ class KubeView:
         """The kubelet's pods minus those the API knows as Succeeded or Failed; the same
         objects, so the ledger sees the rest unchanged."""
         terminated = self._terminated
+        if self._pods_from is not None:
+            if self._terminated_from[0] != self.version:
+                self._terminated_from = (self.version, {k for k, r in self._pods_from().items()
+                                                        if r.terminated})
+            terminated = self._terminated_from[1]
         if not terminated:
             return pods
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)
@@ -149,14 +213,17 @@ class KubeView:
 
     def pod_context(self) -> NodeContext | None:
         """The pods bound to this node and the Node's allocatable, as the fit answers read
-        them; ``None`` until the pods are listed; the same object until the view changes."""
-        if self._states[PODS] == "starting":
+        them; ``None`` until the pods are listed; the same object until the view changes.
+        With pods from elsewhere (:meth:`take_pods_from`), those pods."""
+        external = self._pods_from is not None
+        if not external and self._states[PODS] == "starting":
             return None
         cached = self._context
         if cached is None or cached[0] != self.version:
             node = self._records[NODE].get(self.node_name)
-            pods = tuple(r.context for r in self._records[PODS].values() if r.context is not None)
-            value = NodeContext("kube-api", pods, dict(node.resources) if node else None)
+            pods = tuple(r.context for r in self.pod_records().values() if r.context is not None)
+            value = NodeContext("pods-api" if external else "kube-api", pods,
+                                dict(node.resources) if node else None)
             if cached is not None and cached[1] == value:
                 value = cached[1]
             self._context = cached = (self.version, value)
@@ -172,7 +239,13 @@ class KubeView:
         capacity = node.capacity if node else {}
         node_allocatable = node.allocatable if node else {}
         advertised = capacity.keys() | node_allocatable.keys()
-        requested = total_requests(self._records[PODS].values())
+        requested = total_requests(self.pod_records().values())
+        if self._pods_from is not None:
+            # Pods from the kubelet carry no status.extendedResourceClaimStatus; the
+            # scheduler serves a request through DRA exactly where the node's allocatable of
+            # it is 0 (dynamicresources filterExtendedResources): count only the others.
+            requested = {name: amount for name, amount in requested.items()
+                         if node_allocatable.get(name)}
         healthy = None if allocatable is None else {d.resource for d in allocatable.devices}
         stale = {name: int(capacity.get(name) == 0
                            or (healthy is not None and name not in healthy

@@ -143,17 +143,7 @@ class KubeletClient:
         self.max_message_bytes = max_message_bytes
         self.timeout = timeout
         self.observer = observer
-        self._channel = grpc.aio.insecure_channel(self.target, options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", 1024 * 1024),
-            # Find a restarted kubelet quickly; gRPC's default back-off grows to 120 s.
-            ("grpc.initial_reconnect_backoff_ms", 500),
-            ("grpc.min_reconnect_backoff_ms", 500),
-            ("grpc.max_reconnect_backoff_ms", 3000),
-            # Retries are ours to decide (and to count); never let gRPC repeat a call.
-            ("grpc.enable_retries", 0),
-            ("grpc.default_authority", "localhost"),
-        ])
+        self._channel = kubelet_channel(self.target, max_message_bytes)
         raw = None  # no deserializer: replies arrive as bytes
         self._list = self._channel.unary_unary(
             _PATH_V1 + METHOD_LIST, request_serializer=_serialize, response_deserializer=raw)
@@ -205,6 +195,21 @@ class KubeletClient:
     def _observe(self, method: str, code: str, seconds: float) -> None:
         if self.observer is not None:
             self.observer(method, code, seconds)
+
+
+def kubelet_channel(target: str, max_message_bytes: int) -> grpc.aio.Channel:
+    """A channel to one of the kubelet's unix sockets (podresources, the Pods API)."""
+    return grpc.aio.insecure_channel(target, options=[
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", 1024 * 1024),
+        # Find a restarted kubelet quickly; gRPC's default back-off grows to 120 s.
+        ("grpc.initial_reconnect_backoff_ms", 500),
+        ("grpc.min_reconnect_backoff_ms", 500),
+        ("grpc.max_reconnect_backoff_ms", 3000),
+        # Retries are ours to decide (and to count); never let gRPC repeat a call.
+        ("grpc.enable_retries", 0),
+        ("grpc.default_authority", "localhost"),
+    ])
 
 
 def _serialize(message: Any) -> bytes:

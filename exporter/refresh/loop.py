@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..fit.section import FitView
     from ..kubeapi.view import KubeView
     from ..nodemap.build import MapInputs
+    from ..podsapi.sources import PodSources
 
 log = logging.getLogger(__name__)
 PAGE_RELOAD_MIN, PAGE_RELOAD_MAX = 10.0, 300.0  # seconds between reloads of the node map
@@ -59,15 +60,17 @@ class Refresher:
     """Runs refreshes until stopped, and keeps their outcome: the last good snapshot and
     accounting, the kubelet's state (``status``) and the /metrics sections (``sections``).
 
-    ``kube_view``, the Kubernetes-API view (``--kube-api``), and ``fit``, the fit answers, are
-    built by the caller around the same ``health``; the loop runs the view's workers, filters
-    terminated pods through it and has both sections rendered.
+    ``kube_view``, the Kubernetes-API view (``--kube-api``), ``pod_sources``, where the pods'
+    context comes from (the kubelet's Pods API, else the view), and ``fit``, the fit answers,
+    are built by the caller around the same ``health``; the loop runs the view's and the Pods
+    API's tasks, filters terminated pods through the pod context and has the sections
+    rendered.
     """
 
     def __init__(self, settings: Settings, health: Health | None = None,
                  client: KubeletClient | None = None, topology: Topology | None = None,
                  rng: random.Random | None = None, kube_view: KubeView | None = None,
-                 fit: FitView | None = None):
+                 fit: FitView | None = None, pod_sources: PodSources | None = None):
         self.settings = settings
         self.rng = rng or random.Random()
         self.health = health or Health(settings.node_name)
@@ -78,10 +81,12 @@ class Refresher:
         self.status = self.reader.status  # the health section renders it
         self.topology = topology if topology is not None else read_topology(settings.sysfs_root)
         self.kube_view = kube_view
+        self.pod_sources = pod_sources
         self.fit = fit
         self.watcher = StateFileWatcher(settings.watch_path, settings.max_refresh_rate)
         self.sections = Sections(self.health, self.status, kube_view, fit,
-                                 lambda: self.reader.allocatable)
+                                 lambda: self.reader.allocatable,
+                                 pod_sources.labels if pod_sources is not None else None)
         self.core = RefreshCore(settings.render)
         self.snapshot: KubeletSnapshot | None = None  # as of the last successful refresh
         self.accounting: Accounting | None = None
@@ -106,6 +111,8 @@ class Refresher:
         watcher = asyncio.create_task(self.watcher.run()) if self.watcher.path else None
         if self.kube_view is not None:
             self.kube_view.start()
+        if self.pod_sources is not None:
+            self.pod_sources.start()
         try:
             while not self._stop.is_set():
                 refresh = asyncio.ensure_future(self.refresh_once())
@@ -120,11 +127,15 @@ class Refresher:
         finally:
             if self.kube_view is not None:
                 self.kube_view.stop()
+            if self.pod_sources is not None:
+                self.pod_sources.stop()
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
             if self.kube_view is not None:
                 await self.kube_view.join()
+            if self.pod_sources is not None:
+                await self.pod_sources.join()
 
     def stop(self) -> None:
         self._stop.set()
@@ -140,9 +151,12 @@ class Refresher:
             self.topology = self._sysfs.current()
             replies = await self.reader.read(self._decoder)
             kept = dra = None
-            if self.kube_view is not None:  # the view's state is the loop's: read it here
-                kept = self.kube_view.without_terminated(
+            sources = self.pod_sources
+            if sources is not None:  # the view's and the Pods API's state is the loop's
+                sources.choose()
+                kept = sources.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
+            if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
             result, data = await self._worker.run(self.core.account, replies, self.topology,
                                                   kept, dra)

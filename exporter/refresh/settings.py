@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..exposition.rendering import RenderOptions
 from ..kubelet import client as kubelet
+from ..podsapi import DEFAULT_SOCKET as PODS_API_SOCKET
 
 
 @dataclass
@@ -23,6 +24,9 @@ class Settings:
     timeout: float = kubelet.DEFAULT_TIMEOUT_SECONDS
     node_name: str = ""
     kube_api: bool = False
+    # pod context from the kubelet's Pods API, when its socket exists
+    pods_api: bool = True
+    pods_api_socket: str = PODS_API_SOCKET
     render: RenderOptions = field(default_factory=RenderOptions)
     # the fit answers (SPEC section 7)
     fit_shapes: str | None = None

@@ -4,7 +4,8 @@ Used by the tests, the ``demo`` and ``simulate`` commands, the benchmarks and th
 checks. ``profile`` describes nodes as data, ``state`` keeps a node's admitted pods (its
 ``allocator`` assigns resources like the kubelet's managers, ``pods`` makes up new pods),
 ``server`` serves them over gRPC (``wire`` shapes the replies, ``faults`` holds the
-switches and the rate limiter, ``checkpoints`` writes the kubelet's state files), ``sysfs``
+switches and the rate limiter, ``checkpoints`` writes the kubelet's state files; ``podsapi``
+serves the kubelet's local Pods API on a socket of its own), ``sysfs``
 writes the matching fake sysfs tree and the kubelet config file, and ``control`` lets another
 process flip the fault switches, change the admission configuration and submit pods over HTTP.
 

@@ -515,9 +515,11 @@ class SimulatedCluster:
     kubelet's reason), as the kubelet reports them to the API server. Each pod keeps its uid
     while it exists."""
 
-    def __init__(self, server: FakeApiServer, state: NodeState):
+    def __init__(self, server: FakeApiServer, state: NodeState, pods: bool = True):
         self.server = server
         self.state = state
+        self.pods = pods  # False: the node and its ResourceSlices only (the kubelet's Pods
+        # API serves the pods)
         self._shown: dict[tuple[str, str], str] = {}  # pod key -> the JSON last put
         self._uids: dict[tuple[str, str], str] = {}
         self._version = -1
@@ -532,10 +534,10 @@ class SimulatedCluster:
             for obj in resource_slices(self.state.spec):  # what its DRA drivers publish
                 self.server.put("resourceslices", obj)
         wanted: dict[tuple[str, str], Obj] = {}
-        for key, sim in self.state.pods.items():
+        for key, sim in self.state.pods.items() if self.pods else ():
             uid = self._uids.setdefault(key, str(uuid.uuid4()))
             wanted[key] = pod_object(sim.spec, self.state.spec.name, sim.spec.phase, uid=uid)
-        for key, obj in self.state.rejected_pods.items():
+        for key, obj in self.state.rejected_pods.items() if self.pods else ():
             wanted[key] = copy.deepcopy(obj)
         for key in set(self._shown) - set(wanted):
             del self._shown[key]

@@ -52,6 +52,9 @@ class Faults:
     # a device resource whose plugin is disconnected: the kubelet marks its devices unhealthy,
     # so they leave GetAllocatableResources, while List keeps their assignments ("": none)
     plugin_disconnect: str = ""
+    # the Pods API answers FAILED_PRECONDITION "Kubelet is initializing", as a kubelet does
+    # until it has seen every pod source (just after a restart)
+    pods_api_initializing: bool = False
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply ``{switch: value}``, all or nothing; ``ValueError`` names a bad one."""

@@ -43,6 +43,7 @@ class SimulateOptions:
     qps: float
     burst: int
     reregister_seconds: float = DEFAULT_REREGISTER_SECONDS
+    pods_api_socket: str | None = None  # serve the Pods API there too
 
 
 async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event) -> None:
@@ -51,7 +52,8 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
         write_sysfs(spec, options.sysfs_root)
     simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
                           qps=options.qps, burst=options.burst,
-                          reregister_seconds=options.reregister_seconds)
+                          reregister_seconds=options.reregister_seconds,
+                          pods_api_socket=options.pods_api_socket)
     await simulator.start()
     runner = await start_control(simulator, options.control_address)
     tasks = []
@@ -91,11 +93,13 @@ shapes:
 
 @dataclass(frozen=True)
 class DemoKubelet:
-    """Where the demo's simulated kubelet serves, its fake sysfs tree, its configuration file
-    (the one its admission follows), the demo's fit shapes, and the kubeconfig of the small
-    Kubernetes API server that shows its node and pods (rejected ones too)."""
+    """Where the demo's simulated kubelet serves podresources and its Pods API (its pods,
+    rejected ones too), its fake sysfs tree, its configuration file (the one its admission
+    follows), the demo's fit shapes, and the kubeconfig of the small Kubernetes API server that
+    shows its node and ResourceSlices."""
 
     socket_path: Path
+    pods_api_socket: Path
     sysfs_root: Path
     kubelet_config: Path
     fit_shapes: Path
@@ -107,9 +111,10 @@ class DemoKubelet:
 @asynccontextmanager
 async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
                        churn_interval: float | None) -> AsyncIterator[DemoKubelet]:
-    """A simulated kubelet in a temporary directory, removed afterwards, with a Kubernetes
-    API server showing its node and pods; one pod replaced every ``churn_interval`` seconds
-    if set. The kubelet config file written there is what ``POST /pods`` admits under."""
+    """A simulated kubelet in a temporary directory, removed afterwards, serving its Pods API
+    beside podresources, with a Kubernetes API server showing its node and ResourceSlices (not
+    its pods: the Pods API does); one pod replaced every ``churn_interval`` seconds if set.
+    The kubelet config file written there is what ``POST /pods`` admits under."""
     workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
     try:
         sysfs = write_sysfs(spec, workdir / "sys")
@@ -117,10 +122,11 @@ async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
         shapes = workdir / "fit-shapes.yaml"
         shapes.write_text(DEMO_SHAPES)
         state = NodeState(spec)
-        simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock")
+        simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock",
+                              pods_api_socket=workdir / "pods-api" / "pods-api.sock")
         await simulator.start()
         api = await FakeApiServer().start()
-        cluster = SimulatedCluster(api, state)
+        cluster = SimulatedCluster(api, state, pods=False)
         cluster.sync()
         kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
         tasks = [asyncio.create_task(cluster.follow())]
@@ -128,8 +134,9 @@ async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
         if churn_interval:
             tasks.append(asyncio.create_task(churn(simulator, churn_interval, 1)))
         try:
-            yield DemoKubelet(simulator.socket_path, sysfs, config, shapes, state, kubeconfig,
-                              api.url)
+            assert simulator.pods_api is not None
+            yield DemoKubelet(simulator.socket_path, simulator.pods_api.socket_path, sysfs,
+                              config, shapes, state, kubeconfig, api.url)
         finally:
             for task in tasks:
                 task.cancel()

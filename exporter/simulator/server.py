@@ -15,7 +15,9 @@ kubelet's replies (SPEC sections 2 and 5):
   (socket re-created) every plugin is unregistered until it re-registers
   ``reregister_seconds`` later, while ``List`` keeps the assignments;
 * one global token bucket (100 QPS, burst 10) in front of every method, answering
-  ``RESOURCE_EXHAUSTED`` "rejected by rate limit".
+  ``RESOURCE_EXHAUSTED`` "rejected by rate limit";
+* with ``pods_api_socket``, the kubelet's local Pods API on that socket too
+  (:mod:`exporter.simulator.podsapi`), started, stopped and restarted with podresources.
 
 Fault switches (``Faults``) make it misbehave on purpose.
 """
@@ -30,7 +32,7 @@ import random
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
@@ -51,6 +53,9 @@ from .wire import (
     rotated,
     to_bytes,
 )
+
+if TYPE_CHECKING:
+    from .podsapi import PodsApiServer
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,8 @@ class Simulator:
     def __init__(self, state: NodeState, socket_path: str | os.PathLike[str],
                  faults: Faults | None = None, qps: float = DEFAULT_QPS,
                  burst: int = DEFAULT_BURST,
-                 reregister_seconds: float = DEFAULT_REREGISTER_SECONDS):
+                 reregister_seconds: float = DEFAULT_REREGISTER_SECONDS,
+                 pods_api_socket: str | os.PathLike[str] | None = None):
         self.state = state
         self.spec = state.spec
         self.socket_path = Path(socket_path)
@@ -91,6 +97,11 @@ class Simulator:
         self._server: grpc.aio.Server | None = None
         self._cache: dict[tuple[int, int, bool, bool], bytes] = {}
         self._variant = 0
+        self.pods_api: PodsApiServer | None = None
+        if pods_api_socket is not None:
+            from .podsapi import PodsApiServer
+            self.pods_api = PodsApiServer(state, pods_api_socket, self.faults, self.stats,
+                                          qps, burst)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -110,6 +121,8 @@ class Simulator:
         await server.start()
         self._server = server
         log.info("simulated kubelet serving podresources on %s", self.socket_path)
+        if self.pods_api is not None:
+            await self.pods_api.start()
         if self._unregistered and self._reregister is None:
             self._reregister = asyncio.create_task(
                 self._register_plugins_after(self._reregister_delay))
@@ -122,6 +135,8 @@ class Simulator:
             await server.stop(grace=None)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+        if self.pods_api is not None:
+            await self.pods_api.stop()
 
     async def restart(self, downtime: float = 1.0, reregister_seconds: float | None = None) -> None:
         """A kubelet restart: socket removed, and re-created ``downtime`` seconds later.
@@ -363,6 +378,7 @@ class Simulator:
         return {
             "profile": self.spec.name,
             "socket": str(self.socket_path),
+            "pods_api_socket": str(self.pods_api.socket_path) if self.pods_api else None,
             "running": self.running,
             "restarts": self.restarts,
             "pods": len(self.state.pods),

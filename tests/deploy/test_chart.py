@@ -146,7 +146,30 @@ def test_only_sysfs_devices_system_is_mounted_read_only(defaults):
     assert "--sysfs-root=/host/sys" in exporter_container(defaults)["args"]
     host_paths = sorted(v["hostPath"]["path"] for v in pod_spec(defaults)["volumes"]
                         if "hostPath" in v)
-    assert host_paths == ["/sys/devices/system", "/var/lib/kubelet/pod-resources"]
+    assert host_paths == ["/sys/devices/system", "/var/lib/kubelet/pod-resources",
+                          "/var/lib/kubelet/pods-api"]
+
+
+def test_pods_api_directory_is_mounted_read_only_and_on_by_default(helm, defaults):
+    # the directory, created where the kubelet serves no Pods API yet (the pod must start on
+    # every node), read-only like the podresources one
+    path = "/var/lib/kubelet/pods-api"
+    assert (volume(defaults, "pods-api")["hostPath"], mount(defaults, "pods-api")) == (
+        {"path": path, "type": "DirectoryOrCreate"},
+        {"name": "pods-api", "mountPath": path, "readOnly": True})
+    args = exporter_container(defaults)["args"]
+    assert f"--pods-api-socket={path}/pods-api.sock" in args
+    assert "--no-pods-api" not in args
+    off = render(helm, "--set", "podsApi.enabled=false")
+    assert "--no-pods-api" in exporter_container(off)["args"]
+    assert not any(v["name"] == "pods-api" for v in pod_spec(off)["volumes"])
+    assert not any(m["name"] == "pods-api"
+                   for m in exporter_container(off)["volumeMounts"])
+    moved = render(helm, "--set", "kubeletRootDir=/data/kubelet")
+    assert volume(moved, "pods-api")["hostPath"]["path"] == "/data/kubelet/pods-api"
+    assert mount(moved, "pods-api")["mountPath"] == "/var/lib/kubelet/pods-api"
+    # the Pods API needs no API access: still no RBAC and no token
+    assert kinds(defaults) == ["DaemonSet", "Pod", "Service", "ServiceAccount"]
 
 
 # A client in a mount namespace of its own, behind a read-only bind mount of the socket
@@ -372,7 +395,9 @@ def test_extras_selinux_priority_and_args(helm):
     container = exporter_container(docs)
     assert container["securityContext"]["seLinuxOptions"] == {"type": "container_device_plugin_t"}
     assert pod_spec(docs)["priorityClassName"] == "system-node-critical"
-    assert container["args"][-3:] == ["--log-level=info", "--interval=30", "--no-device-info"]
+    assert container["args"][-4:] == ["--log-level=info",
+                                      "--pods-api-socket=/var/lib/kubelet/pods-api/pods-api.sock",
+                                      "--interval=30", "--no-device-info"]
     assert "--log-format=json" in container["args"]
 
 
@@ -917,7 +942,8 @@ def test_notes_tell_the_operator_about_pod_security(helm):
     notes = result.stdout.split("NOTES:", 1)[1]
     assert f"kubectl label namespace {NAMESPACE} pod-security.kubernetes.io/enforce=privileged" \
         in notes
-    assert "/var/lib/kubelet/pod-resources read-only, /sys/devices/system read-only" in notes
+    assert ("/var/lib/kubelet/pod-resources read-only, /var/lib/kubelet/pods-api read-only, "
+            "/sys/devices/system read-only") in notes
     assert "Nothing scrapes the exporter yet" in notes
 
 

@@ -1,6 +1,7 @@
-"""The demo's own Kubernetes API: a pod the simulated kubelet rejects is failed in the API with
-the kubelet's reason, counted by the exporter's Kubernetes-API view, and explained by the
-``snapshot --why`` command the demo prints, with no cluster."""
+"""The demo's rejections through the simulated kubelet's Pods API: a pod the simulated kubelet
+rejects is failed there with the kubelet's reason, counted by the exporter, and explained by
+the ``snapshot --why`` command the demo prints, with no cluster and no Kubernetes API for pods
+(the demo's small API server shows only the node and its ResourceSlices)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import aiohttp
 from ..support.harness import REPO, free_port, scrape_port_until, terminate
 
 
-async def test_demo_serves_its_rejections_through_a_kubernetes_api():
+async def test_demo_serves_its_rejections_through_the_kubelets_pods_api():
     port, control = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "exporter", "demo", "--listen-address", f"127.0.0.1:{port}",
@@ -28,9 +29,8 @@ async def test_demo_serves_its_rejections_through_a_kubernetes_api():
             hint = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
             assert hint, "the demo ended before printing how to ask snapshot --why"
         command = shlex.split(hint.split("rejected with: ", 1)[1])
-        assert command[0].startswith("KUBECONFIG=") and command[1] == "podresources-exporter"
+        assert command[0] == "podresources-exporter" and "--pods-api-socket" in command
         assert command[-2:] == ["--why", "NAMESPACE/POD"]
-        kubeconfig = command[0].removeprefix("KUBECONFIG=")
 
         # dual-socket-gpu: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
         async with aiohttp.ClientSession() as session, session.post(
@@ -42,12 +42,18 @@ async def test_demo_serves_its_rejections_through_a_kubernetes_api():
         await scrape_port_until(port, lambda s: s.series(
             "podresources_admission_failure_info", namespace="demo", pod="db-client",
             reason="TopologyAffinityError"),
-            30.0, "the rejection seen through the demo's Kubernetes API")
+            30.0, "the rejection seen through the Pods API")
+        scrape = await scrape_port_until(port, lambda s: True)
+        assert scrape.series("podresources_pods_source_info") == {
+            (("pods_api", "watching"), ("source", "pods_api")): 1}
+        # the view watches the node and its ResourceSlices, not the pods
+        assert set(scrape.by("podresources_kube_api_up", "resource")) == {
+            "node", "resourceslices", "devicetaintrules"}
 
+        environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         why = subprocess.run(
-            [sys.executable, "-m", "exporter", *command[2:-1], "demo/db-client"],
-            env={**os.environ, "KUBECONFIG": kubeconfig}, cwd=REPO, capture_output=True,
-            text=True, timeout=60)
+            [sys.executable, "-m", "exporter", *command[1:-1], "demo/db-client"],
+            env=environ, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert why.returncode == 0, why.stderr
         assert why.stdout.startswith(
             "Pod demo/db-client (Guaranteed): rejected at admission: TopologyAffinityError (Pod "

@@ -288,5 +288,6 @@ def test_health_section_leaves_out_the_kube_api_errors_without_the_view():
     health = Health("node-a")
     health.kube_api_errors.labels("pods").inc()  # the view is not tracked: not written
     text, openmetrics = health.render_both(KubeletStatus())
-    assert b"kube_api" not in text and b"kube_api" not in openmetrics
+    assert b"podresources_kube_api" not in text
+    assert b"podresources_kube_api" not in openmetrics
     assert b"podresources_refresh_duration_seconds_count 0.0" in text

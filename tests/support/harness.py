@@ -92,9 +92,12 @@ class Scrape:
 
 
 class Node:
-    """A simulated node: fake sysfs plus a kubelet simulator on a unix socket."""
+    """A simulated node: fake sysfs plus a kubelet simulator on a unix socket; with
+    ``pods_api``, its Pods API too. The exporter's settings name the Pods API socket either
+    way (absent without ``pods_api``), never the host's."""
 
-    def __init__(self, spec: NodeSpec | dict | str, faults: Faults | None = None, **sim_options):
+    def __init__(self, spec: NodeSpec | dict | str, faults: Faults | None = None,
+                 pods_api: bool = False, **sim_options):
         if isinstance(spec, dict):
             spec = parse_profile(spec)
         elif isinstance(spec, str):
@@ -103,6 +106,9 @@ class Node:
         self.dir = short_tmpdir()
         self.sysfs = write_sysfs(spec, self.dir / "sys")
         self.socket = self.dir / "pod-resources" / "kubelet.sock"
+        self.pods_api_socket = self.dir / "pods-api" / "pods-api.sock"
+        if pods_api:
+            sim_options["pods_api_socket"] = self.pods_api_socket
         self.simulator = Simulator(NodeState(spec), self.socket, faults=faults, **sim_options)
 
     async def __aenter__(self) -> Node:
@@ -115,7 +121,8 @@ class Node:
 
     def settings(self, **overrides) -> Settings:
         values = dict(socket=str(self.socket), sysfs_root=str(self.sysfs), interval=0.2,
-                      allocatable_interval=60.0, node_name=self.spec.name)
+                      allocatable_interval=60.0, node_name=self.spec.name,
+                      pods_api_socket=str(self.pods_api_socket))
         values.update(overrides)
         return Settings(**values)
 

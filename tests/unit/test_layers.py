@@ -13,16 +13,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 # layer -> the layers it must not import (a layer is a package of exporter/ or a top module)
 FORBIDDEN = {
-    "kubelet": {"exposition", "refresh", "web", "fit", "kubeapi", "commands", "simulator"},
-    "fit": {"kubeapi", "refresh", "web", "commands", "simulator"},
-    "exposition": {"refresh", "web", "fit", "kubeapi", "commands", "simulator"},
-    "web": {"refresh", "fit", "kubeapi", "commands", "simulator"},
+    "kubelet": {"exposition", "refresh", "web", "fit", "kubeapi", "podsapi", "commands",
+                "simulator"},
+    "fit": {"kubeapi", "podsapi", "refresh", "web", "commands", "simulator"},
+    "exposition": {"refresh", "web", "fit", "kubeapi", "podsapi", "commands", "simulator"},
+    "web": {"refresh", "fit", "kubeapi", "podsapi", "commands", "simulator"},
     "refresh": {"web", "commands", "simulator"},
-    "kubeapi": {"refresh", "web", "fit", "commands", "simulator"},
+    "kubeapi": {"refresh", "web", "fit", "podsapi", "commands", "simulator"},
+    # the Pods API's pods become the records the Kubernetes-API view keeps (kubeapi.records)
+    "podsapi": {"refresh", "web", "fit", "exposition", "commands", "simulator", "nodemap"},
     # the simulator admits through the fit engine's rules; fit never imports the simulator
-    "simulator": {"kubeapi", "refresh", "web", "exposition", "commands"},
+    "simulator": {"kubeapi", "podsapi", "refresh", "web", "exposition", "commands"},
     # the node map: drawn from what a refresh has, by whoever serves or prints it
-    "nodemap": {"kubelet", "refresh", "web", "kubeapi", "commands", "simulator", "exposition"},
+    "nodemap": {"kubelet", "refresh", "web", "kubeapi", "podsapi", "commands", "simulator",
+                "exposition"},
 }
 # the core vocabulary: these import nothing of ours but what is listed
 ONLY = {
@@ -159,12 +163,14 @@ def test_no_import_circle_in_the_benchmarks():
 # What a default run (serve, no flag beyond the defaults) imports when it starts: the modules
 # its entry points import at module level, and theirs. The fit engine (--fit-shapes), YAML and
 # bcrypt (files and the web configuration), the Kubernetes-API view (--kube-api), its optional
-# official client and the simulator are imported inside the functions that need them.
+# official client, the simulator, and the Pods API's client and v1.Pod schema (loaded only
+# where its socket exists) are imported inside the functions that need them.
 DEFAULT_ENTRY = ("exporter.cli", "exporter.commands.serve", "exporter.refresh.loop",
                  "exporter.web.server")
 NOT_BY_DEFAULT = ("exporter.fit", "exporter.kubeapi", "exporter.simulator",
                   "exporter.web.webconfig", "exporter.web.basicauth", "yaml", "bcrypt",
-                  "kubernetes")
+                  "kubernetes", "exporter.podsapi.client", "exporter.podsapi.decode",
+                  "exporter._proto.k8s", "exporter._proto.pods")
 
 
 def eager_imports(path: Path) -> set[str]:

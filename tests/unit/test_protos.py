@@ -96,3 +96,133 @@ def test_a_pre_1_31_class_name_field_is_ignored_as_unknown():
     old = b"\x0a\x05gpu-c" + v1.DynamicResource(claim_name="c").SerializeToString()
     parsed = v1.DynamicResource.FromString(old)
     assert parsed.claim_name == "c"
+
+
+# ---- the Pods API and the v1.Pod subset ------------------------------------------------------
+
+def test_pods_api_service_and_events():
+    from exporter._proto.pods.v1alpha1 import api_pb2 as pods
+
+    service = pods.DESCRIPTOR.services_by_name["Pods"]
+    assert service.full_name == "v1alpha1.Pods"
+    assert [(m.name, m.server_streaming) for m in service.methods] == [
+        ("WatchPods", True), ("ListPods", False), ("GetPod", False)]
+    assert [(v.name, v.number) for v in pods.EventType.DESCRIPTOR.values] == [
+        ("UNSPECIFIED", 0), ("ADDED", 1), ("MODIFIED", 2), ("DELETED", 3),
+        ("INITIAL_SYNC_COMPLETE", 4)]
+    assert field(pods.WatchPodsEvent, "pod").number == 2
+    assert field(pods.ListPodsResponse, "pods").is_repeated
+    assert field(pods.GetPodRequest, "podUID").type == FieldDescriptor.TYPE_STRING
+    grpc_module = (REPO / PACKAGE_PATH / "pods" / "v1alpha1" / "api_pb2_grpc.py").read_text()
+    for path in ("/v1alpha1.Pods/WatchPods", "/v1alpha1.Pods/ListPods", "/v1alpha1.Pods/GetPod"):
+        assert f"'{path}'" in grpc_module
+    # beside podresources' v1alpha1 in one descriptor pool: no name is defined twice
+    assert v1alpha1.DESCRIPTOR.pool is pods.DESCRIPTOR.pool
+
+
+def test_the_subset_keeps_the_real_numbers_and_labels():
+    from exporter._proto.k8s.api.core.v1 import generated_pb2 as core
+    from exporter.protogen import K8S_PROTOS, PROTO_DIR
+    from exporter.protosubset import KEEP, parse
+
+    real = {}
+    for name in K8S_PROTOS:
+        proto = parse((PROTO_DIR / name).read_text())
+        for message, parsed in proto.messages.items():
+            real[f"{proto.package}.{message}"] = parsed
+    pool = core.DESCRIPTOR.pool
+    for message, names in KEEP.items():
+        descriptor = pool.FindMessageTypeByName(message)
+        assert sorted(f.name for f in descriptor.fields) == sorted(names)
+        for name in names:
+            line = real[message].fields[name][1]
+            compiled = descriptor.fields_by_name[name]
+            assert line.strip().endswith(f" = {compiled.number};"), (message, name)
+            assert compiled.is_repeated == (line.strip().startswith(("repeated", "map<")))
+
+
+# A pod as the API server hands it to the kubelet, encoded with the whole of core/v1 (compiled
+# here from protos/k8s.io/), in a process of its own (its message names are the subset's).
+FULL_POD_SCRIPT = '''
+import sys
+from fullk8s.api.core.v1 import generated_pb2 as core
+pod = core.Pod()
+m = pod.metadata
+m.name, m.namespace, m.uid = "trainer-0", "ml", "6a7c1f0e-uid"
+m.labels["app"] = "trainer"
+m.annotations["kubernetes.io/config.source"] = "api"
+m.ownerReferences.add(kind="StatefulSet", name="trainer", uid="owner-uid", controller=True)
+mf = m.managedFields.add(manager="kubectl", operation="Apply", apiVersion="v1")
+mf.fieldsV1.Raw = b'{"f:spec":{"f:containers":{}}}' * 20
+s = pod.spec
+s.nodeName = "gpu-node-01"
+s.volumes.add(name="data").volumeSource.emptyDir.medium = "Memory"
+proxy = s.initContainers.add(name="proxy", image="envoy:1", restartPolicy="Always")
+proxy.resources.limits["cpu"].string = "1"
+proxy.resources.limits["memory"].string = "256Mi"
+setup = s.initContainers.add(name="setup", image="busybox")
+setup.resources.requests["cpu"].string = "6"
+app = s.containers.add(name="app", image="trainer:2", command=["python", "-m", "train"])
+app.env.add(name="EPOCHS", value="10")
+app.ports.add(containerPort=8080, protocol="TCP")
+app.resources.limits["cpu"].string = "16"
+app.resources.limits["memory"].string = "64Gi"
+app.resources.limits["nvidia.com/gpu"].string = "2"
+app.resources.requests["cpu"].string = "16"
+app.resources.claims.add(name="gpus")
+app.securityContext.privileged = False
+s.containers.add(name="sidecar-log", image="fluent-bit")
+s.overhead["cpu"].string = "250m"
+s.resources.limits["memory"].string = "80Gi"
+s.tolerations.add(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.add()
+st = pod.status
+st.phase, st.reason = "Failed", "TopologyAffinityError"
+st.message = "Pod was rejected: Resources cannot be allocated with Topology locality"
+st.qosClass = "Guaranteed"
+st.conditions.add(type="PodScheduled", status="True")
+st.podIPs.add(ip="10.0.0.7")
+st.containerStatuses.add(name="app", ready=False, restartCount=3).state.waiting.reason = "x"
+claim = st.extendedResourceClaimStatus
+claim.resourceClaimName = "trainer-0-extended-resources-abcde"
+claim.requestMappings.add(containerName="app", resourceName="nvidia.com/gpu",
+                          requestName="container-0-request-0")
+sys.stdout.write(pod.SerializeToString().hex())
+'''
+
+
+def test_the_subset_reads_a_pod_encoded_with_the_whole_schema(tmp_path):
+    if importlib.util.find_spec("grpc_tools") is None:
+        pytest.skip("grpcio-tools is not installed (pip install '.[test]')")
+    import subprocess
+    import sys
+
+    from exporter.podsapi.decode import decode_pod
+    from exporter.protogen import compile_whole_k8s
+
+    compile_whole_k8s(tmp_path, "fullk8s")
+    encoded = subprocess.run([sys.executable, "-c", FULL_POD_SCRIPT], cwd=tmp_path,
+                             check=True, capture_output=True, text=True).stdout
+    assert decode_pod(bytes.fromhex(encoded)) == {
+        "metadata": {"name": "trainer-0", "namespace": "ml", "uid": "6a7c1f0e-uid"},
+        "spec": {
+            "nodeName": "gpu-node-01",
+            "containers": [
+                {"name": "app", "resources": {
+                    "limits": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"},
+                    "requests": {"cpu": "16"}}},
+                {"name": "sidecar-log"}],
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always",
+                 "resources": {"limits": {"cpu": "1", "memory": "256Mi"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "6"}}}],
+            "overhead": {"cpu": "250m"},
+            "resources": {"limits": {"memory": "80Gi"}}},
+        "status": {
+            "phase": "Failed", "reason": "TopologyAffinityError",
+            "message": "Pod was rejected: Resources cannot be allocated with Topology locality",
+            "qosClass": "Guaranteed",
+            "extendedResourceClaimStatus": {
+                "resourceClaimName": "trainer-0-extended-resources-abcde",
+                "requestMappings": [{"containerName": "app", "resourceName": "nvidia.com/gpu",
+                                     "requestName": "container-0-request-0"}]}}}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -34,8 +35,18 @@ type reply map[string]any
 
 func main() {
 	verbosity := flag.Int("v", 0, "kubelet log verbosity on stderr (0: no logs)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	setUpLogs(*verbosity)
+	if *cpuProfile != "" {
+		file, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		_ = pprof.StartCPUProfile(file)
+		defer pprof.StopCPUProfile()
+	}
 
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 256<<20)

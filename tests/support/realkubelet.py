@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,11 @@ DEFAULT_MAX_PODS = 110
 
 class RealKubeletError(RuntimeError):
     """The component refused a request (the message is its one-line reason)."""
+
+
+class RealKubeletTimeout(RealKubeletError):
+    """A request took longer than the caller allowed; the component was stopped and started
+    again, with no node (reset next)."""
 
 
 def binary(release: str) -> Path:
@@ -110,9 +116,14 @@ class RealKubelet:
 
     def __init__(self, path: Path, release: str, verbosity: int = 0):
         self.release = release
-        self._process = subprocess.Popen(
-            [str(path), f"-v={verbosity}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None if verbosity else subprocess.DEVNULL, text=True, bufsize=1)
+        self._command = [str(path), f"-v={verbosity}"]
+        self._verbosity = verbosity
+        self._process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None if self._verbosity else subprocess.DEVNULL, text=True, bufsize=1)
 
     @classmethod
     def start(cls, release: str = "1.37", verbosity: int = 0) -> RealKubelet:
@@ -124,11 +135,19 @@ class RealKubelet:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, op: str, **fields: Any) -> dict[str, Any]:
-        """One request; the reply without ``ok``, or :class:`RealKubeletError`."""
+    def call(self, op: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        """One request; the reply without ``ok``, or :class:`RealKubeletError`
+        (:class:`RealKubeletTimeout` after ``timeout`` seconds)."""
         assert self._process.stdin is not None and self._process.stdout is not None
         self._process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
         self._process.stdin.flush()
+        if timeout is not None:
+            ready, _, _ = select.select([self._process.stdout], [], [], timeout)
+            if not ready:
+                self._process.kill()
+                self._process.wait()
+                self._process = self._spawn()
+                raise RealKubeletTimeout(f"{op} took more than {timeout:g}s")
         line = self._process.stdout.readline()
         if not line:
             raise RealKubeletError(f"the real kubelet exited (status {self._process.wait()})")
@@ -142,8 +161,8 @@ class RealKubelet:
         return NodeHandle(self.release, reply["podresources_socket"], reply["sysfs_root"],
                           reply["sockets"])
 
-    def admit(self, pod: dict[str, Any]) -> Admission:
-        result = self.call("admit", pod=pod)["result"]
+    def admit(self, pod: dict[str, Any], timeout: float | None = None) -> Admission:
+        result = self.call("admit", timeout=timeout, pod=pod)["result"]
         return Admission(result["admitted"], result["reason"], result["message"], result["uid"],
                          {c["name"]: Container.of(c) for c in result["containers"] or ()})
 
@@ -206,8 +225,11 @@ def node_description(spec: NodeSpec, max_pods: int | None = None,
                          "numa": numa.numa_id})
     distances = spec.distances()
     numa_nodes = []
+    # every NUMA node has a directory for each page size the machine has (nr_hugepages 0 where
+    # none are set aside), and cAdvisor reports them all
+    sizes = sorted({size for numa in spec.numa_nodes for size in numa.hugepages})
     for numa in spec.numa_nodes:
-        hugepages = {str(size): pages for size, pages in sorted(numa.hugepages.items())}
+        hugepages = {str(size): numa.hugepages.get(size, 0) for size in sizes}
         total = numa.memory_bytes + sum(size * pages for size, pages in numa.hugepages.items())
         numa_nodes.append({"id": numa.numa_id, "memory": total, "hugepages": hugepages,
                            "distances": [distances[numa.numa_id][other]

@@ -1,0 +1,207 @@
+"""The exporter against the real kubelet: every simulator profile the real managers can hold,
+its pods admitted through the kubelet's own code (1.37 and 1.34), and every per-NUMA and
+per-container figure of ``snapshot --format json`` equal to what the managers' dump says.
+
+The expected figures are worked out here from the dump with plain counting (which CPU sits on
+which NUMA node comes from the node description), never from the exporter's accounting. DRA is
+outside the real component: the profiles' DRA claims are not there, and a device plugin
+resource the scheduler served through DRA is left to DRA (1.37) as the kubelet does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from exporter.simulator import NodeState, load_profile
+from exporter.simulator.profile import NodeSpec, PodSpec
+
+from ..support.realkubelet import (
+    RELEASES,
+    RealKubelet,
+    node_description,
+    pod_manifest,
+)
+
+PROFILES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
+
+
+def tried_pods(spec: NodeSpec) -> tuple[list[PodSpec], dict[str, str]]:
+    """The pods the simulator puts on the node, in the order it admits them, and the ones it
+    rejects (``namespace/name`` -> reason)."""
+    state = NodeState(spec)
+    rejected = dict(line.split(": ", 1) for line in state.rejected)
+    return [sim.spec for sim in state.pods.values()], rejected
+
+
+def run_pods(kubelet: RealKubelet, spec: NodeSpec, pods: list[PodSpec]) -> dict[str, str]:
+    """Each pod admitted, then taken through its life as the profile says (started, ended,
+    terminating, or still Pending); returns the rejections (``namespace/name`` -> reason)."""
+    rejected = {}
+    for pod in pods:
+        verdict = kubelet.admit(pod_manifest(pod, spec.name))
+        if not verdict.admitted:
+            rejected[f"{pod.namespace}/{pod.name}"] = verdict.reason
+            continue
+        if pod.phase != "Pending":
+            kubelet.start_containers(pod.namespace, pod.name)
+        if pod.phase in ("Succeeded", "Failed") or pod.terminating:
+            kubelet.set_phase(pod.namespace, pod.name,
+                              pod.phase if pod.phase in ("Succeeded", "Failed") else "",
+                              terminating=pod.terminating)
+    return rejected
+
+
+def snapshot(socket: str, sysfs_root: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "snapshot", "--format", "json", "--socket", socket,
+         "--sysfs-root", sysfs_root], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def label(numa_ids: list[int] | tuple[int, ...] | None) -> str:
+    if not numa_ids:
+        return "unknown"
+    return ",".join(str(n) for n in sorted(set(numa_ids)))
+
+
+def expected_figures(dump: dict[str, Any], node: dict[str, Any]) -> dict[str, dict[tuple, int]]:
+    """The per-NUMA figures ``List`` and ``GetAllocatableResources`` give for the managers'
+    state: the containers ``List`` shows are the active pods' sidecars and app containers."""
+    cpu_numa = {cpu["id"]: cpu["numa"] for cpu in node["cpus"]}
+    figures: dict[str, Counter[tuple]] = {k: Counter() for k in (
+        "cpus_allocatable", "cpus_allocated", "memory_allocatable_bytes",
+        "memory_allocated_bytes", "devices_allocatable", "devices_allocated",
+        "devices_allocated_unavailable")}
+    if dump["cpu_manager"]["policy"] == "static":
+        for cpu in dump["cpu_manager"]["allocatable"]:
+            figures["cpus_allocatable"][(str(cpu_numa[cpu]),)] += 1
+        for numa in {str(cpu_numa[c]) for c in dump["cpu_manager"]["allocatable"]}:
+            figures["cpus_allocated"][(numa,)] += 0
+    memory_static = dump["memory_manager"]["policy"] == "Static"
+    if memory_static:
+        for numa, state in dump["memory_manager"]["machine_state"].items():
+            for memory_type, table in state["memory"].items():
+                if table["allocatable"]:
+                    figures["memory_allocatable_bytes"][(numa, memory_type)] += table["allocatable"]
+                    figures["memory_allocated_bytes"][(numa, memory_type)] += 0
+    healthy = set()
+    for resource, devices in dump["device_manager"]["registered"].items():
+        for device_id, device in devices.items():
+            if device["healthy"] and device["numa"] != []:
+                healthy.add((resource, device_id))
+                where = label(device["numa"])
+                figures["devices_allocatable"][(where, resource)] += 1
+                figures["devices_allocated"][(where, resource)] += 0
+                figures["devices_allocated_unavailable"][(where, resource)] += 0
+    for pod in dump["pods"]:
+        if not pod["active"]:
+            continue
+        for container in pod["containers"]:
+            if container["kind"] == "init":
+                continue
+            for cpu in container["cpus"]:
+                figures["cpus_allocated"][(str(cpu_numa[cpu]),)] += 1
+            if memory_static:
+                for block in container["memory"]:
+                    figures["memory_allocated_bytes"][(label(block["numa"]), block["type"])] += \
+                        block["size"]
+            for resource, ids in container["devices"].items():
+                for device_id in ids:
+                    numa = dump["device_manager"]["registered"][resource][device_id]["numa"]
+                    if numa == []:
+                        continue  # a topology naming no NUMA node: in no reply
+                    key = (label(numa), resource)
+                    kind = ("devices_allocated" if (resource, device_id) in healthy
+                            else "devices_allocated_unavailable")
+                    figures[kind][key] += 1
+    return {k: dict(v) for k, v in figures.items()}
+
+
+def reported_figures(document: dict[str, Any]) -> dict[str, dict[tuple, int]]:
+    keys = {"cpus_allocatable": ("numa_node",), "cpus_allocated": ("numa_node",),
+            "memory_allocatable_bytes": ("numa_node", "memory_type"),
+            "memory_allocated_bytes": ("numa_node", "memory_type"),
+            "devices_allocatable": ("numa_node", "resource"),
+            "devices_allocated": ("numa_node", "resource"),
+            "devices_allocated_unavailable": ("numa_node", "resource")}
+    return {kind: {tuple(row[k] for k in names): row["value"] for row in document[kind] or ()}
+            for kind, names in keys.items()}
+
+
+def expected_holdings(dump: dict[str, Any], node: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
+    """Per listed container holding anything exclusive: its CPUs, memory blocks and devices."""
+    cpu_numa = {cpu["id"]: cpu["numa"] for cpu in node["cpus"]}
+    holdings = {}
+    for pod in dump["pods"]:
+        if not pod["active"]:
+            continue
+        for container in pod["containers"]:
+            if container["kind"] == "init":
+                continue
+            memory = sorted((label(b["numa"]), b["type"], b["size"]) for b in container["memory"]
+                            ) if dump["memory_manager"]["policy"] == "Static" else []
+            devices = sorted((resource, device_id) for resource, ids in container["devices"].items()
+                             for device_id in ids)
+            if not (container["cpus"] or memory or devices):
+                continue
+            holdings[(pod["namespace"], pod["name"], container["name"])] = {
+                "cpus": sorted((str(cpu_numa[c]), c) for c in container["cpus"]),
+                "memory": memory, "devices": devices}
+    return holdings
+
+
+def reported_holdings(document: dict[str, Any]) -> dict[tuple, dict[str, Any]]:
+    holdings = {}
+    for pod in document["pods"]:
+        for container in pod["containers"]:
+            cpus = sorted((row["numa_node"], cpu) for row in container["cpus_by_numa_node"]
+                          for cpu in _cpulist(row["cpus"]))
+            memory = sorted((row["numa_node"], row["memory_type"], row["bytes"])
+                            for row in container["memory"])
+            devices = sorted((row["resource"], row["device_id"]) for row in container["devices"])
+            holdings[(pod["namespace"], pod["pod"], container["container"])] = {
+                "cpus": cpus, "memory": memory, "devices": devices}
+    return holdings
+
+
+def _cpulist(text: str) -> list[int]:
+    cpus = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+@pytest.fixture(scope="module", params=sorted(RELEASES))
+def kubelet(request: pytest.FixtureRequest):
+    with RealKubelet.start(request.param) as component:
+        yield component
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) -> None:
+    spec = load_profile(profile)
+    pods, simulator_rejected = tried_pods(spec)
+    description = node_description(spec)
+    node = kubelet.reset(description)
+    real_rejected = run_pods(kubelet, spec, pods)
+    dump = kubelet.dump()
+    document = snapshot(node.socket, node.sysfs_root)
+
+    expected = expected_figures(dump, description)
+    reported = reported_figures(document)
+    for kind in expected:
+        assert reported[kind] == expected[kind], f"{kind} ({profile}, {kubelet.release})"
+    assert reported_holdings(document) == expected_holdings(dump, description)
+    assert document["data_issues"] == [], document["data_issues"]
+    print(f"{profile} on {kubelet.release}: {len(pods)} pods, real kubelet rejects "
+          f"{len(real_rejected)} {sorted(real_rejected.items())[:5]}, simulator rejects "
+          f"{len(simulator_rejected)}")

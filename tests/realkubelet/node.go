@@ -47,6 +47,8 @@ type deviceDescription struct {
 	// nil: the plugin reports no topology; []: a topology naming no NUMA node
 	NUMA    []int64 `json:"numa"`
 	Healthy bool    `json:"healthy"`
+	// the resource's plugin keeps the stub's own Allocate, which answers no container
+	PluginDefaultAllocate bool `json:"plugin_default_allocate,omitempty"`
 }
 
 type kubeletConfig struct {

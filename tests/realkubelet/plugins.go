@@ -53,6 +53,15 @@ func pluginDevices(desc []deviceDescription) []*pluginapi.Device {
 	return devices
 }
 
+func defaultAllocate(devices []deviceDescription) bool {
+	for _, d := range devices {
+		if d.PluginDefaultAllocate {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *devicePlugin) current() []*pluginapi.Device {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -79,7 +88,9 @@ func (n *node) startPlugins() error {
 		devices := pluginDevices(byResource[resource])
 		socket := filepath.Join(n.socketDir("device-plugins"), fmt.Sprintf("plugin-%d.sock", i))
 		stub := newStub(devices, socket, resource)
-		stub.SetAllocFunc(allocate)
+		if !defaultAllocate(byResource[resource]) {
+			stub.SetAllocFunc(allocate)
+		}
 		p := &devicePlugin{resource: resource, stub: stub, devices: devices}
 		n.plugins = append(n.plugins, p)
 		if err := startStub(n.ctx, stub); err != nil {

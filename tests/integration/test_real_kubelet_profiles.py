@@ -11,6 +11,7 @@ resource the scheduler served through DRA is left to DRA (1.37) as the kubelet d
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -28,7 +29,27 @@ from ..support.realkubelet import (
     pod_manifest,
 )
 
-PROFILES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
+# huge is the large node with 2,000 pods: through the real device manager (4,096 devices, 255
+# NUMA masks per request) that takes many minutes per release, so it runs on request only
+# (PODRESOURCES_REALKUBELET_HUGE=1)
+PROFILES = ("small", "dual-socket-gpu", "large", "gb200-tray") + (
+    ("huge",) if os.environ.get("PODRESOURCES_REALKUBELET_HUGE") == "1" else ())
+# gb200-tray's 34 NUMA nodes with the memory manager Static: its Allocate (policy none:
+# getDefaultHint -> calculateHints) walks every one of the 2^34 NUMA masks for each Guaranteed
+# container, so the real kubelet never finishes admitting the first pod; run with the memory
+# manager None instead
+OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
+# pods the real kubelet rejects and the simulator admits, both releases (the simulator's
+# allocator places profile pods without the kubelet's admission):
+# - inmem-db-0 asks for 150Gi, more than one NUMA node has left: the simulator spreads its
+#   memory over both nodes, which single-numa-node never allows (the memory manager: "failed
+#   to find NUMA nodes to extend the current topology hint");
+# - dra-infer-0's nvidia.com/gpu is served by DRA, but the node's device plugin serves that
+#   name too: the device manager's GetTopologyHints does not skip a DRA-backed extended resource
+#   (only its Allocate does, topology_hints.go / manager.go isDRAExtendedResource), so the pod
+#   needs a free plugin GPU on one NUMA node, and there is none
+REAL_ONLY_REJECTIONS = {"dual-socket-gpu": {"analytics/inmem-db-0": "UnexpectedAdmissionError",
+                                            "ml/dra-infer-0": "TopologyAffinityError"}}
 
 
 def tried_pods(spec: NodeSpec) -> tuple[list[PodSpec], dict[str, str]]:
@@ -189,6 +210,8 @@ def kubelet(request: pytest.FixtureRequest):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) -> None:
     spec = load_profile(profile)
+    for key, value in OVERRIDES.get(profile, {}).items():
+        setattr(spec, key, value)
     pods, simulator_rejected = tried_pods(spec)
     description = node_description(spec)
     node = kubelet.reset(description)
@@ -202,6 +225,4 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
         assert reported[kind] == expected[kind], f"{kind} ({profile}, {kubelet.release})"
     assert reported_holdings(document) == expected_holdings(dump, description)
     assert document["data_issues"] == [], document["data_issues"]
-    print(f"{profile} on {kubelet.release}: {len(pods)} pods, real kubelet rejects "
-          f"{len(real_rejected)} {sorted(real_rejected.items())[:5]}, simulator rejects "
-          f"{len(simulator_rejected)}")
+    assert real_rejected == {**simulator_rejected, **REAL_ONLY_REJECTIONS.get(profile, {})}

@@ -32,6 +32,9 @@ import (
 	kubepod "k8s.io/kubernetes/pkg/kubelet/pod"
 )
 
+// baseDir holds each node's directory ("": the system's temporary directory).
+var baseDir string
+
 // node is one reset's kubelet; every field is rebuilt by reset.
 type node struct {
 	desc    nodeDescription
@@ -88,7 +91,7 @@ func newNode(desc nodeDescription) (*node, error) {
 	if err := setFeatureGates(desc.Kubelet.FeatureGates); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "rk-")
+	dir, err := os.MkdirTemp(baseDir, "rk-")
 	if err != nil {
 		return nil, err
 	}

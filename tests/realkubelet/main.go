@@ -36,6 +36,7 @@ type reply map[string]any
 func main() {
 	verbosity := flag.Int("v", 0, "kubelet log verbosity on stderr (0: no logs)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&baseDir, "dir", "", "where each node's state, sockets and sysfs tree go (default: the temporary directory)")
 	flag.Parse()
 	setUpLogs(*verbosity)
 	if *cpuProfile != "" {

@@ -22,6 +22,7 @@ realkubelet-<release>``, with the build's error, when it failed, beside it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -201,10 +202,8 @@ class RealKubelet:
 
     def close(self) -> None:
         if self._process.poll() is None:
-            try:
+            with contextlib.suppress(RealKubeletError, OSError, ValueError):
                 self.call("close")
-            except (RealKubeletError, OSError, ValueError):
-                pass
             try:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:

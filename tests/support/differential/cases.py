@@ -168,7 +168,8 @@ def _node(rng: random.Random) -> dict[str, Any]:
         "devices": _devices(rng, numa_count),
     }
     if memory_static:
-        reserved_memory: dict[str, dict[str, str]] = {"0": {"memory": f"{rng.choice((256, 512, 1024))}Mi"}}
+        reserved_size = f"{rng.choice((256, 512, 1024))}Mi"
+        reserved_memory: dict[str, dict[str, str]] = {"0": {"memory": reserved_size}}
         if numa_count > 2 and rng.random() < 0.3:
             reserved_memory[str(numa_count - 1)] = {"memory": "256Mi"}
         pages = numa_nodes[0]["hugepages"]

@@ -94,10 +94,10 @@ async def fit_answer(case: Case, socket: str, sysfs_root: str, config_file: str)
 
 
 def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
-    """What the managers hold that ``List`` does not show: CPUs and memory of regular init
-    containers of active pods, and anything of pods that are not active (rejected ones)."""
-    held: dict[str, Any] = {"init_cpus": 0, "init_memory": 0, "inactive_cpus": 0,
-                            "inactive_memory": 0, "inactive_devices": 0}
+    """What the managers hold that ``List`` does not show: CPUs, memory and devices of regular
+    init containers of active pods, and anything of pods that are not active (rejected ones)."""
+    held: dict[str, Any] = {"init_cpus": 0, "init_memory": 0, "init_devices": 0,
+                            "inactive_cpus": 0, "inactive_memory": 0, "inactive_devices": 0}
     for pod in dump["pods"] or ():
         for container in pod["containers"] or ():
             memory = sum(b["size"] for b in container["memory"])
@@ -108,6 +108,7 @@ def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
             elif container["kind"] == "init":
                 held["init_cpus"] += len(container["cpus"])
                 held["init_memory"] += memory
+                held["init_devices"] += sum(len(ids) for ids in container["devices"].values())
     return held
 
 

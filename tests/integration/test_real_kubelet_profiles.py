@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -93,6 +94,16 @@ def label(numa_ids: list[int] | tuple[int, ...] | None) -> str:
     return ",".join(str(n) for n in sorted(set(numa_ids)))
 
 
+def listed_containers(dump: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pod, container) of every container ``List`` shows: the active pods' sidecars and app
+    containers."""
+    for pod in dump["pods"] or ():
+        if pod["active"]:
+            for container in pod["containers"] or ():
+                if container["kind"] != "init":
+                    yield pod, container
+
+
 def expected_figures(dump: dict[str, Any], node: dict[str, Any]) -> dict[str, dict[tuple, int]]:
     """The per-NUMA figures ``List`` and ``GetAllocatableResources`` give for the managers'
     state: the containers ``List`` shows are the active pods' sidecars and app containers."""
@@ -122,27 +133,22 @@ def expected_figures(dump: dict[str, Any], node: dict[str, Any]) -> dict[str, di
                 figures["devices_allocatable"][(where, resource)] += 1
                 figures["devices_allocated"][(where, resource)] += 0
                 figures["devices_allocated_unavailable"][(where, resource)] += 0
-    for pod in dump["pods"]:
-        if not pod["active"]:
-            continue
-        for container in pod["containers"]:
-            if container["kind"] == "init":
-                continue
-            for cpu in container["cpus"]:
-                figures["cpus_allocated"][(str(cpu_numa[cpu]),)] += 1
-            if memory_static:
-                for block in container["memory"]:
-                    figures["memory_allocated_bytes"][(label(block["numa"]), block["type"])] += \
-                        block["size"]
-            for resource, ids in container["devices"].items():
-                for device_id in ids:
-                    numa = dump["device_manager"]["registered"][resource][device_id]["numa"]
-                    if numa == []:
-                        continue  # a topology naming no NUMA node: in no reply
-                    key = (label(numa), resource)
-                    kind = ("devices_allocated" if (resource, device_id) in healthy
-                            else "devices_allocated_unavailable")
-                    figures[kind][key] += 1
+    for _, container in listed_containers(dump):
+        for cpu in container["cpus"]:
+            figures["cpus_allocated"][(str(cpu_numa[cpu]),)] += 1
+        if memory_static:
+            for block in container["memory"]:
+                figures["memory_allocated_bytes"][(label(block["numa"]), block["type"])] += \
+                    block["size"]
+        for resource, ids in container["devices"].items():
+            for device_id in ids:
+                numa = dump["device_manager"]["registered"][resource][device_id]["numa"]
+                if numa == []:
+                    continue  # a topology naming no NUMA node: in no reply
+                key = (label(numa), resource)
+                kind = ("devices_allocated" if (resource, device_id) in healthy
+                        else "devices_allocated_unavailable")
+                figures[kind][key] += 1
     return {k: dict(v) for k, v in figures.items()}
 
 
@@ -161,21 +167,16 @@ def expected_holdings(dump: dict[str, Any], node: dict[str, Any]) -> dict[tuple,
     """Per listed container holding anything exclusive: its CPUs, memory blocks and devices."""
     cpu_numa = {cpu["id"]: cpu["numa"] for cpu in node["cpus"]}
     holdings = {}
-    for pod in dump["pods"]:
-        if not pod["active"]:
+    for pod, container in listed_containers(dump):
+        memory = sorted((label(b["numa"]), b["type"], b["size"]) for b in container["memory"]
+                        ) if dump["memory_manager"]["policy"] == "Static" else []
+        devices = sorted((resource, device_id) for resource, ids in container["devices"].items()
+                         for device_id in ids)
+        if not (container["cpus"] or memory or devices):
             continue
-        for container in pod["containers"]:
-            if container["kind"] == "init":
-                continue
-            memory = sorted((label(b["numa"]), b["type"], b["size"]) for b in container["memory"]
-                            ) if dump["memory_manager"]["policy"] == "Static" else []
-            devices = sorted((resource, device_id) for resource, ids in container["devices"].items()
-                             for device_id in ids)
-            if not (container["cpus"] or memory or devices):
-                continue
-            holdings[(pod["namespace"], pod["name"], container["name"])] = {
-                "cpus": sorted((str(cpu_numa[c]), c) for c in container["cpus"]),
-                "memory": memory, "devices": devices}
+        holdings[(pod["namespace"], pod["name"], container["name"])] = {
+            "cpus": sorted((str(cpu_numa[c]), c) for c in container["cpus"]),
+            "memory": memory, "devices": devices}
     return holdings
 
 

@@ -11,20 +11,14 @@ import (
 	_ "unsafe" // go:linkname
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
-	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/kubernetes/pkg/kubelet/allocation"
-	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
-	apisgrpc "k8s.io/kubernetes/pkg/kubelet/apis/grpc"
-	"k8s.io/kubernetes/pkg/kubelet/apis/podresources"
 	"k8s.io/kubernetes/pkg/kubelet/cadvisor"
 	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
@@ -46,8 +40,6 @@ type (
 	cadvisorCore      = cadvisorapi.Core
 	cadvisorHugePages = cadvisorapi.HugePagesInfo
 )
-
-func featureName(name string) featuregate.Feature { return featuregate.Feature(name) }
 
 func newTopologyManager(ctx context.Context, machine *machineInfo, kc kubeletConfig) (topologymanager.Manager, error) {
 	return topologymanager.NewManager(klog.FromContext(ctx), machine.Topology, kc.TopologyManagerPolicy,
@@ -78,24 +70,6 @@ func newMemoryManager(ctx context.Context, kc kubeletConfig, machine *machineInf
 	reserved []memoryReservation, stateDir string, tm topologymanager.Manager) (memorymanager.Manager, error) {
 	return memorymanager.NewManager(klog.FromContext(ctx), kc.MemoryManagerPolicy, machine, reservation,
 		memoryReservations(reserved), stateDir, tm)
-}
-
-func memoryReservations(reserved []memoryReservation) []kubeletconfig.MemoryReservation {
-	byNUMA := map[int32]v1.ResourceList{}
-	var order []int32
-	for _, r := range reserved {
-		numa := int32(r.NUMA)
-		if _, seen := byNUMA[numa]; !seen {
-			byNUMA[numa] = v1.ResourceList{}
-			order = append(order, numa)
-		}
-		byNUMA[numa][v1.ResourceName(r.Type)] = *resource.NewQuantity(r.Bytes, resource.BinarySI)
-	}
-	var out []kubeletconfig.MemoryReservation
-	for _, numa := range order {
-		out = append(out, kubeletconfig.MemoryReservation{NumaNode: numa, Limits: byNUMA[numa]})
-	}
-	return out
 }
 
 // newAllocationManager: the kubelet's allocation manager holds the admit handlers in 1.37
@@ -193,10 +167,6 @@ func registerStub(ctx context.Context, stub *plugin.Stub, kubeletSocket, resourc
 }
 
 func stopStub(stub *plugin.Stub) { _ = stub.Stop(klog.Background()) }
-
-func podResourcesRateLimiter(ctx context.Context) grpc.ServerOption {
-	return apisgrpc.WithRateLimiter(ctx, "podresources", podresources.DefaultQPS, podresources.DefaultBurstTokens)
-}
 
 // GetPodByName filters inactive pods as GetActivePods does (kubelet.go kubeletPodsProvider).
 func (p *podsProvider) GetPodByName(namespace, name string) (*v1.Pod, bool) {

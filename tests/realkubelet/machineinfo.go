@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/cpuset"
 )
 
@@ -89,3 +90,5 @@ func setFeatureGates(gates map[string]bool) error {
 }
 
 func cpuSetOf(set cpuset.CPUSet) []int { return set.List() }
+
+func featureName(name string) featuregate.Feature { return featuregate.Feature(name) }

@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	"k8s.io/utils/cpuset"
 )
 
@@ -208,4 +209,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// memoryReservations is the kubelet configuration's reservedMemory: one entry per NUMA node.
+func memoryReservations(reserved []memoryReservation) []kubeletconfig.MemoryReservation {
+	byNUMA := map[int32]v1.ResourceList{}
+	var order []int32
+	for _, r := range reserved {
+		numa := int32(r.NUMA)
+		if _, seen := byNUMA[numa]; !seen {
+			byNUMA[numa] = v1.ResourceList{}
+			order = append(order, numa)
+		}
+		byNUMA[numa][v1.ResourceName(r.Type)] = *resource.NewQuantity(r.Bytes, resource.BinarySI)
+	}
+	var out []kubeletconfig.MemoryReservation
+	for _, numa := range order {
+		out = append(out, kubeletconfig.MemoryReservation{NumaNode: numa, Limits: byNUMA[numa]})
+	}
+	return out
 }

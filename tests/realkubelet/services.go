@@ -7,6 +7,7 @@ package main
 // own file; reset starts every one of them on the new node.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
+	apisgrpc "k8s.io/kubernetes/pkg/kubelet/apis/grpc"
 	"k8s.io/kubernetes/pkg/kubelet/apis/podresources"
 	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
 	memorystate "k8s.io/kubernetes/pkg/kubelet/cm/memorymanager/state"
@@ -137,4 +139,9 @@ func int64s(values []int) []int64 {
 		out = append(out, int64(v))
 	}
 	return out
+}
+
+// podResourcesRateLimiter is the kubelet's global limiter of the podresources service.
+func podResourcesRateLimiter(ctx context.Context) grpc.ServerOption {
+	return apisgrpc.WithRateLimiter(ctx, "podresources", podresources.DefaultQPS, podresources.DefaultBurstTokens)
 }

@@ -25,8 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.case is not None:
         return replay(args.seed, args.case, args.version, args.verbose)
-    summary = run_many(args.version, args.seed, args.cases, args.first,
-                       progress=lambda s: print(s.lines(each=False)[0], file=sys.stderr))
+    summary = run_many(args.version, args.seed, args.cases, args.first)
     print("\n".join(summary.lines(each=True)))
     return 0 if not summary.disagreements else 1
 

@@ -53,8 +53,8 @@ OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
 REAL_ONLY_REJECTIONS = {"dual-socket-gpu": {"analytics/inmem-db-0": "UnexpectedAdmissionError",
                                             "ml/dra-infer-0": "TopologyAffinityError"}}
 # - large's generated pods ask for more CPU than the node's allocatable once shared-pool and
-#   Burstable requests are counted, as the predicate admit handler counts them: the last 80 the
-#   simulator admits are OutOfcpu for the kubelet
+#   Burstable requests are counted, as the predicate admit handler counts them: 80 of the pods
+#   the simulator admits are OutOfcpu for the kubelet (on both releases)
 REAL_ONLY_OUT_OF_CPU = {"large": 80}
 
 

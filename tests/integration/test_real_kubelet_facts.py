@@ -172,3 +172,21 @@ def test_a_plugin_allocate_without_container_responses_is_rejected(
                                       "example.com/gpu": 1}))
     assert (verdict.admitted, verdict.reason) == (False, "UnexpectedAdmissionError")
     assert "Allocate failed due to" in verdict.message
+
+
+async def test_get_with_its_gate_off_answers_unknown(kubelet: RealKubelet) -> None:
+    """1.34 has the KubeletPodResourcesGet gate (beta, on); off, Get answers Unknown. In 1.37 it
+    is GA and locked on."""
+    if kubelet.release != "1.34":
+        pytest.skip("KubeletPodResourcesGet is locked on in 1.37")
+    description = two_numa_node()
+    description["kubelet"]["feature_gates"]["KubeletPodResourcesGet"] = False
+    node = kubelet.reset(description)
+    assert kubelet.admit(pod("p", {"name": "c", "cpu": 1, "memory": "256Mi"})).admitted
+    async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await v1_grpc.PodResourcesListerStub(channel).Get(
+                v1.GetPodResourcesRequest(pod_name="p", pod_namespace="facts"))
+    assert raised.value.code() == grpc.StatusCode.UNKNOWN
+    assert raised.value.details() == "PodResources API Get method disabled"
+    kubelet.reset(two_numa_node())  # the gates go back to the release's defaults

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +125,7 @@ class RealKubelet:
             # that costs nothing
             self._command.append(f"-dir={SHARED_MEMORY}")
         self._verbosity = verbosity
+        self._node_dir = ""  # the current node's directory (state, sockets, sysfs)
         self._process = self._spawn()
 
     def _spawn(self) -> subprocess.Popen[str]:
@@ -152,6 +154,9 @@ class RealKubelet:
             if not ready:
                 self._process.kill()
                 self._process.wait()
+                if self._node_dir:  # what the killed process cannot remove itself
+                    shutil.rmtree(self._node_dir, ignore_errors=True)
+                    self._node_dir = ""
                 self._process = self._spawn()
                 raise RealKubeletTimeout(f"{op} took more than {timeout:g}s")
         line = self._process.stdout.readline()
@@ -164,6 +169,7 @@ class RealKubelet:
 
     def reset(self, node: dict[str, Any]) -> NodeHandle:
         reply = self.call("reset", node=node)
+        self._node_dir = str(Path(reply["state_dir"]).parent)
         return NodeHandle(self.release, reply["podresources_socket"], reply["sysfs_root"],
                           reply["sockets"])
 

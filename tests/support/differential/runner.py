@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.commands.serve import build_refresher
+from exporter.fit.admission import Placement
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
@@ -61,7 +62,9 @@ class Outcome:
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
-              device_numa: dict[tuple[str, str], tuple[int, ...] | None]) -> frozenset[int] | None:
+              device_numa: dict[tuple[str, str], tuple[int, ...]] | None) -> frozenset[int] | None:
+    """The Topology Manager's affinity; without one, where the container's CPUs, memory and
+    (given ``device_numa``) devices went."""
     if container.numa is not None:
         return frozenset(container.numa)
     used: set[int] = {cpu_numa[c] for c in container.cpus}
@@ -69,8 +72,15 @@ def real_numa(container: Container, cpu_numa: dict[int, int],
         used.update(numa)
     for resource, ids in container.devices.items():
         for device_id in ids:
-            used.update(device_numa.get((resource, device_id)) or ())
+            used.update((device_numa or {}).get((resource, device_id)) or ())
     return frozenset(used) or None
+
+
+def fit_numa(placement: Placement, with_devices: bool) -> frozenset[int] | None:
+    if not with_devices and placement.hint is None:
+        return frozenset(placement.cpus | placement.memory) or None
+    found = where(placement)
+    return frozenset(found) if found else None
 
 
 async def fit_answer(case: Case, socket: str, sysfs_root: str, config_file: str) -> ShapeAnswer:
@@ -171,13 +181,15 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
                                f"{verdict.reason}")
     if real.admitted and verdict.admitted:
         cpu_numa = {cpu["id"]: cpu["numa"] for cpu in description["cpus"]}
-        device_numa = {(d["resource"], d["id"]): tuple(d["numa"]) if d["numa"] else None
-                       for d in description["devices"]}
-        placed = {p.container: where(p) for p in verdict.placements}
+        # Under policy none nothing is aligned and the device manager takes any free devices
+        # (a set's order): which NUMA nodes they sit on is chance, so only CPUs and memory count
+        aligned = outcome.case.profile["topology_manager_policy"] != "none"
+        device_numa = {(d["resource"], d["id"]): tuple(d["numa"] or ())
+                       for d in description["devices"]} if aligned else None
+        placed = {p.container: fit_numa(p, aligned) for p in verdict.placements}
         for name, container in real.containers.items():
             mine = real_numa(container, cpu_numa, device_numa)
             theirs = placed.get(name)
-            theirs = frozenset(theirs) if theirs else None
             if mine != theirs:
                 outcome.differences.append("placement")
                 outcome.details.append(f"placement of {name}: kubelet {_nodes(mine)}, fit "

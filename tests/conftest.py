@@ -5,7 +5,9 @@
     tests/spec/         the SPEC's rules, black box: simulated kubelet in, /metrics out
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
-                        fake API server); test modules never import each other
+                        fake API server, the real kubelet's driver and the differential fit
+                        runner); test modules never import each other
+    tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
 
 Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
 
@@ -20,7 +22,9 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            tests/deploy/test_metrics_contract.py, docs/metrics.md
   exporter/fit/, podspec.py                tests/spec/test_spec_fit.py
                                            tests/integration/test_fit_explain.py
-                                           test_rejections.py
+                                           test_rejections.py test_differential_fit.py
+  tests/realkubelet/ (the real kubelet)    tests/integration/test_real_kubelet_*.py
+                                           test_differential_fit.py
   exporter/web/                            tests/integration/test_http.py test_http_fuzz.py
                                            test_listener.py test_webconfig.py
   exporter/kubeapi/                        tests/integration/test_kubeapi.py

@@ -1,0 +1,210 @@
+"""One differential case: the real kubelet against the exporter's fit engine.
+
+The real side: the case's node reset in the real kubelet, its pods admitted (and started, as
+drawn), then copies of the candidate admitted one after another until the kubelet refuses one
+(``shape_capacity``). The exporter's side, driven exactly as the running exporter drives it: a
+refresh read over the real podresources socket and the node's sysfs tree, the kubelet's
+configuration from ``--kubelet-config`` (the file the simulator writes for the profile), and
+the candidate as a ``--fit-shapes`` shape answered on that snapshot.
+
+Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
+where it has none, the NUMA nodes of the container's CPUs, memory and devices), and the capacity
+(up to the fit engine's cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporter.commands.serve import build_refresher
+from exporter.fit.admission import Placement
+from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.shapes import build_shape
+from exporter.kubelet.client import ErrorKind
+from exporter.refresh.settings import Settings
+from exporter.simulator.sysfs import write_kubelet_config
+
+from ..realkubelet import (
+    Admission,
+    Container,
+    RealKubelet,
+    RealKubeletError,
+    RealKubeletTimeout,
+    node_description,
+)
+from .cases import Case
+
+# The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
+# four aligned resources one admission can take minutes (policy.go mergePermutation). A case
+# whose admission takes longer than this is counted as slow, not judged.
+ADMISSION_SECONDS = 3.0
+
+
+@dataclass
+class Outcome:
+    """What each side said about one case, and where they differ."""
+
+    case: Case
+    real: Admission | None = None
+    real_capacity: int = 0
+    stop_reason: str = ""  # why the kubelet refused the copy that ended the capacity count
+    fit: ShapeAnswer | None = None
+    differences: list[str] = field(default_factory=list)  # kinds: verdict, reason, ...
+    details: list[str] = field(default_factory=list)
+    held: dict[str, Any] = field(default_factory=dict)  # what the managers hold unlisted
+    skipped: str = ""  # the node cannot be built as drawn (the kubelet refuses the config)
+    slow: str = ""  # an admission took longer than ADMISSION_SECONDS
+    seconds: float = 0.0
+
+
+def real_numa(container: Container, cpu_numa: dict[int, int],
+              device_numa: dict[tuple[str, str], tuple[int, ...]] | None) -> frozenset[int] | None:
+    """The Topology Manager's affinity; without one, where the container's CPUs, memory and
+    (given ``device_numa``) devices went."""
+    if container.numa is not None:
+        return frozenset(container.numa)
+    used: set[int] = {cpu_numa[c] for c in container.cpus}
+    for _, _, numa in container.memory:
+        used.update(numa)
+    for resource, ids in container.devices.items():
+        for device_id in ids:
+            used.update((device_numa or {}).get((resource, device_id)) or ())
+    return frozenset(used) or None
+
+
+def fit_numa(placement: Placement, with_devices: bool) -> frozenset[int] | None:
+    if not with_devices and placement.hint is None:
+        return frozenset(placement.cpus | placement.memory) or None
+    found = where(placement)
+    return frozenset(found) if found else None
+
+
+async def fit_answer(case: Case, socket: str, sysfs_root: str, config_file: str) -> ShapeAnswer:
+    """The candidate answered as ``serve --kubelet-config`` answers it after a refresh."""
+    settings = Settings(socket=socket, sysfs_root=sysfs_root, kubelet_config=config_file)
+    refresher = build_refresher(settings)
+    try:
+        for _ in range(50):  # the kubelet's rate limit is shared: wait for a token
+            await refresher.refresh_once()
+            error = refresher.last_error
+            if error is None or error.kind != ErrorKind.RATE_LIMITED:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await refresher.client.close()
+    fit = refresher.fit
+    if fit is None or fit.state is None or fit.config is None:
+        raise RuntimeError(f"no fit state from the real kubelet: {refresher.last_error}")
+    shape = build_shape(case.candidate.name, case.candidate.shape())
+    return answer(shape, fit.state, fit.config.rules())
+
+
+def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
+    """What the managers hold that ``List`` does not show: CPUs, memory and devices of regular
+    init containers of active pods, and anything of pods that are not active (rejected ones)."""
+    held: dict[str, Any] = {"init_cpus": 0, "init_memory": 0, "init_devices": 0,
+                            "inactive_cpus": 0, "inactive_memory": 0, "inactive_devices": 0}
+    for pod in dump["pods"] or ():
+        for container in pod["containers"] or ():
+            memory = sum(b["size"] for b in container["memory"])
+            if not pod["active"]:
+                held["inactive_cpus"] += len(container["cpus"])
+                held["inactive_memory"] += memory
+                held["inactive_devices"] += sum(len(ids) for ids in container["devices"].values())
+            elif container["kind"] == "init":
+                held["init_cpus"] += len(container["cpus"])
+                held["init_memory"] += memory
+                held["init_devices"] += sum(len(ids) for ids in container["devices"].values())
+    return held
+
+
+def run_case(kubelet: RealKubelet, case: Case, workdir: Path) -> Outcome:
+    outcome = Outcome(case)
+    try:
+        _run(kubelet, case, workdir, outcome)
+    except RealKubeletTimeout as error:
+        outcome.slow = str(error)
+    return outcome
+
+
+def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> None:
+    spec = case.spec
+    description = node_description(spec)
+    try:
+        node = kubelet.reset(description)
+    except RealKubeletTimeout:
+        raise
+    except RealKubeletError as error:
+        outcome.skipped = str(error)
+        return
+    for pod in case.pods:
+        verdict = kubelet.admit(pod.manifest(), timeout=ADMISSION_SECONDS)
+        if verdict.admitted and pod.start:
+            kubelet.start_containers("default", pod.name)
+    outcome.held = unlisted_holdings(kubelet.dump())
+    config_file = str(write_kubelet_config(spec, workdir / "kubelet-config.yaml"))
+    outcome.fit = asyncio.run(fit_answer(case, node.socket, node.sysfs_root, config_file))
+
+    first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
+    outcome.real = first
+    admitted = 0
+    last = first
+    while last.admitted and admitted < CAPACITY_CAP:
+        admitted += 1
+        if admitted == CAPACITY_CAP:
+            break
+        last = kubelet.admit(case.candidate.manifest(f"copy-{admitted}"),
+                             timeout=ADMISSION_SECONDS)
+    outcome.real_capacity = admitted
+    outcome.stop_reason = "" if last.admitted else last.reason
+    compare(outcome, description)
+
+
+def compare(outcome: Outcome, description: dict[str, Any]) -> None:
+    real, fit = outcome.real, outcome.fit
+    assert real is not None and fit is not None
+    verdict = fit.verdict
+    if real.admitted != verdict.admitted:
+        outcome.differences.append("verdict")
+        outcome.details.append(
+            f"verdict: kubelet {'admits' if real.admitted else 'rejects'}"
+            f"{'' if real.admitted else f' ({real.reason}: {real.message})'}, fit engine "
+            f"{'admits' if verdict.admitted else 'rejects'}"
+            f"{'' if verdict.admitted else f' ({verdict.reason})'}")
+    elif not real.admitted and real.reason != verdict.reason:
+        outcome.differences.append("reason")
+        outcome.details.append(f"reason: kubelet {real.reason} ({real.message}), fit engine "
+                               f"{verdict.reason}")
+    if real.admitted and verdict.admitted:
+        cpu_numa = {cpu["id"]: cpu["numa"] for cpu in description["cpus"]}
+        # Under policy none nothing is aligned and the device manager takes any free devices
+        # (a set's order): which NUMA nodes they sit on is chance, so only CPUs and memory count
+        aligned = outcome.case.profile["topology_manager_policy"] != "none"
+        device_numa = {(d["resource"], d["id"]): tuple(d["numa"] or ())
+                       for d in description["devices"]} if aligned else None
+        placed = {p.container: fit_numa(p, aligned) for p in verdict.placements}
+        for name, container in real.containers.items():
+            mine = real_numa(container, cpu_numa, device_numa)
+            theirs = placed.get(name)
+            if mine != theirs:
+                outcome.differences.append("placement")
+                outcome.details.append(f"placement of {name}: kubelet {_nodes(mine)}, fit "
+                                       f"engine {_nodes(theirs)}")
+                break
+    capacity = min(fit.capacity, CAPACITY_CAP)
+    if outcome.real_capacity != capacity:
+        outcome.differences.append("capacity")
+        outcome.details.append(f"capacity: kubelet {outcome.real_capacity}, fit engine "
+                               f"{fit.capacity}")
+
+
+def _nodes(numa: frozenset[int] | None) -> str:
+    return "{" + ",".join(map(str, sorted(numa))) + "}" if numa else "none"
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="diff-", dir="/tmp"))

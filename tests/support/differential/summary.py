@@ -1,0 +1,125 @@
+"""Many cases in a row, counted: cases run, disagreements by kind and by class, each one with
+the command that replays it. The cases are shared out over worker processes, each with its own
+real kubelet (case ``n`` goes to worker ``n % workers``); every count is the same whatever the
+number of workers, since each case is drawn from its own seed and runs on a fresh node."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from ..realkubelet import RealKubelet
+from .cases import draw_case
+from .classify import CLASSES, classify
+from .runner import ADMISSION_SECONDS, run_case, workdir
+
+WORKERS = int(os.environ.get("PODRESOURCES_DIFFERENTIAL_WORKERS", "2"))
+
+
+def replay_command(seed: int, index: int, release: str) -> str:
+    return (f"python -m tests.support.differential --seed {seed} --case {index} "
+            f"--version {release} -v")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's outcome, small enough to come back from a worker."""
+
+    index: int
+    seconds: float
+    skipped: str = ""
+    slow: str = ""
+    differences: tuple[str, ...] = ()
+    details: tuple[str, ...] = ()
+    kind_class: str = ""  # the class of a disagreement
+
+
+@dataclass
+class Summary:
+    release: str
+    seed: int
+    cases: int = 0
+    skipped: int = 0
+    slow: int = 0
+    seconds: float = 0.0
+    slowest: tuple[float, int] = (0.0, -1)  # (seconds, case)
+    kinds: Counter[str] = field(default_factory=Counter)
+    classes: Counter[str] = field(default_factory=Counter)
+    disagreements: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def disagreeing(self) -> int:
+        return len(self.disagreements)
+
+    def add(self, result: CaseResult) -> None:
+        self.cases += 1
+        self.slowest = max(self.slowest, (result.seconds, result.index))
+        if result.skipped:
+            self.skipped += 1
+        elif result.slow:
+            self.slow += 1
+        elif result.differences:
+            self.kinds.update(result.differences)
+            self.classes[result.kind_class] += 1
+            self.disagreements.append(result)
+
+    def lines(self, each: bool = True) -> list[str]:
+        rate = self.cases / self.seconds if self.seconds else 0.0
+        out = [f"differential fit, real kubelet {self.release}, seed {self.seed}: "
+               f"{self.cases} cases ({self.skipped} nodes the kubelet refused, {self.slow} with an "
+               f"admission over {ADMISSION_SECONDS:g}s), "
+               f"{self.disagreeing} disagreements, {self.seconds:.1f}s ({rate:.1f} cases/s; "
+               f"slowest: case {self.slowest[1]}, {self.slowest[0]:.1f}s)"]
+        if self.kinds:
+            out.append("  by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items())))
+        for name, count in self.classes.most_common():
+            first = next(r for r in self.disagreements if r.kind_class == name)
+            out.append(f"  class {name}: {count} — {CLASSES[name]}; e.g. "
+                       + replay_command(self.seed, first.index, self.release))
+        if each:
+            for result in sorted(self.disagreements, key=lambda r: r.index):
+                out.append(f"  case {result.index} [{result.kind_class}] "
+                           f"{'; '.join(result.details)} — "
+                           f"{replay_command(self.seed, result.index, self.release)}")
+        return out
+
+
+def run_share(release: str, seed: int, indices: list[int]) -> list[CaseResult]:
+    """One worker's cases, on its own real kubelet."""
+    results = []
+    directory = workdir()
+    with RealKubelet.start(release) as kubelet:
+        for index in indices:
+            started = time.perf_counter()
+            outcome = run_case(kubelet, draw_case(seed, index), directory)
+            kind_class = classify(outcome) if outcome.differences else ""
+            results.append(CaseResult(index, time.perf_counter() - started, outcome.skipped,
+                                      outcome.slow, tuple(outcome.differences),
+                                      tuple(outcome.details), kind_class))
+    return results
+
+
+def run_many(release: str, seed: int, count: int, first: int = 0,
+             progress: Callable[[Summary], None] | None = None,
+             workers: int = WORKERS) -> Summary:
+    summary = Summary(release, seed)
+    started = time.perf_counter()
+    indices = list(range(first, first + count))
+    shares = [indices[w::workers] for w in range(workers)]
+    if workers <= 1:
+        results = [run_share(release, seed, indices)]
+    else:
+        # spawned, not forked: the parent may have gRPC threads running
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(run_share, [release] * workers, [seed] * workers, shares))
+    for result in sorted((r for share in results for r in share), key=lambda r: r.index):
+        summary.add(result)
+    summary.seconds = time.perf_counter() - started
+    if progress is not None:
+        progress(summary)
+    return summary

@@ -1,0 +1,287 @@
+"""The real kubelet as a test component: a driver for ``tests/realkubelet`` (its README has the
+protocol), and the node description one simulator profile gives both sides.
+
+The component runs the kubelet's own code (Topology Manager, CPU, memory and device managers
+with the kubelet's stub device plugins, pod manager, allocation manager and admit handlers,
+podresources server with its rate limiter) for one node, built for two releases::
+
+    kubelet = RealKubelet.start("1.37")          # skips (or fails under CI=true) when not built
+    node = kubelet.reset(node_description(spec))  # fresh managers, state, sockets and sysfs
+    verdict = kubelet.admit(pod_manifest(pod_spec, spec.name))
+    verdict.admitted, verdict.reason, verdict.containers["app"].cpus / .numa / .devices
+    kubelet.start_containers("ns", "pod")        # the kubelet's container starts (AddContainer)
+    kubelet.remove("ns", "pod"); kubelet.set_health("vendor.com/gpu", "gpu-0", False)
+    kubelet.dump()                               # the managers' own state, as JSON
+    kubelet.close()
+
+``node.socket`` and ``node.sysfs_root`` are what the exporter reads (``--socket``,
+``--sysfs-root``). ``RealKubelet`` is a context manager too. Binaries come from
+``tests/realkubelet/build.sh`` (``bash tests/run.sh`` runs it): ``.tools/realkubelet/
+realkubelet-<release>``, with the build's error, when it failed, beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.simulator.podobjects import pod_object
+from exporter.simulator.profile import NodeSpec, PodSpec
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = REPO / ".tools" / "realkubelet"
+RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# the feature gates of a profile that are the real kubelet's (the others describe the
+# simulator's podresources API, e.g. ListActivePodsOnly)
+KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources")
+DEFAULT_MAX_PODS = 110
+SHARED_MEMORY = "/dev/shm"
+
+
+class RealKubeletError(RuntimeError):
+    """The component refused a request (the message is its one-line reason)."""
+
+
+class RealKubeletTimeout(RealKubeletError):
+    """A request took longer than the caller allowed; the component was stopped and started
+    again, with no node (reset next)."""
+
+
+def binary(release: str) -> Path:
+    return BUILD_DIR / f"realkubelet-{release}"
+
+
+def require(release: str) -> Path:
+    """The built component for ``release``; skips the test locally when it is not built (with the
+    build's error), fails it under CI=true."""
+    path = binary(release)
+    if path.exists():
+        return path
+    log = BUILD_DIR / f"realkubelet-{release}.log"
+    reason = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    message = (f"the real kubelet {release} is not built ({path}); bash tests/run.sh builds it"
+               + (": " + " / ".join(reason) if reason else ""))
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    kind: str  # init, sidecar or app
+    cpus: tuple[int, ...]
+    memory: tuple[tuple[str, int, tuple[int, ...]], ...]  # (type, bytes, NUMA ids)
+    devices: dict[str, tuple[str, ...]]
+    numa: tuple[int, ...] | None  # the Topology Manager's affinity; None: no hint
+    preferred: bool
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Container:
+        return cls(data["name"], data["kind"], tuple(data["cpus"]),
+                   tuple((b["type"], b["size"], tuple(b["numa"])) for b in data["memory"]),
+                   {r: tuple(ids) for r, ids in data["devices"].items()},
+                   tuple(data["numa"]) if data["numa"] is not None else None,
+                   bool(data["preferred"]))
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: bool
+    reason: str
+    message: str
+    uid: str
+    containers: dict[str, Container] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeHandle:
+    """What a reset gives: the sockets and sysfs tree of the fresh node."""
+
+    release: str
+    socket: str
+    sysfs_root: str
+    sockets: dict[str, str]
+
+
+class RealKubelet:
+    """One component process for one release, driven over its stdin/stdout."""
+
+    def __init__(self, path: Path, release: str, verbosity: int = 0):
+        self.release = release
+        self._command = [str(path), f"-v={verbosity}"]
+        if os.access(SHARED_MEMORY, os.W_OK):
+            # the managers' checkpoints are written (and synced) on every change: on tmpfs
+            # that costs nothing
+            self._command.append(f"-dir={SHARED_MEMORY}")
+        self._verbosity = verbosity
+        self._node_dir = ""  # the current node's directory (state, sockets, sysfs)
+        self._process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None if self._verbosity else subprocess.DEVNULL, text=True, bufsize=1)
+
+    @classmethod
+    def start(cls, release: str = "1.37", verbosity: int = 0) -> RealKubelet:
+        return cls(require(release), release, verbosity)
+
+    def __enter__(self) -> RealKubelet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, op: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        """One request; the reply without ``ok``, or :class:`RealKubeletError`
+        (:class:`RealKubeletTimeout` after ``timeout`` seconds)."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self._process.stdin.flush()
+        if timeout is not None:
+            ready, _, _ = select.select([self._process.stdout], [], [], timeout)
+            if not ready:
+                self._process.kill()
+                self._process.wait()
+                if self._node_dir:  # what the killed process cannot remove itself
+                    shutil.rmtree(self._node_dir, ignore_errors=True)
+                    self._node_dir = ""
+                self._process = self._spawn()
+                raise RealKubeletTimeout(f"{op} took more than {timeout:g}s")
+        line = self._process.stdout.readline()
+        if not line:
+            raise RealKubeletError(f"the real kubelet exited (status {self._process.wait()})")
+        reply: dict[str, Any] = json.loads(line)
+        if not reply.pop("ok"):
+            raise RealKubeletError(reply["error"])
+        return reply
+
+    def reset(self, node: dict[str, Any]) -> NodeHandle:
+        reply = self.call("reset", node=node)
+        self._node_dir = str(Path(reply["state_dir"]).parent)
+        return NodeHandle(self.release, reply["podresources_socket"], reply["sysfs_root"],
+                          reply["sockets"])
+
+    def admit(self, pod: dict[str, Any], timeout: float | None = None) -> Admission:
+        result = self.call("admit", timeout=timeout, pod=pod)["result"]
+        return Admission(result["admitted"], result["reason"], result["message"], result["uid"],
+                         {c["name"]: Container.of(c) for c in result["containers"] or ()})
+
+    def containers(self, namespace: str, name: str) -> dict[str, Container]:
+        """The pod's containers as the managers hold them now."""
+        reply = self.call("pod", namespace=namespace, name=name)
+        return {c["name"]: Container.of(c) for c in reply["containers"] or ()}
+
+    def start_containers(self, namespace: str, name: str,
+                         containers: list[str] | None = None) -> None:
+        """Start the named containers, or the whole pod (init containers in order, each regular
+        one finishing, then the app containers)."""
+        self.call("start", namespace=namespace, name=name, containers=containers or [])
+
+    def finish(self, namespace: str, name: str, container: str) -> None:
+        self.call("finish", namespace=namespace, name=name, container=container)
+
+    def set_phase(self, namespace: str, name: str, phase: str = "",
+                  terminating: bool = False) -> None:
+        self.call("phase", namespace=namespace, name=name, phase=phase, terminating=terminating)
+
+    def remove(self, namespace: str, name: str) -> None:
+        self.call("remove", namespace=namespace, name=name)
+
+    def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
+        self.call("health", resource=resource, device=device_id, healthy=healthy)
+
+    def dump(self) -> dict[str, Any]:
+        dumped: dict[str, Any] = self.call("dump")["dump"]
+        return dumped
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            with contextlib.suppress(RealKubeletError, OSError, ValueError):
+                self.call("close")
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+
+# ---- one node description for both sides -------------------------------------------------
+
+
+def node_description(spec: NodeSpec, max_pods: int | None = None,
+                     reconcile_period: str = "") -> dict[str, Any]:
+    """``spec`` spelled out for the component: every CPU with its core, socket (one per NUMA
+    node with CPUs: profiles name no sockets) and NUMA node; each NUMA node's MemTotal
+    (memory plus hugepages, as the kernel counts it), hugepages and distances; the reserved
+    CPUs and memory; every device with its NUMA set and health; the kubelet's policies,
+    options and feature gates."""
+    siblings = spec.thread_siblings()
+    cpus = []
+    for numa in spec.numa_nodes:
+        for cpu in sorted(numa.cpus):
+            cpus.append({"id": cpu, "core": min(siblings[cpu]), "socket": numa.numa_id,
+                         "numa": numa.numa_id})
+    distances = spec.distances()
+    numa_nodes = []
+    # every NUMA node has a directory for each page size the machine has (nr_hugepages 0 where
+    # none are set aside), and cAdvisor reports them all
+    sizes = sorted({size for numa in spec.numa_nodes for size in numa.hugepages})
+    for numa in spec.numa_nodes:
+        hugepages = {str(size): numa.hugepages.get(size, 0) for size in sizes}
+        total = numa.memory_bytes + sum(size * pages for size, pages in numa.hugepages.items())
+        numa_nodes.append({"id": numa.numa_id, "memory": total, "hugepages": hugepages,
+                           "distances": [distances[numa.numa_id][other]
+                                         for other in sorted(distances)]})
+    reserved_memory = [{"numa": numa_id, "type": memory_type, "bytes": amount}
+                       for (numa_id, memory_type), amount in sorted(spec.reserved_memory.items())]
+    devices = [{"resource": d.resource, "id": d.device_id,
+                "numa": None if d.numa_ids is None else list(d.numa_ids), "healthy": d.healthy}
+               for d in spec.devices]
+    pods = len(spec.pods) + (spec.generate.count if spec.generate else 0)
+    return {
+        "name": spec.name,
+        "cpus": cpus,
+        "numa_nodes": numa_nodes,
+        "reserved_cpus": sorted(spec.reserved_cpus),
+        "reserved_memory": reserved_memory,
+        "devices": devices,
+        "kubelet": {
+            "topology_manager_policy": spec.topology_manager_policy,
+            "topology_manager_scope": spec.topology_manager_scope,
+            "topology_manager_policy_options": dict(spec.topology_manager_policy_options),
+            "cpu_manager_policy": spec.cpu_manager_policy,
+            "cpu_manager_policy_options": dict(spec.cpu_manager_policy_options),
+            "cpu_manager_reconcile_period": reconcile_period,
+            "memory_manager_policy": spec.memory_manager_policy,
+            "feature_gates": {g: on for g, on in spec.feature_gates.items()
+                              if g in KUBELET_GATES},
+            "max_pods": max_pods or max(DEFAULT_MAX_PODS, pods + 16),
+        },
+    }
+
+
+def pod_manifest(pod: PodSpec, node_name: str) -> dict[str, Any]:
+    """``pod`` as the API server hands it to the kubelet (``v1.Pod``): the simulator's own
+    API objects (:mod:`exporter.simulator.podobjects`), Pending, without a uid (the component
+    gives one). An extended resource the scheduler served through DRA stays named in
+    ``status.extendedResourceClaimStatus``, where the device manager looks
+    (``isDRAExtendedResource``, 1.37)."""
+    manifest = pod_object(pod, node_name, "Pending")
+    manifest["metadata"].pop("uid", None)
+    served = manifest["status"].get("extendedResourceClaimStatus")
+    manifest["status"] = {"phase": "Pending"}
+    if served:
+        manifest["status"]["extendedResourceClaimStatus"] = served
+    return manifest

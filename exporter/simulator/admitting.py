@@ -17,9 +17,10 @@ added, ``memory_manager.go`` ``AddContainer``); per set of NUMA nodes, that many
 of the set (reusable ones of its init containers first). A rejected pod holds nothing; its
 reason and message are the kubelet's.
 
-The fit engine does not model a pod's own pool beyond its containers' under
-``PodLevelResourceManagers``: a profile's ``pod_level`` CPUs and memory are taken next to the
-containers' (:func:`_pod_level`), to show ``List``'s pod-level fields (SPEC section 2).
+The fit engine does not model a pod's own pool under ``PodLevelResourceManagers``, which the
+kubelet allocates under scope ``pod`` only (``scope_pod.go`` ``admitUsingPodResources``): there a
+profile's ``pod_level`` CPUs and memory beyond the containers' are taken next to them
+(:func:`_pod_level`), for ``List``'s pod-level fields (SPEC section 2).
 """
 
 from __future__ import annotations
@@ -205,8 +206,8 @@ class Admitter:
         pod_cpus: tuple[int, ...] = ()
         pod_memory: tuple[MemoryBlock, ...] = ()
         beyond: tuple[MemoryBlock, ...] = ()
-        if pod.uses_pod_level and config.pod_level_resource_managers and shape.qos == \
-                "Guaranteed":
+        if (pod.uses_pod_level and config.pod_level_resource_managers
+                and config.topology_manager_scope == "pod" and shape.qos == "Guaranteed"):
             level = _pod_level(pod, listed, verdict.state, rules.cpu_options())
             if level is None:
                 return Admission(False, UNEXPECTED_ADMISSION_ERROR, _unexpected(

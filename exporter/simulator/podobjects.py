@@ -33,7 +33,9 @@ def _resources(pod: PodSpec, spec: ContainerSpec) -> dict[str, dict[str, str]]:
     cpu = _cpu(spec)
     if cpu is not None:
         compute["cpu"] = cpu
-    memory = spec.memory.get("memory", DEFAULT_MEMORY if pod.guaranteed else 0)
+    # a pod with pod-level resources is Guaranteed by them: its containers need no limits
+    default = DEFAULT_MEMORY if pod.guaranteed and not pod.uses_pod_level else 0
+    memory = spec.memory.get("memory", default)
     if memory:
         compute["memory"] = str(memory)
     for memory_type, size in spec.memory.items():

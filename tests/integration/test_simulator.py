@@ -200,10 +200,17 @@ async def test_restart_removes_and_recreates_the_socket():
 
 
 def test_profiles_load_and_fit():
-    for name in ("small", "dual-socket-gpu", "large", "huge", "gb200-tray"):
+    """Every bundled profile's pods are admitted by the kubelet's rules, none rejected; the
+    large one's 500 pods within its maxPods and CPU allocatable (predicate.go)."""
+    for name in ("small", "dual-socket-gpu", "huge", "gb200-tray"):
         state = NodeState(load_profile(name))
-        assert state.pods, name
+        assert state.pods and not state.rejected, (name, state.rejected[:3])
     large = NodeState(load_profile("large"))
+    assert not large.rejected
+    # the fit engine's state carried from one admission to the next is the one rebuilt
+    carried = large.managers()
+    large._managers = None
+    assert large.managers() == carried
     assert len(large.spec.numa_nodes) == 8 and len(large.spec.all_cpus) == 512
     assert len(large.pods) == 500
     assert len(large.devices) == 4096

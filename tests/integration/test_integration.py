@@ -18,14 +18,15 @@ async def test_dual_socket_gpu_profile_per_numa_figures():
         # CPUs: node 0 holds 0-15,32-47 with 0 and 32 reserved; node 1 holds 16-31,48-63.
         assert s.by("podresources_numa_node_cpus", "numa_node") == {"0": 32, "1": 32}
         assert s.by("podresources_cpus_allocatable", "numa_node") == {"0": 30, "1": 32}
-        # node 0: log-shipper 1 + trainer 16 + upf-0 6 + mpi 2 + encoder 2 + bench 1 + db 1
-        # node 1: infer-0 8 + infer-1 8 + upf-1 6 + mpi 2 + pipeline pod-level 4 + db 1
-        # (the Succeeded etl job is not listed by a 1.37 kubelet)
-        assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 29, "1": 29}
+        # the kubelet's placements (single-numa-node, lowest NUMA node that fits): node 0:
+        # log-shipper 1 + trainer 16 + upf-0 6 + upf-1 6 + bench 1; node 1: infer-0 8 + infer-1
+        # 8 + mpi 4 (admitted under policy none) + encoder 2 + pipeline pod-level 4 + db 2 (the
+        # Succeeded etl job is not listed by a 1.37 kubelet)
+        assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 30, "1": 28}
         assert s.value("podresources_numa_utilization_ratio", numa_node="0",
-                       resource="cpu") == pytest.approx(29 / 30)
+                       resource="cpu") == 1.0
         assert s.value("podresources_numa_utilization_ratio", numa_node="1",
-                       resource="cpu") == pytest.approx(29 / 32)
+                       resource="cpu") == pytest.approx(28 / 32)
         # GPUs: 4 per node, one unhealthy on node 1 (gone from allocatable)
         assert s.by("podresources_devices_allocatable", "numa_node", resource="nvidia.com/gpu") \
             == {"0": 4, "1": 3}
@@ -34,35 +35,39 @@ async def test_dual_socket_gpu_profile_per_numa_figures():
         vf = "intel.com/sriov_netdevice"
         assert s.by("podresources_devices_allocatable", "numa_node", resource=vf) == \
             {"0": 16, "1": 16}
-        # node 0: trainer 2 + upf-0 4 + mpi 1; node 1: infer-0 1 + upf-1 4
-        assert s.by("podresources_devices_allocated", "numa_node", resource=vf) == {"0": 7, "1": 5}
-        assert s.value("podresources_numa_utilization_ratio", numa_node="0", resource=vf) == 7 / 16
-        # hugepages: 32 x 1Gi and 2048 x 2Mi per node
+        # node 0: trainer 2 + upf-0 4 + upf-1 4 + mpi 1 (policy none: the lowest NUMA set
+        # first); node 1: infer-0 1
+        assert s.by("podresources_devices_allocated", "numa_node", resource=vf) == \
+            {"0": 11, "1": 1}
+        assert s.value("podresources_numa_utilization_ratio", numa_node="0",
+                       resource=vf) == 11 / 16
+        # hugepages: 32 x 1Gi and 2048 x 2Mi per node; trainer 16 + upf 8 + 8 on node 0
         assert s.by("podresources_memory_allocatable_bytes", "numa_node",
                     memory_type="hugepages-1Gi") == {"0": 32 * GiB, "1": 32 * GiB}
         assert s.by("podresources_memory_allocated_bytes", "numa_node",
-                    memory_type="hugepages-1Gi") == {"0": 24 * GiB, "1": 8 * GiB}
+                    memory_type="hugepages-1Gi") == {"0": 32 * GiB, "1": 0}
         assert s.value("podresources_numa_utilization_ratio", numa_node="0",
-                       resource="hugepages-1Gi") == 0.75
-        assert s.value("podresources_numa_utilization_ratio", numa_node="1",
-                       resource="hugepages-2Mi") == 0.25
-        # memory: 192Gi per node, 4Gi reserved on node 0; the in-memory DB's 150Gi spans 0,1
+                       resource="hugepages-1Gi") == 1.0
+        assert s.value("podresources_numa_utilization_ratio", numa_node="0",
+                       resource="hugepages-2Mi") == 0.5
+        # memory: 192Gi per node, 4Gi reserved on node 0. Node 0: log-shipper 0.5 + trainer 96
+        # + istio 0.25 + two metrics agents 0.125 + two dataplanes 4 + mpi 8 + monitor 0.0625
+        # + bench 1; node 1: infer 32 + 32 + encoder 2 + pipeline 6 (pod-level) + DB 100
         assert s.by("podresources_memory_allocatable_bytes", "numa_node", memory_type="memory") \
             == {"0": 188 * GiB, "1": 192 * GiB}
         assert s.by("podresources_memory_allocated_bytes", "numa_node", memory_type="memory") == {
-            "0": 111.6875 * GiB, "1": 74.375 * GiB, "0,1": 150 * GiB}
-        # apportioned: node 0 has 76.3125Gi left and is filled; 73.6875Gi land on node 1
+            "0": 114.0625 * GiB, "1": 172 * GiB}
         assert s.value("podresources_numa_utilization_ratio", numa_node="0",
-                       resource="memory") == 1.0
+                       resource="memory") == pytest.approx(114.0625 / 188)
         assert s.value("podresources_numa_utilization_ratio", numa_node="1",
-                       resource="memory") == pytest.approx((74.375 + 73.6875) / 192)
+                       resource="memory") == pytest.approx(172 / 192)
         # without the Kubernetes-API view DRA devices are of unknown NUMA node and align
         # nothing: llm-infer-1's DRA GPU does not count
         assert s.by("podresources_dra_devices_allocated", "driver", "pool", "numa_node") == {
             ("fpga.example.com", "gpu-node-01", "unknown"): 1,
             ("rdma.example.com", "gpu-node-01-mlx", "unknown"): 1,
             ("gpu.nvidia.com", "gpu-node-01-dra", "unknown"): 2}
-        assert s.value("podresources_misaligned_containers") == 2
+        assert s.value("podresources_misaligned_containers") == 1  # mpi-rank-0/rank
         assert s.value("podresources_node_info", node="gpu-node-01", kubelet_api="v1") == 1
         assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
                        get="true", pod_level="true") == 1
@@ -73,13 +78,16 @@ async def test_dual_socket_gpu_profile_workload_series():
         s = await exporter.ready()
         assert s.by("podresources_container_cpus", "container", "numa_node", pod="llm-train-0") \
             == {("log-shipper", "0"): 1, ("trainer", "0"): 16}  # the sidecar is listed too
+        # admitted under policy none: CPUs from the node with the fewest free ones that holds
+        # whole cores (takeByTopologyNUMAPacked), memory on the lowest node with room, its VF
+        # from the lowest NUMA set
         assert s.by("podresources_container_numa_nodes", "pod", "container",
                     namespace="hpc") == {("mpi-rank-0", "rank"): 2}
         assert s.value("podresources_container_numa_nodes", namespace="analytics",
-                       pod="inmem-db-0", container="db") == 2
+                       pod="inmem-db-0", container="db") == 1
         assert s.value("podresources_container_memory_bytes", namespace="analytics",
-                       pod="inmem-db-0", container="db", numa_node="0,1",
-                       memory_type="memory") == 150 * GiB
+                       pod="inmem-db-0", container="db", numa_node="1",
+                       memory_type="memory") == 100 * GiB
         # pod-level: 4 CPUs for the pod, 2 of them the container's own, counted once on node 1
         assert s.value("podresources_pod_cpus", namespace="batch", pod="pipeline-0",
                        numa_node="1") == 4

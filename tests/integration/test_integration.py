@@ -117,7 +117,7 @@ async def test_multi_numa_and_topology_less_devices():
     profile = small_profile(
         devices=[{"resource": "example.com/accel", "count": 2, "numa": [0, 1]},
                  {"resource": "example.com/dongle", "count": 3, "numa": None}],
-        pods=[{"namespace": "ns", "name": "p", "numa": 1,
+        pods=[{"namespace": "ns", "name": "p",
                "containers": [{"name": "c", "cpus": 2,
                                "devices": {"example.com/accel": 1, "example.com/dongle": 1}}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
@@ -130,7 +130,7 @@ async def test_multi_numa_and_topology_less_devices():
         assert s.by("podresources_numa_utilization_ratio", "numa_node",
                     resource="example.com/accel") == {"0": 0.5, "1": 0.5}
         assert not s.series("podresources_numa_utilization_ratio", resource="example.com/dongle")
-        # CPUs on node 1 and a device local to 0,1: aligned; the dongle's locality is unknown
+        # CPUs on node 0 and a device local to 0,1: aligned; the dongle's locality is unknown
         assert s.value("podresources_container_numa_nodes", namespace="ns", pod="p",
                        container="c") == 1
         assert s.value("podresources_misaligned_containers") == 0
@@ -140,9 +140,13 @@ async def test_multi_numa_and_topology_less_devices():
 
 
 async def test_pod_level_cpus_and_memory_overlap_is_counted_once():
-    profile = small_profile(pods=[{
-        "namespace": "ns", "name": "p", "numa": 0, "pod_level": {"cpus": 1, "memory": "1Gi"},
-        "containers": [{"name": "a", "cpus": 2, "memory": "2Gi"}, {"name": "b"}]}])
+    # a pod-level pool (PodLevelResourceManagers, scope pod) on node 0
+    profile = small_profile(topology_manager_scope="pod",
+                            feature_gates={"PodLevelResourceManagers": True}, pods=[{
+                                "namespace": "ns", "name": "p",
+                                "pod_level": {"cpus": 1, "memory": "1Gi"},
+                                "containers": [{"name": "a", "cpus": 2, "memory": "2Gi"},
+                                               {"name": "b"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
         # pod-level CPUs 1-3 include container a's 1-2: three CPUs on node 0, not five
@@ -260,12 +264,18 @@ async def test_workload_and_device_info_switches():
                 assert not family.startswith(("podresources_container_", "podresources_pod_",
                                               "podresources_device_info",
                                               "podresources_dra_device_info")), family
-            assert s.value("podresources_misaligned_containers") == 2
+            assert s.value("podresources_misaligned_containers") == 1
 
 
 async def test_gb200_tray_numa_nodes_without_cpus():
-    """34 NUMA nodes, CPUs on 0 and 1 only; the GPUs' HBM on 2, 10, 18 and 26 (figures from
-    the profile's requests, worked out by hand)."""
+    """34 NUMA nodes, CPUs on 0 and 1 only; the GPUs' HBM on 2, 10, 18 and 26. Policy none:
+    the CPU manager takes whole cores from the NUMA node with the fewest free CPUs first
+    (takeByTopologyNUMAPacked), the memory manager the lowest node with room, the device
+    manager any device (here the lowest NUMA set first). Admitted in order: the trainer's 64
+    CPUs, 384Gi and 8Gi of 2Mi pages, 2 GPUs and 2 VFs on node 0; llm-serve-0 takes node 0's 6
+    CPUs left (66-71) and 10 of node 1, 96Gi on node 1 (39Gi left on 0), a GPU of node 1, a VF
+    of node 0; llm-serve-1 (Pending) 16 CPUs, 96Gi and a GPU on node 1, a VF on 0; the
+    terminating tokenizer 8 CPUs on node 1 and 32Gi on node 0."""
     async with Node("gb200-tray") as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
     hbm = ("2", "10", "18", "26")
@@ -275,18 +285,18 @@ async def test_gb200_tray_numa_nodes_without_cpus():
         map(str, range(2, 34)), 0)
     # 72 CPUs per Grace, 0-1 and 72-73 reserved; CPU-less nodes get no CPU series at all
     assert s.by("podresources_cpus_allocatable", "numa_node") == {"0": 70, "1": 70}
-    # node 0: trainer 64; node 1: llm-serve-0 16 + llm-serve-1 (Pending) 16 + the terminating
-    # tokenizer 8 = 40 (the Succeeded tokenizer is not listed by a 1.36 kubelet)
-    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 64, "1": 40}
-    assert util(s, "cpu") == {"0": pytest.approx(64 / 70), "1": pytest.approx(40 / 70)}
+    # node 0: trainer 64 + llm-serve-0 6; node 1: llm-serve-0 10 + llm-serve-1 16 + the
+    # terminating tokenizer 8 = 34 (the Succeeded tokenizer is not listed by a 1.36 kubelet)
+    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 70, "1": 34}
+    assert util(s, "cpu") == {"0": 1.0, "1": pytest.approx(34 / 70)}
     # memory: 431Gi per Grace minus 8Gi reserved = 423Gi; 173Gi of HBM per GPU node; the MIG
     # ids have no memory, hence no block and no series
     assert s.by("podresources_memory_allocatable_bytes", "numa_node", memory_type="memory") == {
         "0": 423 * GiB, "1": 423 * GiB, **dict.fromkeys(hbm, 173 * GiB)}
-    # node 0: 384Gi; node 1: 96 + 96 + 32 = 224Gi; HBM: true zeros
+    # node 0: 384 + 32 = 416Gi; node 1: 96 + 96 = 192Gi; HBM: true zeros
     assert s.by("podresources_memory_allocated_bytes", "numa_node", memory_type="memory") == {
-        "0": 384 * GiB, "1": 224 * GiB, **dict.fromkeys(hbm, 0)}
-    assert util(s, "memory") == {"0": pytest.approx(384 / 423), "1": pytest.approx(224 / 423),
+        "0": 416 * GiB, "1": 192 * GiB, **dict.fromkeys(hbm, 0)}
+    assert util(s, "memory") == {"0": pytest.approx(416 / 423), "1": pytest.approx(192 / 423),
                                  **dict.fromkeys(hbm, 0)}
     # 8192 x 2Mi = 16Gi per Grace; the trainer holds 8Gi
     assert util(s, "hugepages-2Mi") == {"0": 0.5, "1": 0}
@@ -297,13 +307,14 @@ async def test_gb200_tray_numa_nodes_without_cpus():
     assert s.by("podresources_devices_allocated_unavailable", "numa_node", resource=gpu) == {
         "0": 0, "1": 0}
     assert util(s, gpu) == {"0": 1.0, "1": 1.0}
-    # VFs: 8 per Grace; trainer 2 on node 0, one per inference pod on node 1
-    assert util(s, vf) == {"0": 0.25, "1": 0.25}
+    # VFs: 8 per Grace; trainer 2 and one per inference pod, all on node 0
+    assert util(s, vf) == {"0": 0.5, "1": 0}
     assert s.by("podresources_container_cpus", "pod", "numa_node", namespace="inference") == {
-        ("llm-serve-0", "1"): 16, ("llm-serve-1", "1"): 16}
+        ("llm-serve-0", "0"): 6, ("llm-serve-0", "1"): 10, ("llm-serve-1", "1"): 16}
     assert s.by("podresources_dra_device_info", "pod", "device") == {
         ("pretrain-worker-7", "channel-0"): 1}
-    assert s.value("podresources_misaligned_containers") == 0
+    # both inference servers (a VF on node 0) and the tokenizer (memory on node 0)
+    assert s.value("podresources_misaligned_containers") == 3
     assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
                    get="true", pod_level="unknown") == 1
     assert sum(s.by("podresources_data_issues_total", "kind").values()) == 0

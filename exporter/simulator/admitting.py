@@ -36,7 +36,6 @@ from ..fit.fromspec import pod_shape
 from ..fit.nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
 from ..fit.pod import CPU, PodShape, asks
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
-from ..topology import hugepage_resource_name
 from .admissionconfig import AdmissionConfig
 from .allocator import Allocator, SimPod
 from .podobjects import pod_object
@@ -81,13 +80,8 @@ def node_allocatable(spec: NodeSpec, devices: Iterable[SimDevice],
     each memory type less the reserved memory, ``maxPods``, the healthy devices of registered
     plugins."""
     allocatable = {CPU: 1000 * len(spec.all_cpus - spec.reserved_cpus), "pods": spec.max_pods}
-    for node in spec.numa_nodes:
-        capacity = {"memory": node.memory_bytes}
-        for size, pages in node.hugepages.items():
-            capacity[hugepage_resource_name(size)] = size * pages
-        for memory_type, amount in capacity.items():
-            left = amount - spec.reserved_memory.get((node.numa_id, memory_type), 0)
-            allocatable[memory_type] = allocatable.get(memory_type, 0) + max(left, 0)
+    for (_, memory_type), amount in spec.allocatable_memory().items():
+        allocatable[memory_type] = allocatable.get(memory_type, 0) + amount
     for device in devices:
         count = allocatable.setdefault(device.resource, 0)
         if device.healthy and device.resource not in unregistered:

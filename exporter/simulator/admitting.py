@@ -194,7 +194,7 @@ class Admitter:
                              self._message(verdict, shape, before, config))
         sim = SimPod(spec=pod, assignment=PodAssignment(pod.namespace, pod.name),
                      uid=uid or str(uuid.uuid4()), requests=shape.requests())
-        placed, listed, inits, devices = self._containers(pod, shape, verdict, before, config)
+        placed, listed, inits, devices = self._containers(pod, verdict, before, config)
         cpus = {c for p in verdict.placements for c in p.cpu_ids}
         after_cpu = verdict.state.cpu
         pod_cpus: tuple[int, ...] = ()
@@ -225,7 +225,7 @@ class Admitter:
         after = replace(verdict.state, cpu=after_cpu, memory=memory)
         return Admission(True, None, "", tuple(placed), sim, after)
 
-    def _containers(self, pod: PodSpec, shape: PodShape, verdict: Verdict, before: NodeState,
+    def _containers(self, pod: PodSpec, verdict: Verdict, before: NodeState,
                     config: AdmissionConfig
                     ) -> tuple[list[PlacedContainer], list[ContainerAssignment],
                                list[ContainerAssignment], list[SimDevice]]:

@@ -1,11 +1,13 @@
-"""What the simulator's kubelet admission costs: one ``admit()`` per policy and scope.
+"""What the simulated kubelet's admission costs: the fit engine on the simulator's books.
 
-For each profile, on the simulator's own assignments: building the admission view of the node
-(``node_from_spec`` with the listed pods) and admitting three pod shapes under each Topology
-Manager policy, scope ``container`` and ``pod``; median milliseconds over ``--rounds``. This
-is what one ``POST /pods`` spends deciding. Prints a table and writes JSON with ``--json PATH``.
+For each profile, on the simulator's own pods: building the fit engine's state of the node from
+the simulator's books (what the first admission after any other change pays), then three pod
+shapes admitted under each Topology Manager policy, scope ``container`` and ``pod`` (the fit
+engine's decision alone), and one ``POST /pods`` end to end (decision, the pod's CPUs, memory
+and devices booked, then removed again); median milliseconds over ``--rounds``. Prints a table
+and writes JSON with ``--json PATH``.
 
-    python benchmarks/admission.py
+    python -m benchmarks.admission
 """
 
 from __future__ import annotations
@@ -14,30 +16,27 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 
+from exporter.fit.admission import admit
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.admission import (
-    POLICIES,
-    AdmissionConfig,
-    ContainerRequest,
-    PodRequest,
-    admit,
-    node_from_spec,
-)
+from exporter.simulator.admissionconfig import POLICIES, AdmissionConfig
+from exporter.simulator.profile import parse_pod
 
-GiB = 1 << 30
 PODS = (
-    PodRequest("b", "cpu4-8g", [ContainerRequest("c", 4000, {"memory": 8 * GiB})]),
-    PodRequest("b", "vf", [ContainerRequest("c", 1000, {"memory": GiB},
-                                            {"intel.com/sriov_netdevice": 1})]),
-    PodRequest("b", "init-and-app", [ContainerRequest("app", 8000, {"memory": 4 * GiB},
-                                                      {"nvidia.com/gpu": 1})],
-               [ContainerRequest("setup", 2000, {"memory": GiB}),
-                ContainerRequest("proxy", 1000, {"memory": GiB}, sidecar=True)]),
+    {"namespace": "b", "name": "cpu4-8g", "containers": [{"name": "c", "cpus": 4,
+                                                         "memory": "8Gi"}]},
+    {"namespace": "b", "name": "vf", "containers": [
+        {"name": "c", "cpus": 1, "memory": "1Gi", "devices": {"intel.com/sriov_netdevice": 1}}]},
+    {"namespace": "b", "name": "init-and-app",
+     "sidecars": [{"name": "proxy", "cpus": 1, "memory": "1Gi"}],
+     "init_containers": [{"name": "setup", "cpus": 2, "memory": "1Gi"}],
+     "containers": [{"name": "app", "cpus": 8, "memory": "4Gi",
+                     "devices": {"nvidia.com/gpu": 1}}]},
 )
 
 
-def median_ms(action, rounds: int) -> float:  # type: ignore[no-untyped-def]
+def median_ms(action: Callable[[], object], rounds: int) -> float:
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -47,22 +46,30 @@ def median_ms(action, rounds: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def measure(profile: str, rounds: int) -> dict[str, float]:
-    spec = load_profile(profile)
-    state = NodeState(spec)
-    listed = [p.assignment for p in state.listed_pods(True)]
-    results = {"build_node_ms": median_ms(lambda: node_from_spec(spec, listed), rounds)}
-    node = node_from_spec(spec, listed)
-    policies = POLICIES if len(node.numa_ids) <= 8 else ("none",)
+    state = NodeState(load_profile(profile))
+    held = [p for p in state.pods.values() if not p.released]
+    results = {"build_state_ms": median_ms(lambda: state.kubelet.node_state(held), rounds)}
+    before = state.managers()
+    pods = [parse_pod(p) for p in PODS]
+    shapes = [state.kubelet.shape(p) for p in pods]
+    policies = POLICIES if len(state.spec.numa_nodes) <= 8 else ("none",)
     for policy in policies:
         for scope in ("container", "pod"):
-            config = AdmissionConfig(policy, scope)
+            rules = AdmissionConfig(policy, scope).rules(state.spec)
             results[f"{policy}/{scope}_ms"] = median_ms(
-                lambda config=config: [admit(node, pod, config) for pod in PODS], rounds)
+                lambda rules=rules: [admit(shape, before, rules) for shape in shapes], rounds)
+
+    def post() -> None:
+        result = state.admit(pods[0])
+        if result:
+            state.remove(pods[0].namespace, pods[0].name)
+
+    results["post_pods_ms"] = median_ms(post, rounds)
     return results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--profiles", nargs="+",
                         default=["small", "dual-socket-gpu", "large", "gb200-tray"])
     parser.add_argument("--rounds", type=int, default=5)

@@ -255,8 +255,8 @@ def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: Topol
         result = allocate_devices(known, amount, affinity, reuse.devices.get(resource, {}))
         if result is None:
             return Failure("UnexpectedAdmissionError", resource,
-                           f"requested number of devices unavailable for {resource}: "
-                           f"requested {amount}, available {known.free_total()}")
+                           f"requested number of devices unavailable for {resource}. "
+                           f"Requested: {amount}, Available: {known.free_total()}")
         devices[resource], taken, from_reuse = result
         placed_devices[resource] = frozenset().union(*taken, *from_reuse)
         sets = device_sets[resource] = dict(taken)

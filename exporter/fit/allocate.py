@@ -2,7 +2,8 @@
 kubelet would give. Pure functions.
 
 * devices (``devicemanager`` ``devicesToAllocate``): reusable devices of the pod first, then
-  devices meeting the hint, then any; fewer free than requested is an error
+  devices meeting the hint, then those with topology outside it, then those without
+  (``filterByAffinity``); fewer free than requested is an error
   (``UnexpectedAdmissionError``); a resource no device plugin registered is left to the
   resource-fit predicate (``OutOf<resource>``).
 * CPUs (``cpumanager/policy_static.go`` ``Allocate``, ``allocateCPUs``): ``full-pcpus-only``
@@ -10,9 +11,10 @@ kubelet would give. Pure functions.
   picked as ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`): which CPUs a
   container gets decides what the next container and the next pod find free.
 * memory (``memorymanager/policy_static.go`` ``Allocate``): no hint means the manager's own
-  best hint; a hint that does not hold the request is extended to the best hint containing it;
-  a hint violating the group rule fails; each NUMA node of the hint is filled in id order, and
-  every node of it joins the group ``Cells`` = the hint.
+  best hint; a hint that does not hold the request is extended to the best hint containing it
+  (one not preferred where the hint was is an error); a hint violating the group rule fails;
+  each NUMA node of the hint is filled in id order, and every node of it joins the group
+  ``Cells`` = the hint.
 """
 
 from __future__ import annotations
@@ -57,9 +59,12 @@ def allocate_devices(devices: DeviceState, request: int, hint: NumaSet | None,
     taken: dict[NumaSet, int] = {}
     if need:
         def order(numa: NumaSet) -> tuple[int, int, tuple[int, ...]]:
+            # filterByAffinity: devices meeting the hint (those inside it first), then those
+            # with topology outside it, then those without topology
             aligned = hint is None or bool(numa & hint)
             inside = hint is not None and bool(numa) and numa <= hint
-            return (0 if inside else 1 if aligned and numa else 2, len(numa), tuple(sorted(numa)))
+            rank = 0 if inside else 1 if aligned and numa else 2 if numa else 3
+            return (rank, len(numa), tuple(sorted(numa)))
         for numa in sorted(free, key=order):
             take = min(need, free[numa])
             if take > 0:
@@ -145,15 +150,17 @@ def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
                  ) -> NumaSet | Failure:
     """The NUMA set the memory manager would allocate ``request`` on, or why it cannot."""
     calculated = memory_hints(memory, request, reusable) or {}
+    preferred = hint.preferred
     if hint.affinity is None:
         best = _best_of(next(iter(calculated.values()), []))
         if best is None or best.affinity is None:
             return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
-                           "no NUMA nodes with enough memory are available")
-        if not best.preferred and hint.preferred:
+                           "[memorymanager] failed to get the default NUMA affinity, no NUMA "
+                           "nodes with enough memory is available")
+        if not best.preferred and preferred:
             return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
-                           "no preferred NUMA affinity for the memory")
-        mask = best.affinity
+                           "[memorymanager] failed to find the default preferred hint")
+        mask, preferred = best.affinity, best.preferred
     else:
         mask = hint.affinity
     if not _satisfies(memory, mask, request, reusable):
@@ -161,11 +168,15 @@ def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
         extended = _best_of(around)
         if extended is None or extended.affinity is None:
             return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
-                           "failed to find NUMA nodes to extend the current topology hint")
+                           "[memorymanager] failed to find NUMA nodes to extend the current "
+                           "topology hint")
+        if not extended.preferred and preferred:
+            return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                           "[memorymanager] failed to find the extended preferred hint")
         mask = extended.affinity
     if violates_groups(memory, mask):
         return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
-                       "preferred hint violates NUMA node allocation")
+                       "[memorymanager] preferred hint violates NUMA node allocation")
     return mask
 
 

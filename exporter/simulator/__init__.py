@@ -2,18 +2,19 @@
 
 Used by the tests, the ``demo`` and ``simulate`` commands, the benchmarks and the dashboard
 checks. ``profile`` describes nodes as data, ``state`` keeps a node's admitted pods (its
-``allocator`` assigns resources like the kubelet's managers, ``pods`` makes up new pods),
-``server`` serves them over gRPC (``wire`` shapes the replies, ``faults`` holds the
-switches and the rate limiter, ``checkpoints`` writes the kubelet's state files; ``podsapi``
-serves the kubelet's local Pods API on a socket of its own), ``sysfs``
-writes the matching fake sysfs tree and the kubelet config file, and ``control`` lets another
-process flip the fault switches, change the admission configuration and submit pods over HTTP.
+``allocator`` books what each holds, ``pods`` makes up new pods), ``server`` serves them over
+gRPC (``wire`` shapes the replies, ``faults`` holds the switches and the rate limiter,
+``checkpoints`` writes the kubelet's state files; ``podsapi`` serves the kubelet's local
+Pods API on a socket of its own), ``sysfs`` writes the matching fake sysfs tree
+and the kubelet config file, and ``control`` lets another process flip the fault switches,
+change the admission configuration and submit pods over HTTP.
 
-``admission`` is the kubelet's admission as pure functions (Topology Manager policies and
-scopes, the CPU, memory and device managers' hints and allocation), which ``admitting`` applies
-to a running simulator for ``POST /pods``. ``apiserver`` is a small Kubernetes API server (list,
-watch and get) that the demo and the tests point the exporter's Kubernetes-API view at;
-``podobjects`` writes simulated pods as the API shows them.
+Every pod is admitted by the fit engine's rules (:mod:`exporter.fit`, the model the exporter's
+fit answers use; the simulator keeps none of its own): ``admitting`` feeds it the simulator's
+books and applies what it picks, under the configuration of ``admissionconfig``.
+``apiserver`` is a small Kubernetes API server (list, watch and get) that the demo and the
+tests point the exporter's Kubernetes-API view at; ``podobjects`` writes simulated pods as the
+API shows them (and as admission reads them).
 """
 
 from .faults import Faults

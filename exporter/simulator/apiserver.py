@@ -50,6 +50,7 @@ from typing import Any
 from aiohttp import web
 
 from ..topology import hugepage_resource_name
+from .admitting import node_allocatable
 from .podobjects import pod_object
 from .profile import ContainerSpec, PodSpec
 from .slices import resource_slices
@@ -490,22 +491,24 @@ def device_taint_rule(name: str, effect: str, driver: str = "", pool: str = "",
 
 
 def simulated_node(state: NodeState) -> Obj:
-    """The simulated node as the API shows it: CPUs, memory and hugepages of every NUMA node,
-    each device-plugin resource's devices in capacity and its healthy ones in allocatable."""
+    """The simulated node as the API shows it: CPUs, memory and hugepages of every NUMA node
+    and each device-plugin resource's devices in capacity; in allocatable what the kubelet's
+    resource-fit predicate counts against (less the reserved CPUs and memory, ``maxPods``, the
+    healthy devices)."""
     spec = state.spec
     capacity = {"cpu": str(len(spec.all_cpus)),
-                "memory": f"{sum(n.memory_bytes for n in spec.numa_nodes) // 1024}Ki"}
+                "memory": f"{sum(n.memory_bytes for n in spec.numa_nodes) // 1024}Ki",
+                "pods": str(spec.max_pods)}
     for numa in spec.numa_nodes:
         for size, pages in numa.hugepages.items():
             name = hugepage_resource_name(size)
             capacity[name] = str(int(capacity.get(name, "0")) + size * pages)
-    allocatable = dict(capacity)
     for device in state.devices:
         capacity[device.resource] = str(int(capacity.get(device.resource, "0")) + 1)
-        healthy = device.healthy and device.resource not in state.unregistered
-        allocatable[device.resource] = str(int(allocatable.get(device.resource, "0"))
-                                           + healthy)
-    return node(spec.name, capacity, allocatable)
+    allocatable = node_allocatable(spec, state.devices, state.unregistered)
+    shown = {name: (f"{amount}m" if name == "cpu" else str(amount))
+             for name, amount in allocatable.items()}
+    return node(spec.name, capacity, shown)
 
 
 class SimulatedCluster:
@@ -535,7 +538,7 @@ class SimulatedCluster:
                 self.server.put("resourceslices", obj)
         wanted: dict[tuple[str, str], Obj] = {}
         for key, sim in self.state.pods.items() if self.pods else ():
-            uid = self._uids.setdefault(key, str(uuid.uuid4()))
+            uid = self._uids.setdefault(key, sim.uid or str(uuid.uuid4()))
             wanted[key] = pod_object(sim.spec, self.state.spec.name, sim.spec.phase, uid=uid)
         for key, obj in self.state.rejected_pods.items() if self.pods else ():
             wanted[key] = copy.deepcopy(obj)

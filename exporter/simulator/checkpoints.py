@@ -13,17 +13,22 @@ from .state import NodeState
 
 def write_state_files(state: NodeState, directory: Path) -> None:
     """``cpu_manager_state``, ``memory_manager_state``, ``dra_manager_state`` and
-    ``device-plugins/kubelet_internal_checkpoint``, shaped like the kubelet's checkpoints and
-    replaced atomically (write, then rename), as its checkpoint manager does."""
+    ``device-plugins/kubelet_internal_checkpoint``, shaped like the kubelet's checkpoints (each
+    pod by its UID, finished init containers included) and replaced atomically (write, then
+    rename), as its checkpoint manager does."""
     from ..topology import format_cpulist
 
     cpus: dict[str, Any] = {}
     memory: dict[str, Any] = {}
     devices: list[Any] = []
     claims: dict[str, Any] = {}
-    for (namespace, name), pod in state.pods.items():
-        uid = f"{namespace}/{name}"
-        for container in pod.assignment.containers:
+    for pod in state.pods.values():
+        if pod.released:
+            continue  # the managers removed what a terminated pod held
+        uid = pod.uid
+        # finished init containers keep their CPUs and devices (not their memory): the
+        # kubelet's checkpoints show them, List does not
+        for container in (*pod.init_containers, *pod.assignment.containers):
             if container.cpu_ids:
                 cpus.setdefault(uid, {})[container.name] = format_cpulist(
                     list(container.cpu_ids))

@@ -29,14 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .admission import (
-    AdmissionConfig,
-    ContainerAllocation,
-    check_runs,
-    node_from_spec,
-    updated_config,
-)
-from .admitting import admit_pod
+from .admissionconfig import check_runs, updated_config
+from .admitting import PlacedContainer
 from .profile import ProfileError, parse_pod
 from .server import Simulator
 
@@ -93,7 +87,7 @@ def control_app(simulator: Simulator) -> web.Application:
         body = await _json(request)
         try:
             pod = parse_pod(body)
-            result = admit_pod(simulator.state, pod)
+            result = simulator.state.admit(pod)
         except (ProfileError, KeyError, TypeError, ValueError) as error:
             raise _BadRequest(f"bad pod: {error}") from None
         key = f"{pod.namespace}/{pod.name}"
@@ -103,23 +97,22 @@ def control_app(simulator: Simulator) -> web.Application:
         if result.admitted:
             return web.json_response({
                 "pod": key, "admitted": True, **under,
-                "containers": [_placed(name, numa, allocation) for (name, numa), allocation
-                               in zip(result.placements, result.allocations)]})
+                "containers": [_placed(container) for container in result.containers]})
         return web.json_response({"pod": key, "admitted": False, "reason": result.reason,
                                   "message": result.message, **under}, status=409)
 
     async def get_config(request: web.Request) -> web.Response:
-        return web.json_response(config_document(simulator.state.admission_config))
+        return web.json_response(simulator.state.admission_config.document())
 
     async def set_config(request: web.Request) -> web.Response:
         body = await _json(request)
         try:
             config = updated_config(simulator.state.admission_config, body)
-            check_runs(node_from_spec(simulator.state.spec), config)
+            check_runs(len(simulator.state.spec.numa_nodes), config)
             simulator.state.admission_config = config
         except ValueError as error:
             raise _BadRequest(str(error)) from None
-        return web.json_response(config_document(simulator.state.admission_config))
+        return web.json_response(config.document())
 
     async def delete_pod(request: web.Request) -> web.Response:
         body = await _json(request)
@@ -172,25 +165,12 @@ async def _json(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def config_document(config: AdmissionConfig) -> dict[str, Any]:
-    """The admission configuration in the kubelet config file's terms."""
-    return {
-        "topologyManagerPolicy": config.topology_manager_policy,
-        "topologyManagerScope": config.topology_manager_scope,
-        "cpuManagerPolicyOptions": {"full-pcpus-only": str(config.full_pcpus_only).lower()},
-        "topologyManagerPolicyOptions": {
-            "prefer-closest-numa-nodes": str(config.prefer_closest_numa_nodes).lower()},
-        "featureGates": {"PodLevelResourceManagers": config.pod_level_resource_managers},
-    }
-
-
-def _placed(name: str, numa: frozenset[int], allocation: ContainerAllocation,
-            ) -> dict[str, Any]:
-    return {"name": name, "numa": sorted(numa), "cpus": list(allocation.cpus),
+def _placed(container: PlacedContainer) -> dict[str, Any]:
+    return {"name": container.name, "numa": sorted(container.numa), "cpus": list(container.cpus),
             "memory": [{"type": b.memory_type, "size": b.size, "numa": list(b.numa_ids or ())}
-                       for b in allocation.memory],
+                       for b in container.memory],
             "devices": [{"resource": d.resource, "id": d.device_ids[0],
-                         "numa": list(d.numa_ids or ())} for d in allocation.devices]}
+                         "numa": list(d.numa_ids or ())} for d in container.devices]}
 
 
 def _number(body: dict[str, Any], key: str, default: float) -> float:

@@ -33,7 +33,9 @@ def _resources(pod: PodSpec, spec: ContainerSpec) -> dict[str, dict[str, str]]:
     cpu = _cpu(spec)
     if cpu is not None:
         compute["cpu"] = cpu
-    memory = spec.memory.get("memory", DEFAULT_MEMORY if pod.guaranteed else 0)
+    # a pod with pod-level resources is Guaranteed by them: its containers need no limits
+    default = DEFAULT_MEMORY if pod.guaranteed and not pod.uses_pod_level else 0
+    memory = spec.memory.get("memory", default)
     if memory:
         compute["memory"] = str(memory)
     for memory_type, size in spec.memory.items():
@@ -69,16 +71,31 @@ def pod_object(pod: PodSpec, node_name: str, phase: str, reason: str | None = No
         status["reason"] = reason
     if message:
         status["message"] = message
+    spec: dict[str, Any] = {"nodeName": node_name,
+                            "containers": [container(c) for c in pod.containers],
+                            "initContainers": [*({**container(c), "restartPolicy": "Always"}
+                                                 for c in pod.sidecars),
+                                               *(container(c) for c in pod.init_containers)]}
+    if pod.uses_pod_level:
+        spec["resources"] = _pod_resources(pod)
     return {
         "metadata": {"namespace": pod.namespace, "name": pod.name,
                      "uid": uid or str(uuid.uuid4())},
-        "spec": {"nodeName": node_name,
-                 "containers": [container(c) for c in pod.containers],
-                 "initContainers": [*({**container(c), "restartPolicy": "Always"}
-                                      for c in pod.sidecars),
-                                    *(container(c) for c in pod.init_containers)]},
+        "spec": spec,
         "status": status,
     }
+
+
+def _pod_resources(pod: PodSpec) -> dict[str, dict[str, str]]:
+    """``spec.resources`` of a pod with pod-level resources: its containers' CPUs and memory
+    plus what the pod has beyond them (``pod_level``), requests equal to limits."""
+    everything = [*pod.sidecars, *pod.containers]
+    totals = {"cpu": f"{sum(c.cpu_millis for c in everything) + 1000 * pod.pod_cpus}m"}
+    for memory_type in sorted({"memory", *pod.pod_memory}):
+        size = sum(c.memory.get(memory_type, 0) for c in everything)
+        size += pod.pod_memory.get(memory_type, 0)
+        totals[memory_type] = str(size)
+    return {"requests": dict(totals), "limits": dict(totals)}
 
 
 def _served_by_dra(pod: PodSpec) -> dict[str, Any] | None:

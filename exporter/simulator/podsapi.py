@@ -187,7 +187,7 @@ class PodsApiServer:
         node = self.state.spec.name
         wanted: dict[PodKey, Obj] = {}
         for key, sim in self.state.pods.items():
-            uid = self._uids.setdefault(key, str(uuid.uuid4()))
+            uid = self._uids.setdefault(key, sim.uid or str(uuid.uuid4()))
             wanted[key] = pod_object(sim.spec, node, sim.spec.phase, uid=uid)
         for key, obj in self.state.rejected_pods.items():
             wanted[key] = json.loads(json.dumps(obj))

@@ -1,10 +1,11 @@
 """Simulator profiles: a node's hardware, kubelet policies and workloads, as JSON data files.
 
 A profile describes what a cluster operator would know about a node: its NUMA nodes, the
-device plugins on it, the CPU/memory manager policies, and the pods scheduled to it with their
-*requests*. The simulator's allocator (``allocator.py``) turns requests into concrete CPU ids,
-memory blocks and device ids the way the kubelet's resource managers would, so profiles stay
-readable and the numbers in them can be checked by hand.
+device plugins on it, the kubelet's configuration, and the pods scheduled to it with their
+*requests*, in the order the kubelet admitted them. The kubelet's admission (``admitting.py``,
+the fit engine's rules) turns requests into concrete CPU ids, memory blocks and device ids, so
+profiles stay readable and where a pod lands is what the kubelet decides: a pod admitted
+before the node's configuration changed says so (``admitted_under``).
 
 The bundled profiles live in ``profiles/<name>.json``; ``load_profile`` also accepts a path.
 """
@@ -148,8 +149,9 @@ class PodSpec:
     # holds beyond its containers' blocks of that type (0: only the containers')
     pod_memory: dict[str, int] = field(default_factory=dict)
     claims: list[ClaimSpec] = field(default_factory=list)
-    numa: int | None = None  # preferred NUMA node
-    placement: str = "aligned"  # or "spread": what a best-effort topology policy may do
+    # the kubelet configuration (KubeletConfiguration keys, as POST /config takes them) in
+    # force when the kubelet admitted this pod, where it differs from the node's now
+    admitted_under: dict[str, Any] = field(default_factory=dict)
     phase: str = "Running"  # Pending | Running | Succeeded | Failed (PHASES)
     terminating: bool = False  # deleted, the kubelet still tearing it down
 
@@ -196,6 +198,7 @@ class NodeSpec:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     # SMT: hardware threads per physical core (1: no SMT)
     threads_per_core: int = 1
+    max_pods: int = 110  # the kubelet's maxPods (its default 110)
     topology_manager_policy: str = "single-numa-node"
     topology_manager_scope: str = "container"
     # kubelet config maps of option name -> "true"/"false" (admission honours full-pcpus-only
@@ -359,6 +362,7 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
         cdi_accumulation=bool(data.get("cdi_accumulation", False)),
         feature_gates={k: bool(v) for k, v in data.get("feature_gates", {}).items()},
         threads_per_core=_threads_per_core(data, numa_nodes),
+        max_pods=_max_pods(data),
         topology_manager_policy=_choice(data, "topology_manager_policy",
                                         _default_policy(numa_nodes, data),
                                         TOPOLOGY_MANAGER_POLICIES),
@@ -394,6 +398,13 @@ def _options(data: dict[str, Any], key: str) -> dict[str, str]:
     if not isinstance(options, dict):
         raise ProfileError(f"{key} must be an object of option names to \"true\"/\"false\"")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
+
+
+def _max_pods(data: dict[str, Any]) -> int:
+    value = data.get("max_pods", 110)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProfileError(f"max_pods must be a whole number, got {value!r}")
+    return int(value)
 
 
 def _threads_per_core(data: dict[str, Any], numa_nodes: list[NumaSpec]) -> int:
@@ -487,11 +498,23 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         claims=[ClaimSpec(c["name"], c["driver"], int(c.get("count", 1)), bool(c.get("shared")),
                           c.get("extended_resource"))
                 for c in data.get("claims", [])],
-        numa=data.get("numa"),
-        placement=data.get("placement", "aligned"),
+        admitted_under=_admitted_under(data),
         phase=_phase(data.get("phase", "Running")),
         terminating=bool(data.get("terminating", False)),
     )
+
+
+def _admitted_under(data: dict[str, Any]) -> dict[str, Any]:
+    for key in ("numa", "placement"):
+        if key in data:
+            raise ProfileError(f"pod {data.get('name')}: {key!r} is gone: the kubelet's "
+                               "admission decides where a pod goes; name the configuration it "
+                               "was admitted under with admitted_under")
+    under = data.get("admitted_under", {})
+    if not isinstance(under, dict):
+        raise ProfileError(f"pod {data.get('name')}: admitted_under must be an object of "
+                           "kubelet configuration settings")
+    return under
 
 
 def _qos(value: Any) -> str:

@@ -72,12 +72,11 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     await simulator.stop()
 
 
-# The demo's fit shapes. On the dual-socket-gpu node, analytics/inmem-db-0 holds a memory block
-# across NUMA nodes 0 and 1, so the memory manager serves no single-NUMA memory request there:
-# every Guaranteed shape with memory is rejected (inmem-cache says why). vf-pair's two
-# containers are each aligned on their own (scope container): rx lands on NUMA node 0, tx on
-# node 1, though no single node holds both. Filling the node through the control endpoint
-# (POST /pods) moves them all.
+# The demo's fit shapes. On the dual-socket-gpu node, as the kubelet placed its pods, NUMA node
+# 0 has no free CPU and node 1 four; the pods request 60.8 of the Node's 62 CPUs, so
+# dpdk-upf-small and inmem-cache, which fit node 1, are refused by the resource-fit predicate
+# (OutOfcpu); gpu-infer finds no free GPU; vf-pair (Burstable) takes 12 of node 1's VFs.
+# Filling the node through the control endpoint (POST /pods) moves them all.
 DEMO_SHAPES = """\
 shapes:
   dpdk-upf-small: {cpu: 2, memory: 2Gi, hugepages-1Gi: 4Gi, intel.com/sriov_netdevice: 2}

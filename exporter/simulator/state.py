@@ -1,20 +1,23 @@
 """The simulated kubelet's book of one node: the admitted pods, the pods refused at admission,
 and the views the gRPC layer serves.
 
-A profile's pods get their exclusive resources from :mod:`.allocator`; a pod that fits nowhere
-is refused. Pods submitted at run time are admitted as the kubelet would admit them
-(:mod:`.admitting`). New pods for churn come from
-:mod:`.pods`.
+Every pod (a profile's, a generated one, one submitted at run time) is admitted as the kubelet
+admits it, by the fit engine's rules (:mod:`.admitting`), under the node's kubelet
+configuration (:mod:`.admissionconfig`); its resources are then booked in :mod:`.allocator`.
+New pods for churn come from :mod:`.pods`.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 
-from ..model import Allocatable, DeviceEntry, MemoryBlock, PodAssignment
-from .admission import check_runs, config_from_spec, node_from_spec
+from ..fit.nodestate import NodeState as ManagersState
+from ..model import Allocatable, DeviceEntry, MemoryBlock
+from .admissionconfig import AdmissionConfig, check_runs, config_from_spec, updated_config
+from .admitting import Admission, Admitter
 from .allocator import Allocator, NoFit, SimPod
-from .pods import PodMaker
+from .pods import PodMaker, rejected_pod_object
 from .profile import NodeSpec, PodSpec, ProfileError, SimDevice
 
 PodKey = tuple[str, str]
@@ -31,26 +34,40 @@ class NodeState:
         self.rng = random.Random((spec.seed if seed is None else seed) + 7919)
         self.version = 0  # bumped on every change, so replies can be cached per version
         self.resources = Allocator(spec, self.rng)
+        self.kubelet = Admitter(spec, self.resources)
+        self._managers: tuple[tuple[int, frozenset[str]], ManagersState] | None = None
         self.maker = PodMaker(spec.generate, self.rng)
         self.pods: dict[PodKey, SimPod] = {}
         self.rejected: list[str] = []
         # pods refused at admission, as the Kubernetes API shows them (phase Failed)
         self.rejected_pods: dict[PodKey, dict[str, object]] = {}
-        # what POST /pods admits under (admitting.py): the profile's kubelet configuration
+        # what the kubelet admits under (POST /config changes it): the profile's configuration
         try:
             self.admission_config = config_from_spec(spec)
-            check_runs(node_from_spec(spec), self.admission_config)
+            check_runs(len(spec.numa_nodes), self.admission_config)
         except ValueError as error:
             raise ProfileError(f"profile {spec.name}: {error}") from None
         for pod in spec.pods:
-            if not self.admit(pod):
-                raise ProfileError(f"profile {spec.name}: pod {pod.namespace}/{pod.name} "
-                                   f"does not fit the node")
+            result = self.admit(pod, self._config_of(pod))
+            if not result:
+                raise ProfileError(f"profile {spec.name}: the kubelet rejects pod "
+                                   f"{pod.namespace}/{pod.name}: {result.reason}: "
+                                   f"{result.message}")
         if spec.generate:
             admitted = attempts = 0
             while admitted < spec.generate.count and attempts < 3 * spec.generate.count:
                 attempts += 1
-                admitted += self.admit(self.make_pod())
+                admitted += bool(self.admit(self.make_pod(), remember=False))
+
+    def _config_of(self, pod: PodSpec) -> AdmissionConfig:
+        """The configuration ``pod`` was admitted under (``admitted_under``)."""
+        try:
+            config = updated_config(self.admission_config, pod.admitted_under)
+            check_runs(len(self.spec.numa_nodes), config)
+        except ValueError as error:
+            raise ProfileError(f"pod {pod.namespace}/{pod.name}: admitted_under: {error}") \
+                from None
+        return config
 
     # ---- the resource managers' state, as the server, wire and checkpoints read it --------
 
@@ -110,24 +127,66 @@ class NodeState:
 
     # ---- admission -----------------------------------------------------------------------
 
-    def admit(self, pod: PodSpec) -> bool:
-        """Assign exclusive resources to ``pod``; False (and nothing held) if it cannot fit."""
+    def managers(self) -> ManagersState:
+        """The kubelet's resource managers' state now, as the fit engine reads it."""
+        token = (self.version, self.unregistered)
+        if self._managers is None or self._managers[0] != token:
+            held = [p for p in self.pods.values() if not p.released]
+            self._managers = (token, self.kubelet.node_state(held))
+        return self._managers[1]
+
+    def admit(self, pod: PodSpec, config: AdmissionConfig | None = None,
+              remember: bool = True) -> Admission:
+        """Admit ``pod`` as the kubelet would under ``config`` (default: the node's own). An
+        admitted pod is listed with what it got (a terminated one is freed at once, as the
+        kubelet frees it; old kubelets still list it). A rejected one holds nothing and, with
+        ``remember``, is kept as the API shows it (``rejected_pods``): phase ``Failed``,
+        ``status.reason`` the kubelet's reason, ``status.message`` ``"Pod was rejected: "``
+        and its message (``kubelet.go`` ``rejectPod``). A pod of the same name replaces a
+        rejected one; one already admitted is a ProfileError."""
         key = (pod.namespace, pod.name)
         if key in self.pods:
-            raise ProfileError(f"pod {pod.namespace}/{pod.name} defined twice")
-        sim = SimPod(spec=pod, assignment=PodAssignment(pod.namespace, pod.name))
-        try:
-            self.resources.assign(pod, sim)
-        except NoFit as reason:
-            self.resources.release(sim)
-            self.rejected.append(f"{pod.namespace}/{pod.name}: {reason}")
-            return False
+            raise ProfileError(f"pod {pod.namespace}/{pod.name} already exists")
+        self.rejected_pods.pop(key, None)
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.spec.name}/{pod.namespace}/{pod.name}/"
+                                                 f"{self.version}"))
+        result = self.kubelet.admit(pod, self.managers(), config or self.admission_config, uid)
+        if not result or result.pod is None:
+            self.rejected.append(f"{pod.namespace}/{pod.name}: {result.reason}")
+            if remember:
+                self.rejected_pods[key] = rejected_pod_object(
+                    pod, result.reason or "", self.spec.name,
+                    f"Pod was rejected: {result.message}")
+                self.version += 1
+            return result
+        sim = result.pod
+        self._prepare_claims(pod, sim)
         self.pods[key] = sim
+        self.version += 1
+        if result.after is not None:
+            self._managers = ((self.version, self.unregistered), result.after)
         if not pod.active:
             # The kubelet frees a terminated pod's resources; old kubelets still list it.
             self.resources.release(sim)
-        self.version += 1
-        return True
+            self.version += 1
+        return result
+
+    def _prepare_claims(self, pod: PodSpec, sim: SimPod) -> None:
+        """DRA claims, prepared after admission and never aligned (SPEC section 7.2.1); a claim
+        that cannot be served leaves the pod admitted holding none of it."""
+        try:
+            claims = self.resources.allocate_claims(pod, sim)
+        except NoFit:
+            return
+        if not claims:
+            return
+        containers = tuple(
+            type(c)(c.name, c.cpu_ids, c.memory, c.devices,
+                    tuple(d for name in spec.claims for d in claims.get(name, ())))
+            for c, spec in zip(sim.assignment.containers, [*pod.sidecars, *pod.containers],
+                               strict=True))
+        sim.assignment = type(sim.assignment)(pod.namespace, pod.name, containers,
+                                              sim.assignment.cpu_ids, sim.assignment.memory)
 
     def remove(self, namespace: str, name: str) -> bool:
         sim = self.pods.pop((namespace, name), None)
@@ -154,7 +213,7 @@ class NodeState:
         added = []
         for old in specs:
             new = self.make_pod() if self.maker.has_templates else self.maker.renamed(old)
-            if self.admit(new):
+            if self.admit(new, remember=False):
                 added.append(f"{new.namespace}/{new.name}")
         return [f"{ns}/{n}" for ns, n in gone], added
 

@@ -73,7 +73,8 @@ def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
             f"memoryManagerPolicy: {spec.memory_manager_policy}\n"
             f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
             f"topologyManagerScope: {spec.topology_manager_scope}\n"
-            f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n")
+            f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n"
+            f"maxPods: {spec.max_pods}\n")
     for key, options in (("cpuManagerPolicyOptions", spec.cpu_manager_policy_options),
                          ("topologyManagerPolicyOptions", spec.topology_manager_policy_options)):
         if options:

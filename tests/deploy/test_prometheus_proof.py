@@ -3,8 +3,9 @@
 Two simulated clusters, told apart by the `cluster` target label, as a global view (Thanos,
 Mimir) or a Prometheus' external labels give it:
 
-- ``east``: ``gpu-node-01`` (profile ``dual-socket-gpu``: NUMA node 0 nearly full, two
-  misaligned containers) and ``edge-node-01`` (profile ``small``);
+- ``east``: ``gpu-node-01`` (profile ``dual-socket-gpu``: its pods placed as the kubelet places
+  them, NUMA node 0's CPUs all held, three misaligned containers) and ``edge-node-01`` (profile
+  ``small``);
 - ``west``: a node also called ``gpu-node-01``, same profile, without pod ``ml/llm-infer-1``
   (8 exclusive CPUs and 1 GPU on NUMA node 1): same node name, different figures, so any query
   that adds up the two clusters shows.
@@ -57,30 +58,32 @@ DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 # Grafana's $__rate_interval for a 1 s scrape interval is 4 s; 10 s holds ~10 samples.
 RATE_INTERVAL = "10s"
 RANGE_SECONDS = 20
-# The custom variable's value for the fit panels: east's gpu-node-01 has 1 + 3 exclusive CPUs
-# free on its two NUMA nodes, edge-node-01 has 3 on its one: 4 fits on no NUMA node of east,
-# and gpu-node-01 is fragmented for 4. West's gpu-node-01 has 1 + (3 + 8) free: 4 fits.
+# The custom variable's value for the fit panels: east's gpu-node-01 has 0 + 4 exclusive CPUs
+# free on its two NUMA nodes, edge-node-01 has 3 on its one: 4 fit on gpu-node-01's NUMA node 1
+# only; no node is fragmented for 4 (the kubelet fills the lowest NUMA node first). West's
+# gpu-node-01 has 0 + (4 + 8) free: 4 fit, three times.
 POD_CPUS = "4"
 WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
-# Every exporter's --fit-shapes. East: gpu-node-01 has 1 + 3 free CPUs and no free GPU,
-# edge-node-01 3 free CPUs and no GPU at all: neither shape fits anywhere. West's gpu-node-01
-# has 11 free CPUs and 1 free GPU on NUMA node 1: cpu4 twice, gpu1 once.
+# Every exporter's --fit-shapes. East: gpu-node-01 has 0 + 4 free CPUs and no free GPU,
+# edge-node-01 3 free CPUs and no GPU at all: cpu4 fits once (gpu-node-01's node 1), gpu1
+# nowhere. West's gpu-node-01 has 12 free CPUs and 1 free GPU on NUMA node 1: cpu4 three times,
+# gpu1 once.
 FIT_SHAPES = "shapes:\n  cpu4: {cpu: 4}\n  gpu1: {cpu: 1, nvidia.com/gpu: 1}\n"
 
 # With production thresholds (only `for` shortened), exactly these fire on the demo data:
 # (alertname, cluster, node, numa_node, resource).
 FIRING_ON_DEMO_DATA = {
-    ("PodresourcesNumaCpuExhausted", EAST, GPU_NODE, "0", "cpu"),  # 29 of 30
-    ("PodresourcesNumaMemoryExhausted", EAST, GPU_NODE, "0", "memory"),  # apportioned: full
+    ("PodresourcesNumaCpuExhausted", EAST, GPU_NODE, "0", "cpu"),  # 30 of 30
+    ("PodresourcesNumaHugepagesExhausted", EAST, GPU_NODE, "0", "hugepages-1Gi"),  # 32 of 32
     ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "0", "nvidia.com/gpu"),  # 4 of 4
     ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "1", "nvidia.com/gpu"),  # 3 of 3 healthy
-    ("PodresourcesContainersMisaligned", EAST, GPU_NODE, "", ""),  # inmem-db-0/db, mpi-rank-0/rank
+    ("PodresourcesContainersMisaligned", EAST, GPU_NODE, "", ""),  # mpi-rank-0/rank and more
     # west: the same, except NUMA node 1's GPUs (2 of 3 after llm-infer-1 left)
     ("PodresourcesNumaCpuExhausted", WEST, GPU_NODE, "0", "cpu"),
-    ("PodresourcesNumaMemoryExhausted", WEST, GPU_NODE, "0", "memory"),
+    ("PodresourcesNumaHugepagesExhausted", WEST, GPU_NODE, "0", "hugepages-1Gi"),
     ("PodresourcesNumaDevicesExhausted", WEST, GPU_NODE, "0", "nvidia.com/gpu"),
     ("PodresourcesContainersMisaligned", WEST, GPU_NODE, "", ""),
-    # cluster-wide, per shape: in east neither cpu4 nor gpu1 has room on any node
+    # cluster-wide, per shape: in east gpu1 has room on no node
     ("PodresourcesShapeNoCapacity", EAST, "", "", ""),
 }
 
@@ -330,11 +333,11 @@ async def clusters(rules: Path, kube_api: bool = False):
                 GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
                 {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)})),
         }
-        # gpu-node-01's kubelet: the exclusive CPUs List shows (east 29 + 29, west 29 + 21)
-        # and 2 more on NUMA node 0 that a regular init container holds, which List never shows
+        # gpu-node-01's kubelet: the exclusive CPUs List shows (east 30 + 28, west 30 + 20)
+        # and 2 more on NUMA node 1 that a regular init container holds, which List never shows
         kubelets = {
-            EAST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 29})),
-            WEST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 21})),
+            EAST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 30, "1": 30})),
+            WEST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 30, "1": 22})),
         }
         prometheus = await stack.enter_async_context(Prometheus(
             binary, {key: e.port for key, e in exporters.items()},
@@ -517,43 +520,46 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         # Figures the operator reads off the panels, worked out from the profiles: had any query
         # added up the two clusters' gpu-node-01, these would be off.
         overview, fit = results["numa-overview"], results["cluster-topology-fit"]
-        assert by(overview[EAST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 3}
-        assert by(overview[WEST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 1, "1": 11}
-        # inmem-db-0/db and mpi-rank-0/rank; in east also ml/llm-infer-1/server, whose CPUs are
-        # on NUMA node 1 and whose DRA GPU (gpu-8) on NUMA node 0 by its ResourceSlice
+        assert by(overview[EAST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 0, "1": 4}
+        assert by(overview[WEST, "Free exclusive CPUs"]["A"], "numa_node") == {"0": 0, "1": 12}
+        # mpi-rank-0/rank (admitted under policy none) and media/encoder-0/encoder (CPUs on
+        # NUMA node 1, its DRA FPGA fpga-0 on node 0 by its ResourceSlice); in east also
+        # ml/llm-infer-1/server, whose CPUs are on NUMA node 1 and whose DRA GPU (gpu-8) on
+        # NUMA nodes 0 and 1
         assert by(overview[EAST, "Misaligned containers"]["A"], "") == {"": 3}
         assert by(overview[WEST, "Misaligned containers"]["A"], "") == {"": 2}
         for cluster_name in (EAST, WEST):
-            assert by(overview[cluster_name, "CPU utilization"]["A"], "numa_node")["0"] == \
-                pytest.approx(29 / 30)
+            assert by(overview[cluster_name, "CPU utilization"]["A"], "numa_node")["0"] == 1.0
         assert by(overview[EAST, "CPU utilization"]["A"], "numa_node")["1"] == \
-            pytest.approx(29 / 32)
+            pytest.approx(28 / 32)
         assert by(overview[WEST, "CPU utilization"]["A"], "numa_node")["1"] == \
-            pytest.approx(21 / 32)
-        assert by(fit[EAST, f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 1}
-        assert by(fit[EAST, f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 0}
+            pytest.approx(20 / 32)
+        assert by(fit[EAST, f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 0}
+        assert by(fit[EAST, f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 1}
         assert by(fit[EAST, "Free exclusive CPUs"]["A"], "") == {"": 4 + 3}
         assert by(fit[EAST, "Nodes reporting"]["A"], "") == {"": 2}
         assert by(fit[WEST, f"Fragmented for {POD_CPUS} CPUs"]["A"], "") == {"": 0}
         assert by(fit[WEST, f"Fit {POD_CPUS} CPUs on one NUMA node"]["A"], "") == {"": 1}
-        assert by(fit[WEST, "Free exclusive CPUs"]["A"], "") == {"": 1 + 11}
+        assert by(fit[WEST, "Free exclusive CPUs"]["A"], "") == {"": 0 + 12}
         assert by(fit[WEST, "Nodes reporting"]["A"], "") == {"": 1}
         fragmentation = fit[EAST, f"Fragmentation for {POD_CPUS} CPUs"]
         assert {ref: by(result, "node") for ref, result in fragmentation.items()} == {
             "A": {GPU_NODE: 4, EDGE_NODE: 3},  # free on the node
-            "B": {GPU_NODE: 3, EDGE_NODE: 3},  # largest free on one NUMA node
-            "C": {GPU_NODE: 1, EDGE_NODE: 0}}  # fragmented for 4
-        # The fit per shape, from FIT_SHAPES: nodes where it fits, capacity, nodes reporting
+            "B": {GPU_NODE: 4, EDGE_NODE: 3},  # largest free on one NUMA node
+            "C": {GPU_NODE: 0, EDGE_NODE: 0}}  # fragmented for 4
+        # The fit per shape, from FIT_SHAPES: nodes where it fits, capacity, nodes reporting,
+        # nodes admitting
         for cluster_name, expected in (
-                (EAST, {"A": {"cpu4": 0, "gpu1": 0}, "B": {"cpu4": 0, "gpu1": 0},
-                        "C": {"cpu4": 2, "gpu1": 2}, "D": {"cpu4": 0, "gpu1": 0}}),
-                (WEST, {"A": {"cpu4": 1, "gpu1": 1}, "B": {"cpu4": 2, "gpu1": 1},
+                (EAST, {"A": {"cpu4": 1, "gpu1": 0}, "B": {"cpu4": 1, "gpu1": 0},
+                        "C": {"cpu4": 2, "gpu1": 2}, "D": {"cpu4": 1, "gpu1": 0}}),
+                (WEST, {"A": {"cpu4": 1, "gpu1": 1}, "B": {"cpu4": 3, "gpu1": 1},
                         "C": {"cpu4": 1, "gpu1": 1}, "D": {"cpu4": 1, "gpu1": 1}})):
             shapes_table = fit[cluster_name, "Shapes: where they fit"]
             assert {ref: by(result, "shape") for ref, result in shapes_table.items()} == expected
+        # cpu4: edge-node-01 lacks a fourth CPU; gpu1: no node of east has a free GPU
         blocked = fit[EAST, "Blocking resources per shape"]["A"]
         assert {(s["metric"]["shape"], s["metric"]["resource"]): float(s["value"][1])
-                for s in blocked} == {("cpu4", "cpu"): 2, ("gpu1", "cpu"): 0,
+                for s in blocked} == {("cpu4", "cpu"): 1, ("gpu1", "cpu"): 0,
                                       ("gpu1", "nvidia.com/gpu"): 2}
         assert {(s["metric"]["shape"], s["metric"]["resource"]): float(s["value"][1])
                 for s in fit[WEST, "Blocking resources per shape"]["A"]} == {
@@ -561,7 +567,7 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         free = overview[WEST, "Free CPUs and devices per NUMA node"]["A"]
         assert {(s["metric"]["numa_node"], s["metric"]["resource"]): float(s["value"][1])
                 for s in free if s["metric"]["resource"] in ("cpu", "nvidia.com/gpu")} == {
-            ("0", "cpu"): 1, ("1", "cpu"): 11, ("0", "nvidia.com/gpu"): 0,
+            ("0", "cpu"): 0, ("1", "cpu"): 12, ("0", "nvidia.com/gpu"): 0,
             ("1", "nvidia.com/gpu"): 1}
         cpu = await prometheus.instant('node_resource:podresources_utilization:ratio'
                                        '{resource="cpu"}')
@@ -571,26 +577,25 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                                                 (WEST, GPU_NODE): 50 / 62})
 
         # Admission per shape, from FIT_SHAPES, under single-numa-node (assumed: no kubelet
-        # config given), where the Topology Manager rejects before any allocation. East's
-        # gpu-node-01: at most 3 CPUs free on one NUMA node (cpu4: TopologyAffinityError, cpu),
-        # no GPU free on either (gpu1: TopologyAffinityError, nvidia.com/gpu); edge-node-01: 3
+        # config given). East's gpu-node-01: 4 CPUs free on NUMA node 1 (cpu4 admitted), no
+        # GPU free on either (gpu1: TopologyAffinityError, nvidia.com/gpu); edge-node-01: 3
         # CPUs free (cpu4: TopologyAffinityError, cpu) and no nvidia.com/gpu at all (gpu1:
         # OutOfnvidia.com/gpu). West's gpu-node-01 admits both.
-        for cluster_name, admitted in ((EAST, {"cpu4": 0, "gpu1": 0}),
+        for cluster_name, admitted in ((EAST, {"cpu4": 1, "gpu1": 0}),
                                        (WEST, {"cpu4": 1, "gpu1": 1})):
             shapes_admitted = overview[cluster_name, "Pod shapes: admitted"]
             assert by(shapes_admitted["A"], "shape") == admitted
             assert {(v["metric"]["shape"], v["metric"]["reason"], v["metric"]["blocking_resource"])
                     for v in shapes_admitted["B"]} == ({
-                        ("cpu4", "TopologyAffinityError", "cpu"),
+                        ("cpu4", "admitted", "none"),
                         ("gpu1", "TopologyAffinityError", "nvidia.com/gpu")}
                 if cluster_name == EAST else {("cpu4", "admitted", "none"),
                                               ("gpu1", "admitted", "none")})
             assert by(fit[cluster_name, "Shapes: where they fit"]["D"], "shape") == admitted
-            # the kubelet holds 2 exclusive CPUs on NUMA node 0 that List does not show
+            # the kubelet holds 2 exclusive CPUs on NUMA node 1 that List does not show
             assert by(overview[cluster_name,
                                "Exclusive CPUs the kubelet holds that List cannot show"]["A"],
-                      "numa_node") == {"0": 2, "1": 0}
+                      "numa_node") == {"0": 0, "1": 2}
             config = overview[cluster_name, "Kubelet configuration"]["A"]
             assert [s["metric"] for s in config] == [{
                 "topology_manager_policy": "single-numa-node",
@@ -603,7 +608,8 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
         east = {(s["metric"]["shape"], s["metric"]["reason"],
                  s["metric"]["blocking_resource"]): float(s["value"][1])
                 for s in fit[EAST, "Shapes: why not admitted"]["A"]}
-        assert east == {("cpu4", "TopologyAffinityError", "cpu"): 2,
+        assert east == {("cpu4", "admitted", "none"): 1,
+                        ("cpu4", "TopologyAffinityError", "cpu"): 1,
                         ("gpu1", "TopologyAffinityError", "nvidia.com/gpu"): 1,
                         ("gpu1", "OutOfnvidia.com/gpu", "nvidia.com/gpu"): 1}
 
@@ -707,14 +713,15 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
             assert await prometheus.firing() == FIRING_ON_DEMO_DATA
             proven |= {alert for alert, *_ in FIRING_ON_DEMO_DATA}
 
-            # Hugepages peak at 75 % (24 of 32 x 1Gi on NUMA node 0): below the threshold, so
-            # the alert is silent above; lowered, its selector finds exactly those series.
-            hugepages = await prometheus.instant(lowered(
-                exprs["PodresourcesNumaHugepagesExhausted"], ">= 0.95", ">= 0.7"))
+            # Memory peaks at 89.6 % (172 of 192Gi on east's NUMA node 1): below the threshold,
+            # so the alert is silent above; lowered, its selector finds exactly that series
+            # (west's node 1 is at 140 of 192Gi, node 0 at 114.0625 of 188Gi in both).
+            memory = await prometheus.instant(lowered(
+                exprs["PodresourcesNumaMemoryExhausted"], ">= 0.95", ">= 0.85"))
             assert {(s["metric"]["cluster"], s["metric"]["node"], s["metric"]["numa_node"],
-                     s["metric"]["resource"]) for s in hugepages} == {
-                (EAST, GPU_NODE, "0", "hugepages-1Gi"), (WEST, GPU_NODE, "0", "hugepages-1Gi")}
-            proven.add("PodresourcesNumaHugepagesExhausted")
+                     s["metric"]["resource"]) for s in memory} == {
+                (EAST, GPU_NODE, "1", "memory")}
+            proven.add("PodresourcesNumaMemoryExhausted")
 
             # Faults in east: a neighbour drains edge-node-01's kubelet quota; gpu-node-01's
             # kubelet sends inconsistent data.

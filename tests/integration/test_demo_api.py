@@ -32,11 +32,12 @@ async def test_demo_serves_its_rejections_through_the_kubelets_pods_api():
         assert command[0] == "podresources-exporter" and "--pods-api-socket" in command
         assert command[-2:] == ["--why", "NAMESPACE/POD"]
 
-        # dual-socket-gpu: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
+        # dual-socket-gpu as the kubelet placed its pods: node 0 has memory left (73.9Gi) but
+        # no free CPU, node 1 has 4 free CPUs but 20Gi of memory
         async with aiohttp.ClientSession() as session, session.post(
                 f"http://127.0.0.1:{control}/pods", json={
                     "namespace": "demo", "name": "db-client",
-                    "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}) as response:
+                    "containers": [{"name": "c", "cpus": 1, "memory": "32Gi"}]}) as response:
             assert response.status == 409
             assert (await response.json())["reason"] == "TopologyAffinityError"
         await scrape_port_until(port, lambda s: s.series(
@@ -58,11 +59,10 @@ async def test_demo_serves_its_rejections_through_the_kubelets_pods_api():
         assert why.stdout.startswith(
             "Pod demo/db-client (Guaranteed): rejected at admission: TopologyAffinityError (Pod "
             "was rejected: Resources cannot be allocated with Topology locality)\n"), why.stdout
-        assert "Container c: cpu=2, memory=1Gi -> not placed" in why.stdout
-        # the exporter's model says why: analytics/inmem-db-0's block groups NUMA nodes 0 and 1
+        assert "Container c: cpu=1, memory=32Gi -> not placed" in why.stdout
+        # the exporter's model says why: each alone fits a node, but not on the same one
         assert ("Verdict: the kubelet would reject it with TopologyAffinityError under Topology "
-                "Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold part "
-                "of a memory block spanning several NUMA nodes, so the memory manager serves no "
-                "single-NUMA memory request there.") in why.stdout
+                "Manager policy single-numa-node, scope container: no NUMA set the policy "
+                "allows holds 1 CPU and 32Gi of memory together.") in why.stdout
     finally:
         await terminate(proc)

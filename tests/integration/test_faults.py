@@ -343,13 +343,13 @@ async def test_a_real_process_logs_each_state_change_once_as_json():
 
 # ---- device plugins away, restarts no call reveals, capabilities that come back ---------------
 
-DEVICE_PODS = [{"namespace": "ns", "name": "p", "numa": 1, "containers": [
+DEVICE_PODS = [{"namespace": "ns", "name": "p", "containers": [
     {"name": "c", "cpus": 1, "devices": {"r/x": 1, "r/y": 1}}]}]
 
 
 def device_profile(**overrides):
     # r/x: x-0, x-1 on node 0 and x-2, x-3 on node 1; r/y: y-0 on node 1.
-    # The pod (on node 1) holds CPU 4, x-2 and y-0.
+    # The pod lands on node 1, the only one with an r/y device: CPU 4, x-2 and y-0.
     return small_profile(devices=[{"resource": "r/x", "per_numa": {"0": 2, "1": 2}},
                                   {"resource": "r/y", "per_numa": {"1": 1}}],
                          pods=DEVICE_PODS, **overrides)
@@ -502,7 +502,10 @@ async def test_an_upgraded_kubelet_is_used_fully_without_an_exporter_restart(
 
 async def test_pod_level_goes_back_to_unknown_when_the_api_cannot_carry_it(caplog):
     caplog.set_level(logging.INFO, logger="exporter.refresh.loop")
-    profile = small_profile(pods=[{"namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
+    # a pod-level pool: PodLevelResourceManagers under scope pod
+    profile = small_profile(topology_manager_scope="pod",
+                            feature_gates={"PodLevelResourceManagers": True},
+                            pods=[{"namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
                                    "containers": [{"name": "c", "cpus": 1}]}])
     async with Node(profile) as node, \
             Exporter(node.settings(interval=0.2, allocatable_interval=60.0)) as exporter:

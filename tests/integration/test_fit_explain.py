@@ -3,11 +3,12 @@ Kubernetes API, ``snapshot --shape`` and ``--why``. Expected figures are compute
 
 The node (``PROFILE``): NUMA node 0 holds CPUs 0,1,4,5 and node 1 CPUs 2,3,6,7, two threads
 per core (core k = CPUs k and k+4); CPU 0 is reserved. 16Gi of memory and 1Gi of 2Mi hugepages
-per node, one GPU local to node 0, two to node 1. The pod ml/trainer (pinned to node 1) holds
-CPUs 2 and 3, 4Gi of node 1's memory and one of node 1's GPUs. So, free:
+per node, one GPU local to node 0, three to node 1. The pod ml/trainer asks for two GPUs, so
+the kubelet admits it on node 1, the only one with two: there it takes the whole core 2+6
+(takeByTopologyNUMAPacked), 4Gi of node 1's memory and two of its GPUs. So, free:
 
     node 0: CPUs 1,4,5 (3; whole cores: 1+5 -> 2), memory 16Gi, hugepages-2Mi 1Gi, GPUs 1
-    node 1: CPUs 6,7   (2; whole cores: none),      memory 12Gi, hugepages-2Mi 1Gi, GPUs 1
+    node 1: CPUs 3,7   (2; whole cores: 3+7 -> 2), memory 12Gi, hugepages-2Mi 1Gi, GPUs 1
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ PROFILE = small_profile(
     numa_nodes=[{"id": 0, "cpus": "0-1,4-5", "memory": "16Gi", "hugepages": {"2Mi": 512}},
                 {"id": 1, "cpus": "2-3,6-7", "memory": "16Gi", "hugepages": {"2Mi": 512}}],
     threads_per_core=2,
-    devices=[{"resource": GPU, "per_numa": {"0": 1, "1": 2}}],
-    pods=[{"namespace": "ml", "name": "trainer", "numa": 1,
-           "containers": [{"name": "c", "cpus": 2, "memory": "4Gi", "devices": {GPU: 1}}]}])
+    devices=[{"resource": GPU, "per_numa": {"0": 1, "1": 3}}],
+    pods=[{"namespace": "ml", "name": "trainer",
+           "containers": [{"name": "c", "cpus": 2, "memory": "4Gi", "devices": {GPU: 2}}]}])
 SHAPES = """\
 shapes:
   infer: {cpu: 2, memory: 8Gi, nvidia.com/gpu: 1}
@@ -55,7 +56,7 @@ async def test_shapes_on_metrics(tmp_path: Path) -> None:
     assert s.by("podresources_numa_free", "numa_node", "resource") == {
         ("0", "cpu"): 3, ("1", "cpu"): 2, ("0", "memory"): 16 * GiB, ("1", "memory"): 12 * GiB,
         ("0", "hugepages-2Mi"): GiB, ("1", "hugepages-2Mi"): GiB, ("0", GPU): 1, ("1", GPU): 1}
-    assert s.by("podresources_numa_free_full_cores", "numa_node") == {"0": 2, "1": 0}
+    assert s.by("podresources_numa_free_full_cores", "numa_node") == {"0": 2, "1": 2}
     assert s.by("podresources_shape_fits", "shape", "numa_node") == {
         ("infer", "0"): 1, ("infer", "1"): 1, ("big", "0"): 0, ("big", "1"): 0}
     assert s.by("podresources_shape_shortfall", "numa_node", "resource", shape="big") == {
@@ -78,10 +79,9 @@ async def test_shapes_on_metrics(tmp_path: Path) -> None:
 
 async def test_full_pcpus_only_from_the_kubelet_config(tmp_path: Path) -> None:
     """full-pcpus-only rejects a CPU count that is not whole cores (SMTAlignmentError); the
-    hints per NUMA node still count logical CPUs, so infer (2 CPUs) fits on node 1's two
-    free threads of different cores (6, 7) as well. Free physical CPUs node-wide: 1, 5, 6, 7
-    (4 shares CPU 0's core, which is reserved). infer twice: node 0 (CPUs 1, 5, its GPU), then
-    node 1 (6, 7, its free GPU); then no GPU is left: capacity 2."""
+    hints per NUMA node count logical CPUs. Free physical CPUs node-wide: 1, 5, 3, 7 (4 shares
+    CPU 0's core, which is reserved). infer twice: node 0 (CPUs 1, 5, its GPU), then node 1
+    (3, 7, its free GPU); then no GPU is left: capacity 2."""
     shapes = write(tmp_path / "shapes.yaml", SHAPES + "  odd: {cpu: 3}\n")
     config = write(tmp_path / "config.yaml", """\
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -200,7 +200,7 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     server.put("pods", rejected("late", [guaranteed("c", "1", "1Gi", 1)]))
     # not admission rejections: evicted, and running
     server.put("pods", rejected("evicted", [guaranteed("c", "1", "1Gi", 1)], "Evicted"))
-    server.put("pods", pod("ml", "trainer", "test-node", [guaranteed("c", "2", "4Gi", 1)]))
+    server.put("pods", pod("ml", "trainer", "test-node", [guaranteed("c", "2", "4Gi", 2)]))
     yield server
     await server.stop()
 
@@ -238,8 +238,9 @@ def table_rows(out: str) -> list[list[str]]:
 
 async def test_snapshot_why_explains_a_rejected_pod(
         api: FakeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
-    """2 GPUs: node 1's capacity holds both (minimum width 1), but one of them is taken; node 0
-    has one: only {0,1} is a hint, not preferred: single-numa-node rejects, blocking the GPU."""
+    """2 GPUs: node 1's capacity holds both (minimum width 1), but two of its three are taken;
+    node 0 has one: only {0,1} is a hint, not preferred: single-numa-node rejects, blocking the
+    GPU."""
     async with Node(PROFILE) as node:
         assert await snapshot(node.settings(), "table", "info", why="ml/two-gpus") == 0
         out = capsys.readouterr().out
@@ -300,7 +301,7 @@ async def test_plain_snapshot_ends_with_free_table_and_shapes(
     assert free[1].split() == ["NUMA", "cpu", GPU, "hugepages-2Mi", "memory", "FULL-CORE",
                                "CPUS"]
     assert free[2].split() == ["0", "3", "1", "1Gi", "16Gi", "2"]
-    assert free[3].split() == ["1", "2", "1", "1Gi", "12Gi", "0"]
+    assert free[3].split() == ["1", "2", "1", "1Gi", "12Gi", "2"]
     assert "  infer: the kubelet would admit it under Topology Manager policy " \
            "single-numa-node, scope container: main on NUMA node 0; 2 more pods of this " \
            "shape would be admitted" in out

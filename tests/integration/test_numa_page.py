@@ -18,7 +18,8 @@ from exporter.web.server import make_app, start_http
 
 from ..support.harness import Exporter, Node, small_profile
 
-PODS = [{"namespace": "ns", "name": "p", "numa": 1, "containers": [{"name": "c", "cpus": 2}]}]
+# the kubelet places the pod on node 0, the lowest that holds it: CPUs 1 and 2 (0 is reserved)
+PODS = [{"namespace": "ns", "name": "p", "containers": [{"name": "c", "cpus": 2}]}]
 
 
 async def test_the_page_is_the_last_refresh_drawn_without_a_kubelet_call():
@@ -47,10 +48,10 @@ async def test_the_page_is_the_last_refresh_drawn_without_a_kubelet_call():
         body = bodies[0]
         assert bodies[1] == body  # the same refresh: the page built once, kept
         assert "NUMA map of node test-node" in body
-        # CPUs 0-7, CPU 0 reserved; the pod's 2 CPUs on node 1 (its first free ones: 4 and 5)
+        # CPUs 0-7, CPU 0 reserved; the pod's 2 CPUs on node 0 (1 and 2)
         assert body.count("data-cpu=") == 8
         assert 'data-cpu="0" data-state="reserved"' in body
-        assert body.count('data-state="held" data-numa="1" data-holder="ns/p/c"') == 2
+        assert body.count('data-state="held" data-numa="0" data-holder="ns/p/c"') == 2
         assert '<meta http-equiv="refresh" content="60">' in body  # every --interval
         landing = await exporter.session.get(exporter.url + "/")
         assert '<a href="numa">/numa</a>' in await landing.text()
@@ -116,8 +117,8 @@ async def test_snapshot_draws_the_same_map_as_svg_and_html(capsys):
     cells = {int(r.getAttribute("data-cpu")): (r.getAttribute("data-state"),
                                                r.getAttribute("data-holder"))
              for r in document.getElementsByTagName("rect") if r.hasAttribute("data-cpu")}
-    assert cells == {0: ("reserved", ""), 1: ("free", ""), 2: ("free", ""), 3: ("free", ""),
-                     4: ("held", "ns/p/c"), 5: ("held", "ns/p/c"), 6: ("free", ""),
+    assert cells == {0: ("reserved", ""), 1: ("held", "ns/p/c"), 2: ("held", "ns/p/c"),
+                     3: ("free", ""), 4: ("free", ""), 5: ("free", ""), 6: ("free", ""),
                      7: ("free", "")}
     assert page.startswith("<!DOCTYPE html>") and "http-equiv" not in page
     cell = re.compile(r'<rect class="[^"]*" [^>]*data-cpu="\d+"[^>]*>')
@@ -159,12 +160,13 @@ async def test_the_shapes_answers_are_on_the_page_as_on_metrics(tmp_path):
             what="the shapes answered")
         async with exporter.session.get(exporter.url + "/numa") as response:
             body = await response.text()
-    # free CPUs: 1-3 on node 0, 6-7 on node 1 (CPU 0 reserved, 4-5 held): two CPUs fit on
-    # either node alone; eight fit nowhere (five are free in all)
+    # free CPUs: 3 on node 0, 4-7 on node 1 (CPU 0 reserved, 1-2 held): two CPUs fit on node
+    # 1 alone; eight fit nowhere (five are free in all)
     assert scrape.value("podresources_shape_admitted", shape="pair") == 1
     assert scrape.value("podresources_shape_admitted", shape="too-big") == 0
     assert 'data-shape="pair" data-admitted="true"' in body
     assert 'data-shape="too-big" data-admitted="false"' in body
     fits = re.findall(r'data-shape="([^"]+)" data-fits="(true|false)"', body)
-    assert fits == [("pair", "true"), ("too-big", "false")] * 2  # NUMA node 0, then 1
+    assert fits == [("pair", "false"), ("too-big", "false"),  # NUMA node 0
+                    ("pair", "true"), ("too-big", "false")]  # NUMA node 1
     assert "rejected: UnexpectedAdmissionError" in body or "rejected: TopologyAffinity" in body

@@ -97,8 +97,9 @@ async def test_control_endpoint_admits_or_rejects_like_single_numa_node() -> Non
                 failed = state.rejected_pods[("demo", "wide")]
                 assert failed["status"]["phase"] == "Failed"
                 assert dict(rejection(failed).requests) == {"cpu": 5, "memory": GiB}
+                # 4 CPUs: only node 1 has them
                 status, answer = await post("/pods", {
-                    "namespace": "demo", "name": "fits", "numa": 1,
+                    "namespace": "demo", "name": "fits",
                     "containers": [{"name": "c", "cpus": 4, "memory": "1Gi"}]})
                 assert (status, answer["admitted"]) == (200, True)
                 assert state.free_cpus[1] == set()

@@ -65,16 +65,19 @@ async def test_sidecars_first_and_regular_init_containers_never_listed():
 
 
 async def test_pod_level_fields_overlap_container_fields():
-    profile = small_profile(pods=[{
-        "namespace": "ns", "name": "p", "numa": 1, "pod_level": {"cpus": 1},
-        "containers": [{"name": "a", "cpus": 2}]}])
+    # a pod-level pool (PodLevelResourceManagers, scope pod) on node 0, the lowest that holds
+    # it: the container's 2 CPUs and the pod's own third one
+    profile = small_profile(topology_manager_scope="pod",
+                            feature_gates={"PodLevelResourceManagers": True}, pods=[{
+                                "namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
+                                "containers": [{"name": "a", "cpus": 2}]}])
     async with Node(profile) as node:
         channel, client = await stub(node)
         reply = await client.List(v1.ListPodResourcesRequest())
         await channel.close()
     pod = reply.pod_resources[0]
-    assert list(pod.containers[0].cpu_ids) == [4, 5]
-    assert list(pod.cpu_ids) == [4, 5, 6]
+    assert list(pod.containers[0].cpu_ids) == [1, 2]
+    assert list(pod.cpu_ids) == [1, 2, 3]
 
 
 async def test_allocatable_lists_healthy_devices_and_cpus_minus_reserved():
@@ -200,10 +203,17 @@ async def test_restart_removes_and_recreates_the_socket():
 
 
 def test_profiles_load_and_fit():
-    for name in ("small", "dual-socket-gpu", "large", "huge", "gb200-tray"):
+    """Every bundled profile's pods are admitted by the kubelet's rules, none rejected; the
+    large one's 500 pods within its maxPods and CPU allocatable (predicate.go)."""
+    for name in ("small", "dual-socket-gpu", "huge", "gb200-tray"):
         state = NodeState(load_profile(name))
-        assert state.pods, name
+        assert state.pods and not state.rejected, (name, state.rejected[:3])
     large = NodeState(load_profile("large"))
+    assert not large.rejected
+    # the fit engine's state carried from one admission to the next is the one rebuilt
+    carried = large.managers()
+    large._managers = None
+    assert large.managers() == carried
     assert len(large.spec.numa_nodes) == 8 and len(large.spec.all_cpus) == 512
     assert len(large.pods) == 500
     assert len(large.devices) == 4096
@@ -220,14 +230,16 @@ def test_churn_is_reproducible_with_a_seed():
 
 # ---- kubelet behaviours of SPEC section 2 ----------------------------------------------------
 
+# admitted in this order on the lowest NUMA node that holds each: running CPU 1 + x-0,
+# pending 2 + x-1, terminating 3 on node 0 (CPU 0 reserved); done 4 + x-2 on node 1
 LIFECYCLE = [
-    {"namespace": "ns", "name": "running", "numa": 0,
+    {"namespace": "ns", "name": "running",
      "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 1}}]},
-    {"namespace": "ns", "name": "pending", "numa": 1, "phase": "Pending",
+    {"namespace": "ns", "name": "pending", "phase": "Pending",
      "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 1}}]},
-    {"namespace": "ns", "name": "terminating", "numa": 1, "terminating": True,
+    {"namespace": "ns", "name": "terminating", "terminating": True,
      "containers": [{"name": "c", "cpus": 1}]},
-    {"namespace": "ns", "name": "done", "numa": 1, "phase": "Succeeded",
+    {"namespace": "ns", "name": "done", "phase": "Succeeded",
      "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 1}}]},
 ]
 
@@ -251,7 +263,7 @@ async def test_list_has_pending_and_terminating_pods_in_a_varying_order():
     assert got.pod_resources.name == "done"
     # the Pending pod holds what admission gave it
     state = node.simulator.state
-    assert state.pods[("ns", "pending")].assignment.containers[0].cpu_ids == (4,)
+    assert state.pods[("ns", "pending")].assignment.containers[0].cpu_ids == (2,)
 
 
 async def test_old_kubelet_lists_terminated_pods_without_devices():
@@ -269,8 +281,8 @@ async def test_old_kubelet_lists_terminated_pods_without_devices():
     pods = {p.name: p.containers[0] for p in reply.pod_resources}
     assert set(pods) == {"running", "pending", "terminating", "done"}
     assert not pods["done"].devices
-    # node 1 (CPUs 4-7): pending took 4, terminating 5, done 6 (released, still reported)
-    assert list(pods["done"].cpu_ids) == [6]
+    # done took CPU 4 (released, still reported)
+    assert list(pods["done"].cpu_ids) == [4]
     assert [d.device_ids[0] for d in pods["running"].devices] == ["x-0"]
     alpha_pods = {p.name: p.containers[0] for p in alpha.pod_resources}
     assert set(alpha_pods) == set(pods) and not alpha_pods["done"].devices
@@ -316,7 +328,7 @@ async def test_restart_unregisters_device_plugins_until_they_register_again():
     List keeps the assignments."""
     profile = small_profile(
         devices=[{"resource": "r/x", "per_numa": {"0": 2}}, {"resource": "r/y", "count": 1,
-                                                               "numa": [1]}],
+                                                               "numa": [0]}],
         pods=[{"namespace": "ns", "name": "p", "containers": [
             {"name": "c", "devices": {"r/x": 1, "r/y": 1}}]}])
     async with Node(profile, reregister_seconds=1.0) as node:
@@ -343,7 +355,7 @@ async def test_plugin_disconnect_fault():
     and no new pod gets one of its devices."""
     profile = small_profile(
         devices=[{"resource": "r/x", "per_numa": {"0": 2}}, {"resource": "r/y", "count": 2,
-                                                               "numa": [1]}],
+                                                               "numa": [0]}],
         pods=[{"namespace": "ns", "name": "p", "containers": [
             {"name": "c", "devices": {"r/x": 1, "r/y": 1}}]}])
     async with Node(profile) as node:
@@ -384,10 +396,13 @@ async def test_container_naming_a_claim_twice_gets_the_whole_claim_twice():
 
 
 def test_pod_level_memory_names_only_the_types_given_at_pod_level():
-    """Fact 3: pod-level memory may list some memory types only."""
-    state = NodeState(parse_profile(small_profile(pods=[{
-        "namespace": "ns", "name": "p", "numa": 0, "pod_level": {"cpus": 1, "memory": "1Gi"},
-        "containers": [{"name": "c", "cpus": 1, "memory": "2Gi", "hugepages-2Mi": "256Mi"}]}])))
+    """Fact 3: pod-level memory may list some memory types only (a pod-level pool:
+    PodLevelResourceManagers, scope pod)."""
+    state = NodeState(parse_profile(small_profile(
+        topology_manager_scope="pod", feature_gates={"PodLevelResourceManagers": True}, pods=[{
+            "namespace": "ns", "name": "p", "pod_level": {"cpus": 1, "memory": "1Gi"},
+            "containers": [{"name": "c", "cpus": 1, "memory": "2Gi",
+                            "hugepages-2Mi": "256Mi"}]}])))
     pod = state.pods[("ns", "p")].assignment
     assert [(b.memory_type, b.size) for b in pod.memory] == [("memory", 3 * GiB)]
     assert sorted(b.memory_type for b in pod.containers[0].memory) == ["hugepages-2Mi", "memory"]

@@ -15,7 +15,7 @@ from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
 from exporter.simulator import load_profile
 from exporter.simulator.control import control_app
 
-from ..support.harness import GiB, Node
+from ..support.harness import GiB, Node, small_profile
 
 
 @asynccontextmanager
@@ -47,14 +47,22 @@ async def listed(node: Node, namespace: str, name: str) -> Any:
 
 DB_CLIENT = {"namespace": "demo", "name": "db-client",
              "containers": [{"name": "c", "cpus": 1, "memory": "1Gi"}]}
+# two NUMA nodes of 4 CPUs and 16Gi; analytics/db was admitted when the node ran best-effort:
+# its 20Gi fit no node alone, so its block spans both (16Gi from node 0, 4 from node 1)
+GROUPED = small_profile(
+    numa_nodes=[{"id": 0, "cpus": "0-3", "memory": "16Gi"},
+                {"id": 1, "cpus": "4-7", "memory": "16Gi"}],
+    pods=[{"namespace": "analytics", "name": "db",
+           "admitted_under": {"topologyManagerPolicy": "best-effort"},
+           "containers": [{"name": "db", "cpus": 1, "memory": "20Gi"}]}])
 
 
 async def test_group_rule_rejects_single_numa_memory_then_best_effort_spans_the_group():
-    async with Node(load_profile("dual-socket-gpu")) as node, controlled(node) as call:
+    async with Node(GROUPED) as node, controlled(node) as call:
         state = node.simulator.state
         assert (await call("GET", "/config"))[1]["topologyManagerPolicy"] == "single-numa-node"
-        # analytics/inmem-db-0 holds 150 GiB over NUMA nodes 0 and 1: neither node can serve
-        # a single-node memory request any more, though node 1 has ~44 GiB free
+        # the block groups NUMA nodes 0 and 1: neither serves a single-node memory request
+        # any more (memorymanager calculateHints), though node 1 has 12Gi free
         status, answer = await call("POST", "/pods", DB_CLIENT)
         assert (status, answer["reason"]) == (409, "TopologyAffinityError")
         assert answer["message"] == "Resources cannot be allocated with Topology locality"
@@ -101,13 +109,14 @@ async def test_config_endpoint_refuses_bad_values():
 
 
 async def test_full_pcpus_only_set_at_run_time_gives_smt_alignment_error():
-    # dual-socket-gpu: 2 threads per core, CPUs 47, 61, 62, 63 free
+    # dual-socket-gpu: 2 threads per core, CPUs 30, 31, 62, 63 free; 1.2 CPUs of the Node's
+    # allocatable left unrequested (the resource-fit predicate)
     async with Node(load_profile("dual-socket-gpu")) as node, controlled(node) as call:
         await call("POST", "/config", {"topologyManagerPolicy": "none",
                                        "cpuManagerPolicyOptions": {"full-pcpus-only": "true"}})
         status, answer = await call("POST", "/pods", {
             "namespace": "demo", "name": "odd", "qos": "Burstable",
-            "containers": [{"name": "c", "cpus": 3}]})
+            "containers": [{"name": "c", "cpus": 1}]})
         assert status == 200  # Burstable: no exclusive CPUs, nothing to align
         status, answer = await call("POST", "/pods", {
             "namespace": "demo", "name": "odd-g", "containers": [{"name": "c", "cpus": 3,

@@ -6,10 +6,12 @@ scraped over HTTP. None of these events is inconsistent data, so
 ``podresources_data_issues_total`` must not move; what changes is told by the metrics made for
 it.
 
-Figures worked out by hand from the profile: GPUs held on node 0 by llm-train-0 (4), on node 1
-by llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free. Free CPUs after
-first-fit admission of the profile's pods: node 0 1 (30 allocatable - 17 - 6 - 2 - 2 - 1 - 1),
-node 1 3 (32 - 8 - 8 - 6 - 2 - 4 - 1).
+Figures worked out by hand from the profile, its pods placed as the kubelet places them
+(tests/integration/test_integration.py): GPUs held on node 0 by llm-train-0 (4), on node 1 by
+llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free. Free CPUs: node 0
+none (30 allocatable - 1 - 16 - 6 - 6 - 1), node 1 4 (32 - 8 - 8 - 4 - 2 - 4 - 2); free
+memory: node 0 73.9375Gi, node 1 20Gi; free VFs: node 0 5, node 1 15. The pods request
+60.8 of the Node's 62 allocatable CPUs (the resource-fit predicate counts every request).
 """
 
 from __future__ import annotations
@@ -110,30 +112,30 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                         "plugins registered after the restart")
 
             # 4. would the kubelet admit one more pod of a shape? The demo ships four. By hand
-            #    from the profile: analytics/inmem-db-0's memory block spans NUMA nodes 0 and
-            #    1, so the memory manager serves no single-NUMA memory there: every shape with
-            #    memory is rejected under single-numa-node. Free VFs: node 0 9, node 1 11.
-            #    vf-pair's rx (6 VFs) lands on node 0, tx on node 1 (3 left on node 0); no node
-            #    holds 12 alone; after one pod 3 and 5 are left: capacity 1.
+            #    from the profile: dpdk-upf-small and inmem-cache fit NUMA node 1 (4 free CPUs,
+            #    20Gi), but their 2 CPUs exceed the 1.2 CPUs the Node has left unrequested:
+            #    OutOfcpu (the predicate runs after the Topology Manager); gpu-infer finds no
+            #    free GPU; vf-pair (Burstable, 1 CPU requested) takes 12 of node 1's 15 VFs
+            #    (node 0 has 5): admitted, on node 1 alone, and no second pod fits.
             shaped = await until(lambda s: s.series("podresources_shape_capacity"),
                                  "the demo's shapes")
             assert shaped.by("podresources_numa_free", "numa_node", resource="memory") == {
-                "0": 0, "1": 0}
+                "0": 73.9375 * (1 << 30), "1": 20 << 30}
             assert shaped.by("podresources_shape_admitted", "shape") == {
                 "dpdk-upf-small": 0, "gpu-infer": 0, "inmem-cache": 0, "vf-pair": 1}
             assert shaped.by("podresources_shape_rejection_info", "shape", "reason",
                              "blocking_resource") == {
-                ("dpdk-upf-small", "TopologyAffinityError", "memory"): 1,
-                ("gpu-infer", "TopologyAffinityError", "multiple"): 1,
-                ("inmem-cache", "TopologyAffinityError", "memory"): 1}
-            assert set(shaped.by("podresources_shape_fits", "shape", "numa_node").values()) \
-                == {0}
+                ("dpdk-upf-small", "OutOfcpu", "cpu"): 1,
+                ("gpu-infer", "TopologyAffinityError", GPU): 1,
+                ("inmem-cache", "OutOfcpu", "cpu"): 1}
+            assert shaped.by("podresources_shape_fits", "shape", "numa_node", shape="vf-pair") \
+                == {("vf-pair", "0"): 0, ("vf-pair", "1"): 1}
             assert shaped.by("podresources_shape_capacity", "shape") == {
                 "dpdk-upf-small": 0, "gpu-infer": 0, "inmem-cache": 0, "vf-pair": 1}
             assert shaped.by("podresources_shape_shortfall", "numa_node", shape="inmem-cache",
-                             resource="memory") == {"0": 8 << 30, "1": 8 << 30}
-            # 6 VFs more taken (on whichever node): 12 VFs no longer fit on the two nodes
-            # container by container
+                             resource="memory") == {"0": 0, "1": 0}
+            # 6 VFs more taken (on node 1, the only one with 6 free): 12 VFs no longer fit on
+            # the two nodes container by container (5 and 3 left)
             await post("/pods", {"namespace": "demo", "name": "filler", "qos": "Burstable",
                                  "containers": [
                                      {"name": "c", "cpus": "500m",
@@ -144,8 +146,7 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                              "blocking_resource", shape="vf-pair") == {
                 ("TopologyAffinityError", "intel.com/sriov_netdevice"): 1}
             assert filled.value("podresources_shape_capacity", shape="vf-pair") == 0
-            # a pod asking for a GPU and memory is rejected at admission: no NUMA node has a
-            # free GPU, and none serves single-NUMA memory: both block
+            # a pod asking for a GPU is rejected at admission: no NUMA node has a free GPU
             async with session.post(base + "/pods", json={
                     "namespace": "demo", "name": "gpu-job", "containers": [
                         {"name": "c", "cpus": 1, "memory": "1Gi",
@@ -154,7 +155,7 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                 assert (await response.json())["reason"] == "TopologyAffinityError"
             await until(lambda s: s.by("podresources_admission_failures_total", "reason",
                                        "blocking_resource") == {
-                                           ("TopologyAffinityError", "multiple"): 1},
+                                           ("TopologyAffinityError", GPU): 1},
                         "the rejection counted")
             async with session.get(base + "/state") as response:
                 state = await response.json()
@@ -181,9 +182,9 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     # the exposition stays valid and documented (the demo runs the Kubernetes-API view too)
     assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit", "kube-api"})
     assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
-           "resource multiple: the kubelet would reject it with TopologyAffinityError under " \
-           "Topology Manager policy single-numa-node, scope container: NUMA nodes 0 and 1 hold " \
-           "part of a memory block spanning several NUMA nodes" in log
+           "resource nvidia.com/gpu: the kubelet would reject it with TopologyAffinityError " \
+           "under Topology Manager policy single-numa-node, scope container: no NUMA set the " \
+           "policy allows has enough nvidia.com/gpu" in log
     promtool = require_tool("promtool", "apt-get install prometheus")
     result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
                             capture_output=True)

@@ -18,7 +18,8 @@ async def test_state_file_change_refreshes_soon_within_the_rate_ceiling():
         keeper = asyncio.create_task(node.simulator.keep_state_files(state_dir))
         await asyncio.sleep(0.2)
         cpu_state = json.loads((state_dir / "cpu_manager_state").read_text())
-        assert cpu_state["entries"]["ns/p0"] == {"c": "1"}  # kubelet-shaped content
+        uid = node.simulator.state.pods[("ns", "p0")].uid
+        assert cpu_state["entries"][uid] == {"c": "1"}  # kubelet-shaped content, by pod UID
         settings = node.settings(interval=60.0, watch_path=str(state_dir), max_refresh_rate=1.0)
         async with Exporter(settings) as exporter:
             await exporter.ready()

@@ -167,9 +167,12 @@ async def test_duplicated_pod_level_memory_block_is_counted_once():
     assert issue(s, "duplicate_entry") > 0
 
 
+# ... and what the kubelet was once seen to support stays: the pod-level fields of the
+# pipeline admitted under scope pod, gone with churn (its copies are admitted under the node's
+# scope container, without a pod-level pool)
 _VOLATILE = ("podresources_up", "podresources_last_refresh", "podresources_refresh_duration",
              "podresources_api_request", "podresources_backoff", "podresources_data_issues",
-             "podresources_build_info", "process_")
+             "podresources_build_info", "process_", "podresources_kubelet_api_info")
 
 
 def _figures(s) -> dict:
@@ -204,15 +207,20 @@ async def test_figures_after_churn_equal_a_fresh_read():
 
 
 async def test_pod_level_block_spanning_the_containers_groups_is_not_double_counted():
-    # The simulator's own allocator (best-effort "spread" placement), no hand edits:
-    #   a: 12Gi on (0); b: 12Gi on (0,1) (4Gi left on node 0 + 8Gi from node 1);
-    #   pod-level: 25Gi on (0,1) = 12 + 12 + its own 1Gi, including both containers' blocks.
-    profile = small_profile(pods=[{
-        "namespace": "ns", "name": "p", "placement": "spread", "pod_level": {"memory": "1Gi"},
-        "containers": [{"name": "a", "memory": "12Gi"}, {"name": "b", "memory": "12Gi"}]}])
+    # The kubelet's own placement, no hand edits: best-effort, scope pod, a pod-level pool
+    # (PodLevelResourceManagers): the pod's 24Gi fit no node (16Gi), so its hint is {0,1};
+    #   a: 12Gi on (0,1) (node 0 filled first); b: 12Gi on (0,1) (4Gi left on node 0 + 8Gi
+    #   from node 1); its own 1Gi beyond them on node 1 (its CPUs' node 0 has no memory
+    #   left); pod-level: 25Gi on (0,1), including both containers' blocks.
+    profile = small_profile(
+        topology_manager_policy="best-effort", topology_manager_scope="pod",
+        feature_gates={"PodLevelResourceManagers": True}, pods=[{
+            "namespace": "ns", "name": "p", "pod_level": {"memory": "1Gi"},
+            "containers": [{"name": "a", "cpus": 1, "memory": "12Gi"},
+                           {"name": "b", "cpus": 1, "memory": "12Gi"}]}])
     async with Node(profile) as node:
         pod = node.simulator.state.pods[("ns", "p")].assignment
-        assert [b.numa_ids for c in pod.containers for b in c.memory] == [(0,), (0, 1)]
+        assert [b.numa_ids for c in pod.containers for b in c.memory] == [(0, 1), (0, 1)]
         assert pod.memory == (mem(25 * GiB, [0, 1]),)
         async with Exporter(node.settings()) as exporter:
             s = await exporter.ready()

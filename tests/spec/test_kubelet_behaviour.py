@@ -23,17 +23,19 @@ from ..support.spec import (
 )
 
 LIFECYCLE_PODS = [
-    {"namespace": "ns", "name": "running", "numa": 0,
+    {"namespace": "ns", "name": "running",
      "containers": [{"name": "c", "cpus": 2, "memory": "1Gi", "devices": {"r/x": 1}}]},
-    {"namespace": "ns", "name": "pending", "numa": 1, "phase": "Pending",
+    {"namespace": "ns", "name": "pending", "phase": "Pending",
      "containers": [{"name": "c", "cpus": 1, "memory": "2Gi", "devices": {"r/x": 1}}]},
-    {"namespace": "ns", "name": "terminating", "numa": 1, "terminating": True,
+    {"namespace": "ns", "name": "terminating", "terminating": True,
      "containers": [{"name": "c", "cpus": 1}]},
     {"namespace": "ns", "name": "done", "phase": "Succeeded",
      "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 1}}]},
 ]
-# Admission in this order: running CPUs {1,2} + x-0 on node 0; pending {4} + x-2 and
-# terminating {5} on node 1; done fits node 0 first: {3} + x-1, freed again when it ended.
+# Admitted in this order, each on the lowest NUMA node that holds it (single-numa-node):
+# running CPUs {1,2} + x-0 and pending {3} + x-1 on node 0; terminating {4} and done {5} + x-2
+# on node 1, with the 128Mi a Guaranteed container without a memory limit is given; done is
+# freed again when it ended.
 
 
 async def test_pending_and_terminating_pods_hold_resources_terminated_ones_are_gone():
@@ -43,15 +45,15 @@ async def test_pending_and_terminating_pods_hold_resources_terminated_ones_are_g
         s = await exporter.ready()
     assert {dict(k)["pod"] for k in s.series("podresources_container_cpus")} == {
         "running", "pending", "terminating"}
-    # node 0: {1,2} of {1,2,3}; node 1: {4,5} of {4,5,6,7}
-    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 2, "1": 2}
-    assert util(s, "cpu") == {"0": pytest.approx(2 / 3), "1": 0.5}
+    # node 0: {1,2,3} of {1,2,3}; node 1: {4} of {4,5,6,7}
+    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 1}
+    assert util(s, "cpu") == {"0": 1.0, "1": 0.25}
     assert s.by("podresources_memory_allocated_bytes", "numa_node", memory_type="memory") == {
-        "0": GiB, "1": 2 * GiB}
-    # x-0 on 0, x-2 on 1: 1 of 2 on each node
+        "0": 3 * GiB, "1": 128 * MiB}
+    # x-0 and x-1 on 0; done's x-2 is free again
     assert s.by("podresources_devices_allocated", "numa_node", resource="r/x") == {
-        "0": 1, "1": 1}
-    assert util(s, "r/x") == {"0": 0.5, "1": 0.5}
+        "0": 2, "1": 0}
+    assert util(s, "r/x") == {"0": 1.0, "1": 0}
     assert sum(issues(s).values()) == 0
 
 
@@ -61,12 +63,12 @@ async def test_old_kubelet_lists_terminated_pods_without_devices_cpus_linger():
                             pods=LIFECYCLE_PODS)
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
-    # done is listed: its CPU 3 lingers (node 0: {1,2,3} = 3 of 3), its device x-1 is gone
+    # done is listed: its CPU 5 lingers (node 1: {4,5}), its device x-2 is gone
     assert s.by("podresources_container_cpus", "pod", "numa_node") == {
-        ("running", "0"): 2, ("pending", "1"): 1, ("terminating", "1"): 1, ("done", "0"): 1}
+        ("running", "0"): 2, ("pending", "0"): 1, ("terminating", "1"): 1, ("done", "1"): 1}
     assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 2}
     assert s.by("podresources_devices_allocated", "numa_node", resource="r/x") == {
-        "0": 1, "1": 1}
+        "0": 2, "1": 0}
     assert {dict(k)["pod"] for k in s.series("podresources_device_info")} == {
         "running", "pending"}
     assert sum(issues(s).values()) == 0
@@ -133,10 +135,12 @@ async def test_pod_level_memory_for_some_types_only_is_normal():
 
 
 async def test_pod_level_memory_for_some_types_only_from_the_simulator():
-    # the simulator's allocator: pod-level names memory only (1Gi beyond the containers'),
-    # the container holds 2Gi of memory and 256Mi of 2Mi pages, all on node 0
-    profile = small_profile(pods=[{
-        "namespace": "ns", "name": "p", "numa": 0, "pod_level": {"cpus": 1, "memory": "1Gi"},
+    # a pod-level pool (PodLevelResourceManagers, scope pod) names memory only (1Gi beyond
+    # the containers'), the container holds 2Gi of memory and 256Mi of 2Mi pages, all on
+    # node 0, the lowest that holds the pod
+    profile = small_profile(topology_manager_scope="pod",
+                            feature_gates={"PodLevelResourceManagers": True}, pods=[{
+        "namespace": "ns", "name": "p", "pod_level": {"cpus": 1, "memory": "1Gi"},
         "containers": [{"name": "c", "cpus": 1, "memory": "2Gi", "hugepages-2Mi": "256Mi"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
@@ -154,7 +158,7 @@ async def test_numa_nodes_without_cpus_get_zero_cpus_and_nothing_invented():
         {"id": 1, "cpus": "4-7", "memory": "16Gi"},
         {"id": 2, "cpus": "", "memory": "32Gi"},  # HBM or CXL memory
         {"id": 3, "cpus": "", "memory": "0"}],  # reserved id, nothing behind it
-        pods=[{"namespace": "ns", "name": "p", "numa": 0,
+        pods=[{"namespace": "ns", "name": "p",
                "containers": [{"name": "c", "cpus": 1, "memory": "1Gi"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()

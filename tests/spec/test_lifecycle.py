@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.simulator import Faults
+from exporter.simulator.admissionconfig import AdmissionConfig
 from exporter.simulator.profile import parse_pod
 
 from ..support.harness import Exporter, GiB, Node, small_profile
@@ -25,7 +26,7 @@ from ..support.spec import (
 
 async def test_departed_pod_disappears_and_node_figures_return_to_zero():
     profile = small_profile(devices=[{"resource": "r/x", "per_numa": {"1": 2}}], pods=[
-        {"namespace": "ns", "name": "p", "numa": 1, "containers": [
+        {"namespace": "ns", "name": "p", "containers": [  # r/x: on node 1 only
             {"name": "c", "cpus": 2, "memory": "2Gi", "devices": {"r/x": 1}}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
@@ -43,16 +44,18 @@ async def test_departed_pod_disappears_and_node_figures_return_to_zero():
 
 
 async def test_sidecars_are_counted_regular_init_containers_are_not():
+    # the sidecar starts first: CPU 1 on node 0; the init container's CPU 2 is reused by the
+    # app container (2 and 3): node 0's three allocatable CPUs, init's not counted twice
     profile = small_profile(pods=[{
-        "namespace": "ns", "name": "p", "numa": 1,
+        "namespace": "ns", "name": "p",
         "init_containers": [{"name": "init", "cpus": 1}],
         "sidecars": [{"name": "side", "cpus": 1}],
         "containers": [{"name": "app", "cpus": 2}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
     assert s.by("podresources_container_cpus", "container", "numa_node", pod="p") == {
-        ("side", "1"): 1, ("app", "1"): 2}
-    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 0, "1": 3}
+        ("side", "0"): 1, ("app", "0"): 2}
+    assert s.by("podresources_cpus_allocated", "numa_node") == {"0": 3, "1": 0}
     assert s.by("podresources_container_numa_nodes", "container", pod="p") == {
         "side": 1, "app": 1}
 
@@ -104,9 +107,11 @@ async def test_pod_level_flag_becomes_true_once_seen_and_stays():
         s = await exporter.ready()
         assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
                        get="true", pod_level="unknown") == 1
+        # a pod-level pool: PodLevelResourceManagers under scope pod
         node.simulator.state.admit(parse_pod({
             "namespace": "ns", "name": "p", "pod_level": {"cpus": 1},
-            "containers": [{"name": "c", "cpus": 1}]}))
+            "containers": [{"name": "c", "cpus": 1}]}),
+            AdmissionConfig("single-numa-node", "pod", pod_level_resource_managers=True))
         s = await exporter.wait_for(lambda s: s.series("podresources_pod_cpus"),
                                     what="pod-level pod")
         assert s.series("podresources_kubelet_api_info") == {

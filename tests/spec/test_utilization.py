@@ -44,7 +44,7 @@ async def test_unhealthy_assigned_device_is_unavailable_not_an_issue():
     """Devices the kubelet does not list as allocatable: counted apart, never a data issue."""
     profile = small_profile(
         devices=[{"resource": "r/x", "per_numa": {"0": 3}}],
-        pods=[{"namespace": "ns", "name": "p", "numa": 0,
+        pods=[{"namespace": "ns", "name": "p",
                "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 2}}]}])
     async with Node(profile) as node:
         node.simulator.state.mark_unhealthy("x-1")  # leaves allocatable, stays assigned
@@ -66,7 +66,7 @@ async def test_device_registered_without_numa_nodes_is_unknown_and_unavailable()
     profile = small_profile(
         devices=[{"resource": "r/e", "count": 3, "numa": []},
                  {"resource": "r/x", "per_numa": {"1": 2}}],
-        pods=[{"namespace": "ns", "name": "p", "numa": 1, "containers": [
+        pods=[{"namespace": "ns", "name": "p", "containers": [
             {"name": "c", "cpus": 1, "devices": {"r/e": 2, "r/x": 1}}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
@@ -94,12 +94,15 @@ async def test_no_utilization_series_where_allocatable_is_zero():
         reserved_cpus="0-3",  # node 0 has no assignable CPU
         reserved_memory={"1": {"memory": "16Gi"}},  # node 1 has no assignable memory
         devices=[{"resource": "r/x", "per_numa": {"1": 1}}],
-        pods=[{"namespace": "ns", "name": "p", "numa": 1,
+        # the pod's CPU can only be on node 1, its memory (the 128Mi a Guaranteed container
+        # without a limit is given) only on node 0: admitted under policy none
+        topology_manager_policy="none",
+        pods=[{"namespace": "ns", "name": "p",
                "containers": [{"name": "c", "cpus": 1, "devices": {"r/x": 1}}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
     assert util(s, "cpu") == {"1": 0.25}
-    assert util(s, "memory") == {"0": 0}
+    assert util(s, "memory") == {"0": 1 / 128}
     assert util(s, "hugepages-2Mi") == {"0": 0}
     assert util(s, "r/x") == {"1": 1.0}
     assert s.by("podresources_cpus_allocated", "numa_node").get("1") == 1
@@ -130,7 +133,7 @@ async def test_true_zero_series_for_every_pair_with_allocatable_capacity():
 
 async def test_cpu_policy_none_invents_no_cpu_series_but_memory_stays():
     profile = small_profile(cpu_manager_policy="none", pods=[
-        {"namespace": "ns", "name": "p", "numa": 1,
+        {"namespace": "ns", "name": "p",
          "containers": [{"name": "c", "cpus": 2, "memory": "1Gi"}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()
@@ -139,9 +142,10 @@ async def test_cpu_policy_none_invents_no_cpu_series_but_memory_stays():
         assert not s.series(name), name
     assert not util(s, "cpu")
     assert s.by("podresources_numa_node_cpus", "numa_node") == {"0": 4, "1": 4}
+    # the memory manager alone aligns: the lowest NUMA node with room
     assert s.by("podresources_memory_allocated_bytes", "numa_node", memory_type="memory") == {
-        "0": 0, "1": GiB}
-    # memory alone is an exclusive resource of known locality -> aligned on node 1
+        "0": GiB, "1": 0}
+    # memory alone is an exclusive resource of known locality -> aligned on node 0
     assert s.value("podresources_container_numa_nodes", namespace="ns", pod="p",
                    container="c") == 1
 
@@ -181,7 +185,7 @@ async def test_v1alpha1_gives_devices_only():
 async def test_old_kubelet_without_get_allocatable_has_no_allocatable_or_utilization():
     profile = small_profile(kubernetes_version="1.20", memory_manager_policy="None",
                             devices=[{"resource": "r/x", "per_numa": {"0": 2}}],
-                            pods=[{"namespace": "ns", "name": "p", "numa": 0, "containers": [
+                            pods=[{"namespace": "ns", "name": "p", "containers": [
                                 {"name": "c", "cpus": 2, "devices": {"r/x": 1}}]}])
     async with Node(profile) as node, Exporter(node.settings()) as exporter:
         s = await exporter.ready()

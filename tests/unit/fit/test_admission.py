@@ -174,3 +174,40 @@ def test_cpu_manager_none_aligns_no_cpus():
     pod = single_container("p", {"cpu": 64000, "nvidia.com/gpu": 1})
     verdict = admit(pod, node, Rules(managers=Managers(cpu_static=False, memory_static=False)))
     assert verdict.admitted and verdict.placements[0].devices == {"nvidia.com/gpu": {1}}
+
+
+def test_devices_outside_the_hint_come_before_devices_without_topology():
+    """VFs only on node 0; one GPU on node 1, one without topology. VF hints {0} (preferred)
+    and {0,1}; GPU hints {1} (preferred) and {0,1}. best-effort: no preferred merge; the widest
+    narrowest hint is 1 wide, so {0} (VF {0} AND GPU {0,1}). The device manager takes GPUs
+    meeting {0} (none), then those with topology outside it (node 1), and only then the one
+    without topology (devicemanager filterByAffinity, devicesToAllocate): the topology-less GPU
+    stays free."""
+    node = state(None, None, {"example.com/vf": devices({frozenset({0}): 2}),
+                              "nvidia.com/gpu": devices({frozenset({1}): 1, frozenset(): 1})})
+    pod = PodShape("p", (ContainerShape("c", {"example.com/vf": 1, "nvidia.com/gpu": 1}),),
+                   qos=BURSTABLE)
+    verdict = admit(pod, node, Rules("best-effort"))
+    assert verdict.admitted and verdict.placements[0].hint == {0}
+    assert verdict.placements[0].device_sets["nvidia.com/gpu"] == {frozenset({1}): 1}
+    assert verdict.state is not None
+    assert verdict.state.devices["nvidia.com/gpu"].free == {frozenset({1}): 0, frozenset(): 1}
+
+
+def test_memory_extended_beyond_a_preferred_hint_must_be_preferred():
+    """Scope pod: a (1 CPU, 2 GiB) and b (4 GiB). Nodes 0 and 1 (4 GiB allocatable each) are
+    one memory group with 1 and 2 GiB free: no set holds the pod's 6 GiB, so the memory
+    manager has no hint and the CPU's {0} (CPUs free only there) is the preferred merge.
+    Allocating a: {0} lacks 2 GiB; the only memory hint containing it is the group {0,1},
+    not preferred (one node's 4 GiB would hold 2 GiB), while the merged hint was preferred:
+    the memory manager fails a with "failed to find the extended preferred hint"
+    (memorymanager/policy_static.go Allocate)."""
+    mem = memory({0: 4 * GiB, 1: 4 * GiB}, {0: GiB, 1: 2 * GiB},
+                 {0: frozenset({0, 1}), 1: frozenset({0, 1})})
+    node = state(cpus(2, {0: 2, 1: 0}), mem)
+    pod = PodShape("p", (ContainerShape("a", {"cpu": 1000, "memory": 2 * GiB}),
+                         ContainerShape("b", {"memory": 4 * GiB})))
+    verdict = admit(pod, node, Rules("restricted", "pod"))
+    assert (verdict.admitted, verdict.reason, verdict.container) == (
+        False, "UnexpectedAdmissionError", "a")
+    assert verdict.message == "[memorymanager] failed to find the extended preferred hint"

@@ -6,8 +6,8 @@ The filter cases test the scheduler's approximation of ``single-numa-node``: it 
 is *available* per NUMA zone, with no capacity-based minimum width. Here each zone's
 capacity is the managers' capacity and its availability what is free, which under
 ``single-numa-node`` gives the kubelet's answer too (a single zone's capacity always holds what
-it has available). Which CPU ids the CPU manager picks is not modelled (SPEC 7.4): only the
-verdict is compared."""
+it has available). Where a case asserts the CPU ids the CPU manager picks, or every
+container's NUMA set, those are compared too."""
 
 from __future__ import annotations
 
@@ -115,3 +115,8 @@ def test_admission_case(case: dict[str, Any]) -> None:
     expected = case["expect"]
     reason = KUBELET_REASON.get(case["id"], expected["reason"])
     assert (verdict.admitted, verdict.reason) == (expected["admit"], reason), verdict.message
+    if expected.get("cpus") is not None:
+        assert sorted(c for p in verdict.placements for c in p.cpu_ids) == expected["cpus"]
+    if expected.get("numa_all_containers"):
+        assert {p.hint for p in verdict.placements} == {
+            frozenset(expected["numa_all_containers"])}

@@ -4,7 +4,6 @@ pods it rejected at admission as the kubelet reports them (no server started: ob
 from __future__ import annotations
 
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.admitting import admit_pod
 from exporter.simulator.apiserver import FakeApiServer, SimulatedCluster
 from exporter.simulator.profile import parse_pod
 
@@ -20,6 +19,11 @@ def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:
     assert node["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "7"
     assert node["status"]["capacity"]["cpu"] == "64"
+    # what the kubelet's predicate counts against: 64 CPUs less the reserved 0 and 32; 384 GiB
+    # less the 4 GiB reserved on node 0; maxPods
+    assert node["status"]["allocatable"]["cpu"] == "62000m"
+    assert node["status"]["allocatable"]["memory"] == str(380 << 30)
+    assert node["status"]["allocatable"]["pods"] == "110"
     assert len(server.objects["resourceslices"]) == 3  # the profile's three DRA pools
     pods = server.objects["pods"]
     assert len(pods) == 16  # every pod of the profile
@@ -31,10 +35,9 @@ def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:
     assert pods[("batch", "etl-job-28391-x7k2p")]["status"]["phase"] == "Succeeded"
     uid = train["metadata"]["uid"]
 
-    # a Guaranteed pod with memory: refused (the group of NUMA nodes 0 and 1)
-    result = admit_pod(state, parse_pod({"namespace": "demo", "name": "db-client",
-                                         "containers": [{"name": "c", "cpus": 1,
-                                                         "memory": "1Gi"}]}))
+    # 1 CPU and 32 GiB: node 0 has the memory but no free CPU, node 1 the CPUs but 24 GiB
+    result = state.admit(parse_pod({"namespace": "demo", "name": "db-client",
+                                    "containers": [{"name": "c", "cpus": 1, "memory": "32Gi"}]}))
     assert result.reason == "TopologyAffinityError"
     assert cluster.sync()
     failed = server.objects["pods"][("demo", "db-client")]
@@ -42,8 +45,8 @@ def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:
         "phase": "Failed", "reason": "TopologyAffinityError",
         "message": "Pod was rejected: Resources cannot be allocated with Topology locality"}
     assert failed["spec"]["containers"][0]["resources"] == {
-        "requests": {"cpu": "1", "memory": str(1 << 30)},
-        "limits": {"cpu": "1", "memory": str(1 << 30)}}
+        "requests": {"cpu": "1", "memory": str(32 << 30)},
+        "limits": {"cpu": "1", "memory": str(32 << 30)}}
     assert server.objects["pods"][("ml", "llm-train-0")]["metadata"]["uid"] == uid
 
     state.remove("ml", "llm-train-0")

@@ -20,7 +20,6 @@ import pytest
 from exporter.cli import main
 from exporter.fit.explain import fit_json
 from exporter.podsapi import sources as pod_sources
-from exporter.simulator.admitting import admit_pod
 from exporter.simulator.apiserver import FakeApiServer, container, node, pod
 from exporter.simulator.profile import parse_pod
 
@@ -59,7 +58,7 @@ def source(scrape: Scrape) -> dict[str, str]:
 
 
 def reject_wide(kubelet: Node) -> None:
-    result = admit_pod(kubelet.simulator.state, parse_pod(WIDE))
+    result = kubelet.simulator.state.admit(parse_pod(WIDE))
     assert result.reason == "TopologyAffinityError"
 
 
@@ -169,8 +168,8 @@ async def test_the_watch_follows_the_kubelets_pods():
         context = exporter.refresher.pod_sources
         assert context.pods_api is not None
         state = kubelet.simulator.state
-        admit_pod(state, parse_pod({"namespace": "ml", "name": "probe",
-                                    "containers": [{"name": "c", "cpus": 1}]}))
+        state.admit(parse_pod({"namespace": "ml", "name": "probe",
+                               "containers": [{"name": "c", "cpus": 1}]}))
         await exporter.wait_for(lambda s: ("ml", "probe") in context.records(),
                                 what="ADDED")
         assert state.remove("ml", "trainer")

@@ -54,6 +54,8 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
+bash tests/tools/prometheus3.sh  # the 3.13 LTS line beside Debian's 2.x: .tools/prometheus3/
+
 install_helm() {
   local work
   work="$(mktemp -d)"

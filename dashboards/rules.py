@@ -141,6 +141,22 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "driver", "(.+)"))'),
 )
 
+
+def quantile(q: str, histogram: str, by: str) -> str:
+    """The ``q`` quantile of a histogram per ``by``, labelled quantile="q", read from either
+    form Prometheus may store it in: the classic ``_bucket`` series, or the native histogram
+    with custom buckets (NHCB) that Prometheus 3 makes of them when it converts classic
+    histograms (``convert_classic_histograms_to_nhcb``) and drops the buckets. Where both are
+    stored, the classic one is used; on Prometheus 2 the native name selects nothing."""
+    return ("label_replace(\n"
+            f"  histogram_quantile({q}, sum by ({by}, le) (\n"
+            f"    rate({histogram}_bucket[5m])))\n"
+            "  or\n"
+            f"  histogram_quantile({q}, sum by ({by}) (\n"
+            f"    rate({histogram}[5m]))),\n"
+            f'  "quantile", "{q}", "", "")')
+
+
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so
 # that a panel reads one series per node and method instead of every bucket of every node. They
 # keep `job` (the health dashboard's job variable); max/sum over the rest strips target labels.
@@ -151,16 +167,12 @@ HEALTH_RECORDS = (
            "Kubelet calls per second per node, method and gRPC status code (max: a node scraped "
            "twice is counted once)."),
     Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
-           "label_replace(\n"
-           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, le) (\n"
-           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.99", "", "")\n'
-           "or\n"
-           "label_replace(\n"
-           "  histogram_quantile(0.5, sum by (<<cluster>>, job, node, le) (\n"
-           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.5", "", "")',
-           "The 99th and 50th percentiles of refresh durations per node (label quantile)."),
+           quantile("0.99", "podresources_refresh_duration_seconds", "<<cluster>>, job, node")
+           + "\nor\n"
+           + quantile("0.5", "podresources_refresh_duration_seconds", "<<cluster>>, job, node"),
+           "The 99th and 50th percentiles of refresh durations per node (label quantile), from "
+           "the classic buckets or, where a Prometheus converts them (NHCB), the native "
+           "histogram."),
     Record("node_kind:podresources_data_issues:rate5m",
            "max by (<<cluster>>, job, node, kind) (\n"
            "  rate(podresources_data_issues_total[5m])) > 0",
@@ -173,24 +185,30 @@ HEALTH_RECORDS = (
 # fleet: docs/performance.md).
 LATENCY_RECORDS = (
     Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
-           "label_replace(\n"
-           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, method, le) (\n"
-           "    rate(podresources_api_request_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.99", "", "")',
-           "The 99th percentile of kubelet call durations per node and method (label quantile)."),
+           quantile("0.99", "podresources_api_request_duration_seconds",
+                    "<<cluster>>, job, node, method"),
+           "The 99th percentile of kubelet call durations per node and method (label quantile), "
+           "from the classic buckets or the native histogram (NHCB)."),
 )
 
 # The physical GPU behind each nvidia.com/gpu* device a container holds, as dcgm-exporter names
 # it (label UUID), for the NUMA overview's GPU row. The device plugin's device ids take several
 # forms: a whole GPU "GPU-<uuid>", a time-slicing replica "GPU-<uuid>::<n>" (several containers
 # on one GPU), GKE's shared GPU "nvidia<n>/vgpu<m>", which names the GPU by its device file: that
-# one is looked up in dcgm-exporter's own series of the same node (its Hostname label is the node
-# name, from NODE_NAME, as its chart and the GPU operator set it) by device="nvidia<n>". MIG
-# devices ("MIG-<uuid>", resources nvidia.com/mig-*) are not here: dcgm-exporter never shows a
-# MIG device's UUID. The regular expressions live here, not in the dashboards, because Grafana
-# would read label_replace's "$1" as one of its variables.
+# one is looked up in dcgm-exporter's own series of the same node by device="nvidia<n>". The
+# node is dcgm-exporter's hostname label (the node name, from NODE_NAME, as its chart and the GPU
+# operator set it), spelt Hostname before dcgm-exporter 4.6: both are read, and a series with
+# neither is left out rather than joined as a node without a name (where two nodes' nvidia0
+# would collide and fail the whole rule). MIG devices ("MIG-<uuid>", resources
+# nvidia.com/mig-*) are not here: dcgm-exporter never shows a MIG device's UUID. The regular
+# expressions live here, not in the dashboards, because Grafana would read label_replace's "$1"
+# as one of its variables.
 GPU_HOLDINGS = ("max by (<<cluster>>, node, resource, device_id, numa_node, namespace, pod, "
                 "container, UUID)")
+DCGM_HOSTNAME_LABELS = ("hostname", "Hostname")
+DCGM_NODES = "\n    or\n".join(
+    f'    label_replace(DCGM_FI_DEV_FB_USED{{{label}!=""}}, "node", "$1", "{label}", "(.+)")'
+    for label in DCGM_HOSTNAME_LABELS)
 GPU_RECORDS = (
     Record("gpu:podresources_device_info:relabel",
            f"{GPU_HOLDINGS} (\n"
@@ -205,10 +223,11 @@ GPU_RECORDS = (
            '    "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")\n'
            "  * on (<<cluster>>, node, device) group_left(UUID)\n"
            "  group by (<<cluster>>, node, device, UUID) (\n"
-           '    label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))',
+           f"{DCGM_NODES}))",
            "One series per GPU device a container holds, with the physical GPU's UUID (label "
            "UUID) for every device id form that names one: GPU-<uuid>, GPU-<uuid>::<n> and GKE's "
-           "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node)."),
+           "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node, named by "
+           "its hostname label, Hostname before dcgm-exporter 4.6)."),
 )
 
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),

@@ -86,12 +86,18 @@ groups:
         expr: |-
           label_replace(
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, le) (
-              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+              rate(podresources_refresh_duration_seconds_bucket[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node) (
+              rate(podresources_refresh_duration_seconds[5m]))),
             "quantile", "0.99", "", "")
           or
           label_replace(
             histogram_quantile(0.5, sum by ({{ $cluster }}, job, node, le) (
-              rate(podresources_refresh_duration_seconds_bucket[5m]))),
+              rate(podresources_refresh_duration_seconds_bucket[5m])))
+            or
+            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node) (
+              rate(podresources_refresh_duration_seconds[5m]))),
             "quantile", "0.5", "", "")
       - record: node_kind:podresources_data_issues:rate5m
         expr: |-
@@ -103,7 +109,10 @@ groups:
         expr: |-
           label_replace(
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
-              rate(podresources_api_request_duration_seconds_bucket[5m]))),
+              rate(podresources_api_request_duration_seconds_bucket[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds[5m]))),
             "quantile", "0.99", "", "")
   - name: podresources-exporter.gpu.rules
     rules:
@@ -120,7 +129,9 @@ groups:
               "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")
             * on ({{ $cluster }}, node, device) group_left(UUID)
             group by ({{ $cluster }}, node, device, UUID) (
-              label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))
+              label_replace(DCGM_FI_DEV_FB_USED{hostname!=""}, "node", "$1", "hostname", "(.+)")
+              or
+              label_replace(DCGM_FI_DEV_FB_USED{Hostname!=""}, "node", "$1", "Hostname", "(.+)")))
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

@@ -1,4 +1,5 @@
-"""The shipped dashboards and rules against a real Prometheus scraping the exporter.
+"""The shipped dashboards and rules against a real Prometheus scraping the exporter, on both
+Prometheus lines (Debian's 2.x and 3.13 LTS, tests/support/prometheus.py).
 
 Two simulated clusters, told apart by the `cluster` target label, as a global view (Thanos,
 Mimir) or a Prometheus' external labels give it:
@@ -9,15 +10,16 @@ Mimir) or a Prometheus' external labels give it:
   (8 exclusive CPUs and 1 GPU on NUMA node 1): same node name, different figures, so any query
   that adds up the two clusters shows.
 
-A small DCGM-shaped target per cluster serves ``DCGM_FI_DEV_*`` series for that cluster's GPU
+A dcgm-exporter-shaped target per cluster serves ``DCGM_FI_DEV_*`` series for that cluster's GPU
 node's GPUs (the same UUIDs in both clusters, different values), so the dashboards' GPU row has
-data to join. Prometheus (Debian's package) scrapes everything every second with the chart's
-labelling (``node`` target label, ``honor_labels``) and loads the rules file. Every panel query of
-every committed dashboard, for each cluster, with its variables resolved through Prometheus the
-way Grafana does, must evaluate and return data (an empty panel is a bug in the dashboard or the
-exporter), and only that cluster's series. Every recording rule must produce series per cluster
-and node, and every alert must be shown to fire: on the demo data, with a lowered threshold, or
-after a fault.
+data to join: east's with the labels of dcgm-exporter 4.8 (``hostname``, pod attribution, a GPU
+held through a DRA claim), west's with those of an older 4.x (``Hostname``). Prometheus scrapes
+everything every second with the chart's labelling (``node`` target label, ``honor_labels``)
+and loads the rules file. Every panel query of every committed dashboard, for each cluster, with
+its variables resolved through Prometheus the way Grafana does, must evaluate and return data
+(an empty panel is a bug in the dashboard or the exporter), and only that cluster's series.
+Every recording rule must produce series per cluster and node, and every alert must be shown to
+fire: on the demo data, with a lowered threshold, or after a fault.
 """
 
 from __future__ import annotations
@@ -25,25 +27,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
-import re
-import shutil
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
-from aiohttp import web
 
 from exporter.simulator import load_profile
 from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.slices import resource_slices
 
-from ..support.harness import REPO, Exporter, Node, free_port, require_tool
+from ..support.grafana import (
+    LABEL_VALUES,
+    all_of,
+    by,
+    has_finite_value,
+    panels,
+    substitute,
+)
+from ..support.harness import REPO, Exporter, Node
+from ..support.prometheus import LINES, Prometheus, scrape_job, tool
+from ..support.targets import DCGM_CURRENT, DCGM_OLDER, DcgmTarget, Holder, KubeletTarget
 
 pytestmark = pytest.mark.external
 
@@ -62,6 +67,10 @@ RANGE_SECONDS = 20
 # and gpu-node-01 is fragmented for 4. West's gpu-node-01 has 1 + (3 + 8) free: 4 fits.
 POD_CPUS = "4"
 WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
+# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu"): its UUID attribute in
+# the profile. dcgm-exporter 4.8 attributes its series to the pod through the claim; the
+# exporter names it by device, so the GPU row never joins it.
+DRA_GPU = "GPU-5c1f0d3e-8a47-4b2e-9f61-0d2a7c3b9e15"
 # Every exporter's --fit-shapes. East: gpu-node-01 has 1 + 3 free CPUs and no free GPU,
 # edge-node-01 3 free CPUs and no GPU at all: neither shape fits anywhere. West's gpu-node-01
 # has 11 free CPUs and 1 free GPU on NUMA node 1: cpu4 twice, gpu1 once.
@@ -100,180 +109,12 @@ def gpu_inventory() -> list[str]:
             if d.resource == "nvidia.com/gpu"]
 
 
-class DcgmTarget:
-    """dcgm-exporter's shape: DCGM_FI_DEV_* per GPU with labels gpu, UUID, device, modelName,
-    Hostname; utilization in %, framebuffer in MiB."""
-
-    FRAMEBUFFER_MIB = 81559  # an 80 GB H100
-
-    def __init__(self, hostname: str, utilization: dict[str, float], used: dict[str, float]):
-        self.hostname = hostname
-        self.utilization = utilization
-        self.used = used
-
-    def body(self) -> str:
-        lines = []
-        for metric, help_text, values in (
-                ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", self.utilization),
-                ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", self.used),
-                ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
-                 {uuid: self.FRAMEBUFFER_MIB - used for uuid, used in self.used.items()})):
-            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-            for index, (uuid, value) in enumerate(values.items()):
-                lines.append(f'{metric}{{gpu="{index}",UUID="{uuid}",device="nvidia{index}",'
-                             f'modelName="NVIDIA H100 80GB HBM3",Hostname="{self.hostname}"}} '
-                             f"{value}")
-        return "\n".join(lines) + "\n"
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.body(), content_type="text/plain")
-
-    async def __aenter__(self) -> DcgmTarget:
-        app = web.Application()
-        app.router.add_get("/metrics", self.metrics)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.runner.cleanup()
-
-
-class KubeletTarget(DcgmTarget):
-    """The kubelet's own /metrics as kubernetes-mixin's kubelet job scrapes it: the node's name
-    and the CPU manager's exclusive CPUs per NUMA node (kubelet_cpu_manager_allocation_per_numa,
-    a gauge labelled numa_node)."""
-
-    def __init__(self, node: str, allocated: dict[str, int]):
-        self.node = node
-        self.allocated = allocated
-
-    def body(self) -> str:
-        lines = ["# HELP kubelet_node_name The node's name. The count is always 1.",
-                 "# TYPE kubelet_node_name gauge", f'kubelet_node_name{{node="{self.node}"}} 1',
-                 "# HELP kubelet_cpu_manager_allocation_per_numa Number of CPUs allocated per "
-                 "NUMA node", "# TYPE kubelet_cpu_manager_allocation_per_numa gauge"]
-        lines += [f'kubelet_cpu_manager_allocation_per_numa{{numa_node="{numa}"}} {count}'
-                  for numa, count in self.allocated.items()]
-        return "\n".join(lines) + "\n"
-
-
-class Prometheus:
-    """A Prometheus server scraping the given exporters, with one rules file."""
-
-    def __init__(self, binary: str, targets: dict[tuple[str, str], int],
-                 dcgm: dict[str, int] | list[tuple[str, int]], rules: Path,
-                 kubelets: dict[str, int] | None = None):
-        self.binary = binary
-        self.targets = targets  # (cluster, node) -> exporter port
-        # cluster -> DCGM target port, or (cluster, port) pairs for several per cluster
-        self.dcgm = list(dcgm.items()) if isinstance(dcgm, dict) else list(dcgm)
-        self.rules = rules
-        self.kubelets = kubelets or {}  # cluster -> kubelet /metrics target port
-        self.dir = Path(tempfile.mkdtemp(prefix="prom-"))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def config(self) -> dict:
-        return {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                       "evaluation_interval": "1s"},
-            "rule_files": [str(self.rules)],
-            "scrape_configs": [{
-                "job_name": JOB,
-                "honor_labels": True,  # as the chart's monitors: keep namespace/pod/container
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
-                                    "labels": {"cluster": cluster, "node": node}}
-                                   for (cluster, node), port in self.targets.items()],
-            }, {
-                "job_name": DCGM_JOB,
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
-                                    "labels": {"cluster": cluster}}
-                                   for cluster, port in self.dcgm],
-            }, {
-                "job_name": "kubelet",
-                "honor_labels": True,  # as kube-prometheus-stack's kubelet ServiceMonitor
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"],
-                                    "labels": {"cluster": cluster}}
-                                   for cluster, port in self.kubelets.items()],
-            }],
-        }
-
-    async def __aenter__(self) -> Prometheus:
-        config = self.dir / "prometheus.yml"
-        config.write_text(yaml.safe_dump(self.config()))
-        self.log = open(self.dir / "prometheus.log", "w+")  # noqa: SIM115  # the child's log, open while it runs
-        self.process = subprocess.Popen(
-            [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.session = aiohttp.ClientSession()
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.process.poll() is None, f"prometheus exited:\n{self.output()}"
-            with contextlib.suppress(aiohttp.ClientError):
-                async with self.session.get(self.url + "/-/ready") as response:
-                    if response.status == 200:
-                        return self
-            assert time.monotonic() < deadline, f"prometheus not ready:\n{self.output()}"
-            await asyncio.sleep(0.2)
-
-    async def __aexit__(self, *exc) -> None:
-        await self.session.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read()[-4000:]
-
-    async def api(self, path: str, **params) -> object:
-        """``data`` of a successful API answer; raises with Prometheus' error otherwise."""
-        async with self.session.get(self.url + path, params=params) as response:
-            body = await response.json()
-        if body.get("status") != "success":
-            raise AssertionError(f"{body.get('errorType')}: {body.get('error')}")
-        return body["data"]
-
-    async def instant(self, expr: str) -> list[dict]:
-        return (await self.api("/api/v1/query", query=expr))["result"]
-
-    async def range(self, expr: str) -> list[dict]:
-        end = time.time()
-        return (await self.api("/api/v1/query_range", query=expr, start=str(end - RANGE_SECONDS),
-                               end=str(end), step="1"))["result"]
-
-    async def label_values(self, label: str, match: str | None) -> list[str]:
-        params = {"match[]": match} if match else {}
-        return await self.api(f"/api/v1/label/{label}/values", **params)
-
-    async def firing(self) -> set[tuple[str, str, str, str, str]]:
-        alerts = (await self.api("/api/v1/alerts"))["alerts"]
-        return {(a["labels"]["alertname"], a["labels"].get("cluster", ""),
-                 a["labels"].get("node", ""), a["labels"].get("numa_node", ""),
-                 a["labels"].get("resource", ""))
-                for a in alerts if a["state"] == "firing"}
-
-    async def wait_until(self, check, what: str, timeout: float = 40.0):
-        """Poll ``await check()`` until it returns something truthy."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = await check()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; prometheus log:\n"
-                                     + self.output())
-            await asyncio.sleep(0.5)
+def gpu_holders(node: Node) -> dict[str, Holder]:
+    """Who holds each device-plugin GPU of a simulated node, as dcgm-exporter attributes it."""
+    return {device_id: Holder(pod.spec.namespace, pod.spec.name, container.name)
+            for pod in node.simulator.state.listed_pods(active_only=True)
+            for container in pod.assignment.containers for entry in container.devices
+            if entry.resource == "nvidia.com/gpu" for device_id in entry.device_ids}
 
 
 @contextlib.contextmanager
@@ -290,14 +131,15 @@ def environment(name: str, value: str):
 
 
 @contextlib.asynccontextmanager
-async def clusters(rules: Path, kube_api: bool = False):
-    """Both simulated clusters, their exporters, the DCGM targets, and Prometheus with enough
-    samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by (cluster, node).
+async def clusters(line: str, rules: Path, kube_api: bool = False):
+    """Both simulated clusters, their exporters, the DCGM targets, and a Prometheus of ``line``
+    with enough samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by
+    (cluster, node).
 
     With ``kube_api``, the exporters also watch a Kubernetes API server publishing the GPU
     node's ResourceSlices (the same in both clusters): its DRA devices get their allocatable
     count, taints and NUMA nodes."""
-    binary = require_tool("prometheus", "apt-get install prometheus")
+    binary = tool(line, "prometheus")
     gpus = gpu_inventory()
     async with contextlib.AsyncExitStack() as stack:
         if kube_api:
@@ -322,13 +164,16 @@ async def clusters(rules: Path, kube_api: bool = False):
                 Exporter(node.settings(interval=0.5, fit_shapes=str(shapes),
                                        kube_api=kube_api)))
             await exporters[cluster_name, name].ready()
+        east_gpus = {**{uuid: 10 + i for i, uuid in enumerate(gpus)}, DRA_GPU: 99}
         dcgm = {
             EAST: await stack.enter_async_context(DcgmTarget(
-                GPU_NODE, {uuid: 10 + i for i, uuid in enumerate(gpus)},
-                {uuid: 1000.0 * (i + 1) for i, uuid in enumerate(gpus)})),
+                GPU_NODE, east_gpus, {uuid: 1000.0 * (i + 1) for i, uuid in enumerate(east_gpus)},
+                DCGM_CURRENT, {**gpu_holders(nodes[EAST, GPU_NODE]), DRA_GPU: Holder(
+                    *WEST_REMOVED, "server", "3f1e2d4c-0000-4000-8000-00000000d8a1", "gpu")})),
             WEST: await stack.enter_async_context(DcgmTarget(
                 GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
-                {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)})),
+                {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)},
+                DCGM_OLDER, gpu_holders(nodes[WEST, GPU_NODE]))),
         }
         # gpu-node-01's kubelet: the exclusive CPUs List shows (east 29 + 29, west 29 + 21)
         # and 2 more on NUMA node 0 that a regular init container holds, which List never shows
@@ -336,10 +181,16 @@ async def clusters(rules: Path, kube_api: bool = False):
             EAST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 29})),
             WEST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 21})),
         }
-        prometheus = await stack.enter_async_context(Prometheus(
-            binary, {key: e.port for key, e in exporters.items()},
-            {name: target.port for name, target in dcgm.items()}, rules,
-            {name: target.port for name, target in kubelets.items()}))
+        prometheus = await stack.enter_async_context(Prometheus(binary, [
+            # as the chart's monitors: keep namespace/pod/container, add node
+            scrape_job(JOB, [(e.port, {"cluster": cluster_name, "node": name})
+                             for (cluster_name, name), e in exporters.items()],
+                       honor_labels=True),
+            scrape_job(DCGM_JOB, [(t.port, {"cluster": name}) for name, t in dcgm.items()]),
+            # as kube-prometheus-stack's kubelet ServiceMonitor
+            scrape_job("kubelet", [(t.port, {"cluster": name}) for name, t in kubelets.items()],
+                       honor_labels=True),
+        ], [rules]))
 
         async def enough_samples():
             # >= 5 scrapes of each node inside the rate window, and the recording rules ran.
@@ -351,30 +202,10 @@ async def clusters(rules: Path, kube_api: bool = False):
             dra = await prometheus.instant('node_resource:podresources_allocatable:sum'
                                            '{resource="gpu.nvidia.com"}') if kube_api else [1, 1]
             return (len(scrapes) == 3 and len(recorded) == 3 and len(dra) == 2
-                    and len(gpu_series) == 2 * len(gpus))
+                    and len(gpu_series) == 2 * len(gpus) + 1)
 
         await prometheus.wait_until(enough_samples, "samples of every node")
         yield prometheus, nodes, exporters, dcgm
-
-
-def panels(model: dict) -> list[dict]:
-    found = []
-    for panel in model["panels"]:
-        found.append(panel)
-        found.extend(panel.get("panels", []))
-    return [panel for panel in found if panel["type"] != "row"]
-
-
-def substitute(text: str, values: dict[str, str]) -> str:
-    """Grafana's interpolation of ``$name`` / ``${name}``; an unknown variable is an error."""
-    def replace(match: re.Match) -> str:
-        name = match.group(1) or match.group(2)
-        assert name in values, f"undefined variable ${name} in {text!r}"
-        return values[name]
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", replace, text)
-
-
-LABEL_VALUES = re.compile(r"^label_values\((?:(.*),\s*)?(\w+)\)$")
 
 
 async def variable_choices(prometheus: Prometheus, model: dict) -> list[dict[str, str]]:
@@ -406,8 +237,7 @@ async def variable_choices(prometheus: Prometheus, model: dict) -> list[dict[str
             assert offered, f"variable {name}: {variable['query']} offers no value ({values})"
             if variable.get("includeAll"):
                 # All: the custom all value, or else every value offered (Grafana's regex form)
-                everything = "(" + "|".join(grafana_regex_escape(v) for v in offered) + ")"
-                expanded.append({**values, name: variable.get("allValue") or everything})
+                expanded.append({**values, name: variable.get("allValue") or all_of(offered)})
             elif name == "node":
                 assert GPU_NODE in offered
                 expanded.append({**values, name: GPU_NODE})
@@ -415,17 +245,6 @@ async def variable_choices(prometheus: Prometheus, model: dict) -> list[dict[str
                 expanded += [{**values, name: value} for value in offered]
         choices = expanded
     return choices
-
-
-def grafana_regex_escape(value: str) -> str:
-    """A value in a multi-value variable's regex, as Grafana writes it into a PromQL string:
-    regex metacharacters escaped with a backslash, itself escaped for the string."""
-    return re.sub(r"([\\^$*+?.()|{}\[\]])", r"\\\\\1", value)
-
-
-def has_finite_value(result: list[dict]) -> bool:
-    samples = [s for series in result for s in series.get("values", [series.get("value")])]
-    return any(math.isfinite(float(value)) for _, value in samples)
 
 
 async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, list[str],
@@ -454,7 +273,7 @@ async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, l
                     if target.get("instant"):
                         result = await prometheus.instant(expr)
                     else:
-                        result = await prometheus.range(expr)
+                        result = await prometheus.range(expr, RANGE_SECONDS)
                 except AssertionError as error:
                     failures.append(f"{where}\n    error: {error}")
                     continue
@@ -471,12 +290,9 @@ async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, l
     return count, failures, results
 
 
-def by(result: list[dict], label: str) -> dict[str, float]:
-    return {series["metric"].get(label, ""): float(series["value"][1]) for series in result}
-
-
-async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster():
-    async with clusters(RULES, kube_api=True) as (prometheus, _, _, dcgm):
+@pytest.mark.parametrize("line", LINES)
+async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster(line):
+    async with clusters(line, RULES, kube_api=True) as (prometheus, _, _, dcgm):
         failures: list[str] = []
         queries = 0
         results: dict[str, dict[tuple, dict]] = {}
@@ -690,11 +506,12 @@ def lowered(expr: str, threshold: str, value: str) -> str:
     return expr.replace(threshold, value)
 
 
-async def test_every_alert_fires_on_demo_data_or_after_a_fault():
+@pytest.mark.parametrize("line", LINES)
+async def test_every_alert_fires_on_demo_data_or_after_a_fault(line):
     exprs = alert_exprs()
     proven: set[str] = set()
     with tempfile.TemporaryDirectory() as directory:
-        async with clusters(fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
+        async with clusters(line, fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
             for _name, expr in exprs.items():  # every expression evaluates on healthy data
                 await prometheus.instant(expr)
 
@@ -774,160 +591,3 @@ async def test_every_alert_fires_on_demo_data_or_after_a_fault():
             proven.add("PodresourcesExporterDown")
 
     assert proven == set(exprs), f"alerts without proof: {sorted(set(exprs) - proven)}"
-
-
-# ---- every form of GPU device id lands on its physical GPU --------------------------------------
-
-FORMS = "forms"
-FORMS_NODE, GKE_NODE = "gpu-forms-01", "gke-node-01"
-WHOLE = "GPU-0a1b2c3d-0000-4000-8000-000000000000"  # nvidia.com/gpu, id_prefix + index 0
-SLICED = "GPU-5e6f7a8b-1111-4111-8111-111111111111"  # its replicas ::0 and ::1
-IDLE = "GPU-9c8d7e6f-2222-4222-8222-222222222222"  # held by no pod
-GKE_HELD, GKE_IDLE = "GPU-7b6a5c4d-3333-4333-8333-333333333333", \
-    "GPU-1f2e3d4c-4444-4444-8444-444444444444"
-
-
-def forms_profile() -> dict:
-    """A node whose device plugins name devices in every form the NVIDIA plugins use, and RDMA
-    shared devices whose ids (0, 1) repeat under two resources."""
-    return {
-        "name": "gpu-forms", "node_name": FORMS_NODE, "kubernetes_version": "1.35", "seed": 1,
-        "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "8Gi"},
-                       {"id": 1, "cpus": "4-7", "memory": "8Gi"}],
-        "cpu_manager_policy": "static", "memory_manager_policy": "None",
-        "devices": [
-            {"resource": "nvidia.com/gpu", "id_prefix": WHOLE[:-1], "per_numa": {"0": 1}},
-            {"resource": "nvidia.com/gpu.shared", "id_prefix": SLICED + "::",
-             "per_numa": {"1": 2}},
-            {"resource": "rdma/hca_shared_devices_a", "id_prefix": "", "per_numa": {"0": 2}},
-            {"resource": "rdma/hca_shared_devices_b", "id_prefix": "", "per_numa": {"1": 2}},
-        ],
-        "pods": [
-            {"namespace": "ml", "name": "train-0", "containers": [{
-                "name": "trainer", "cpus": 1,
-                "devices": {"nvidia.com/gpu": 1, "rdma/hca_shared_devices_a": 1}}]},
-            {"namespace": "ml", "name": "infer-0", "containers": [{
-                "name": "server", "cpus": 1,
-                "devices": {"nvidia.com/gpu.shared": 1, "rdma/hca_shared_devices_b": 1}}]},
-            {"namespace": "ml", "name": "infer-1", "containers": [{
-                "name": "server", "cpus": 1, "devices": {"nvidia.com/gpu.shared": 1}}]},
-        ],
-    }
-
-
-def gke_profile() -> dict:
-    """A GKE node sharing GPU nvidia0 between two pods (ids nvidia0/vgpu0 and nvidia0/vgpu1)."""
-    return {
-        "name": "gke-shared", "node_name": GKE_NODE, "kubernetes_version": "1.35", "seed": 2,
-        "numa_nodes": [{"id": 0, "cpus": "0-3", "memory": "8Gi"}],
-        "cpu_manager_policy": "static", "memory_manager_policy": "None",
-        "devices": [{"resource": "nvidia.com/gpu", "id_prefix": "nvidia0/vgpu",
-                     "per_numa": {"0": 2}}],
-        "pods": [{"namespace": "lab", "name": f"notebook-{n}", "containers": [{
-            "name": "jupyter", "cpus": 1, "devices": {"nvidia.com/gpu": 1}}]} for n in (0, 1)],
-    }
-
-
-async def overview_values(prometheus: Prometheus, node: str) -> dict[str, str]:
-    """The NUMA overview's variables for one node, multi-value ones at All, as Grafana sets
-    them (every value offered, as a regex alternation)."""
-    model = json.loads((REPO / "dashboards" / "numa-overview.json").read_text())
-    values = {"__rate_interval": RATE_INTERVAL, "datasource": "prometheus", "cluster": FORMS,
-              "node": node}
-    for variable in model["templating"]["list"]:
-        if variable["name"] in values:
-            continue
-        selector, label = LABEL_VALUES.match(variable["query"]).groups()
-        offered = await prometheus.label_values(label, substitute(selector, values))
-        values[variable["name"]] = "(" + "|".join(grafana_regex_escape(v) for v in offered) + ")"
-    return values
-
-
-async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu():
-    binary = require_tool("prometheus", "apt-get install prometheus")
-    model = json.loads((REPO / "dashboards" / "numa-overview.json").read_text())
-    gpu_row = next(p for p in model["panels"] if p["title"] == "GPUs (dcgm-exporter)")
-    queries = {(panel["title"], target["refId"]): target["expr"]
-               for panel in gpu_row["panels"] for target in panel["targets"]}
-    async with contextlib.AsyncExitStack() as stack:
-        nodes = {FORMS_NODE: await stack.enter_async_context(Node(forms_profile())),
-                 GKE_NODE: await stack.enter_async_context(Node(gke_profile()))}
-        exporters = {}
-        for name, node in nodes.items():
-            exporters[name] = await stack.enter_async_context(
-                Exporter(node.settings(interval=0.5)))
-            await exporters[name].ready()
-        # dcgm-exporter on each node: device nvidiaN in the order given; both nodes have an
-        # nvidia0 and an nvidia1, so only the node tells GKE's nvidia0 apart
-        dcgm = [await stack.enter_async_context(DcgmTarget(
-                    FORMS_NODE, {WHOLE: 11, SLICED: 22, IDLE: 33},
-                    {WHOLE: 1000.0, SLICED: 2000.0, IDLE: 3000.0})),
-                await stack.enter_async_context(DcgmTarget(
-                    GKE_NODE, {GKE_HELD: 44, GKE_IDLE: 55}, {GKE_HELD: 4000.0, GKE_IDLE: 5000.0}))]
-        prometheus = await stack.enter_async_context(Prometheus(
-            binary, {(FORMS, name): e.port for name, e in exporters.items()},
-            [(FORMS, target.port) for target in dcgm], RULES))
-
-        async def recorded():
-            held = await prometheus.instant("gpu:podresources_device_info:relabel")
-            return held if len(held) == 5 else None
-
-        held = await prometheus.wait_until(recorded, "the GPU devices recorded with their UUID")
-        rdma = await prometheus.instant('podresources_device_info{resource=~"rdma/.+"}')
-        assert sorted(s["metric"]["resource"] for s in rdma) == [
-            "rdma/hca_shared_devices_a", "rdma/hca_shared_devices_b"]
-        assert {s["metric"]["device_id"] for s in rdma} <= {"0", "1"}  # as DCGM's gpu labels
-        # the RDMA devices 0 and 1 name no GPU and are not there
-        assert {(s["metric"]["node"], s["metric"]["resource"], s["metric"]["device_id"],
-                 s["metric"]["pod"]): s["metric"]["UUID"] for s in held} == {
-            (FORMS_NODE, "nvidia.com/gpu", WHOLE, "train-0"): WHOLE,
-            **{(FORMS_NODE, "nvidia.com/gpu.shared", f"{SLICED}::{replica}", pod): SLICED
-               for replica, pod in zip(sorted_replicas(held), ("infer-0", "infer-1"))},
-            **{(GKE_NODE, "nvidia.com/gpu", device_id, pod): GKE_HELD
-               for device_id, pod in gke_holdings(held)}}
-
-        results = {}
-        for node in (FORMS_NODE, GKE_NODE):
-            values = await overview_values(prometheus, node)
-            # the gpu variable: the node's physical GPUs that pods hold, by UUID
-            assert values["gpu"] == {FORMS_NODE: f"({WHOLE}|{SLICED})",
-                                     GKE_NODE: f"({GKE_HELD})"}[node]
-            for key, expr in queries.items():
-                results[node, *key] = await prometheus.instant(substitute(expr, values))
-
-    table = "GPUs: utilization and memory by pod and NUMA node"
-    rows = {(s["metric"]["pod"], s["metric"]["UUID"], s["metric"]["numa_node"]):
-            float(s["value"][1]) for s in results[FORMS_NODE, table, "A"]}
-    assert rows == {("train-0", WHOLE, "0"): 11, ("infer-0", SLICED, "1"): 22,
-                    ("infer-1", SLICED, "1"): 22}
-    assert by_pod(results[FORMS_NODE, table, "B"]) == \
-        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
-    assert by_pod(results[GKE_NODE, table, "B"]) == {"notebook-0": 4000, "notebook-1": 4000}
-    assert by_pod(results[GKE_NODE, table, "A"]) == {"notebook-0": 44, "notebook-1": 44}
-    # pod -> GPU memory used: each pod's GPU, a shared GPU's whole figure on each holder
-    memory = "GPU memory used by pod"
-    assert by_pod(results[FORMS_NODE, memory, "A"]) == \
-        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
-    assert by_pod(results[GKE_NODE, memory, "A"]) == {"notebook-0": 4000, "notebook-1": 4000}
-    # utilization per NUMA node counts the shared GPU once
-    assert by(results[FORMS_NODE, "GPU utilization by NUMA node", "A"], "numa_node") == \
-        {"0": 11, "1": 22}
-
-
-def by_pod(result: list[dict]) -> dict[str, float]:
-    return by(result, "pod")
-
-
-def sorted_replicas(held: list[dict]) -> list[str]:
-    """The replica numbers of the time-sliced GPU, in the order of the pods holding them."""
-    replicas = {s["metric"]["pod"]: s["metric"]["device_id"].rsplit("::", 1)[1] for s in held
-                if s["metric"]["resource"] == "nvidia.com/gpu.shared"}
-    assert sorted(replicas.values()) == ["0", "1"]  # one replica each
-    return [replicas["infer-0"], replicas["infer-1"]]
-
-
-def gke_holdings(held: list[dict]) -> list[tuple[str, str]]:
-    holdings = sorted((s["metric"]["device_id"], s["metric"]["pod"]) for s in held
-                      if s["metric"]["node"] == GKE_NODE)
-    assert [device_id for device_id, _ in holdings] == ["nvidia0/vgpu0", "nvidia0/vgpu1"]
-    return holdings

@@ -292,7 +292,7 @@ def test_dra_devices_per_numa_node_on_the_overview_and_summed_on_the_cluster_das
     assert cluster["DRA devices by driver"]["targets"][0]["expr"] == f"sum by (driver) ({summed})"
 
 
-# What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet.py): the raw
+# What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet/): the raw
 # series every node carries many of are read through recording rules, never plotted raw.
 RECORDED_ONLY = ("podresources_api_request_duration_seconds_bucket",
                  "podresources_refresh_duration_seconds_bucket",

@@ -88,8 +88,8 @@ def test_the_cluster_label_and_job_selector_are_settings():
 @pytest.mark.external
 @pytest.mark.parametrize("line", LINES)
 def test_promtool_unit_tests_pass(line):
-    """The same cases, the same expected values, on both lines: no sample sits on the start of
-    a range a case evaluates (Prometheus 3 leaves it out, 2.x keeps it)."""
+    """The same cases and expected values on both lines: no case's answer depends on the
+    sample at the start of a range, which Prometheus 3 leaves out and 2.x keeps."""
     promtool = tool(line, "promtool")
     result = subprocess.run([promtool, "test", "rules", UNIT_TESTS.name], cwd=UNIT_TESTS.parent,
                             capture_output=True, text=True)

@@ -79,9 +79,14 @@ def test_the_three_dashboards_with_stable_short_uids():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_dashboard_is_bare_provisionable_json(name):
+    """Grafana's classic model, which file provisioning (the dashboard sidecar's path) loads in
+    Grafana 12 and 13. Grafana 13 refuses there what it takes for a v2 dashboard (elements or
+    layout) or a Kubernetes-style resource (apiVersion, kind, metadata, spec):
+    grafana/grafana#122663, #127928."""
     model = DASHBOARDS[name]
     assert model["id"] is None
-    assert "kind" not in model and "spec" not in model  # not the app-platform Manifest wrapper
+    assert not {"elements", "layout", "apiVersion", "kind", "metadata", "spec"} & set(model)
+    assert model["title"] and model["panels"] and model["templating"]["list"]
     assert model["graphTooltip"] == 1
     assert model["schemaVersion"] >= 39
     assert "podresources-exporter" in model["tags"]

@@ -18,6 +18,7 @@ import yaml
 from dashboards import generate, panels as building_blocks
 
 from ..support.docs import documented_metrics, metric_names
+from ..support.grafana import panels
 from ..support.harness import REPO, require_tool
 
 DASHBOARDS = {path.stem: json.loads(path.read_text(encoding="utf-8"))
@@ -29,14 +30,6 @@ UIDS = {
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRAFANA_VARIABLES = {"__rate_interval"}
-
-
-def panels(model: dict) -> list[dict]:
-    found = []
-    for panel in model["panels"]:
-        found.append(panel)
-        found.extend(panel.get("panels", []))
-    return [panel for panel in found if panel["type"] != "row"]
 
 
 def targets(model: dict) -> list[tuple[dict, dict]]:

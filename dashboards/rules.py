@@ -30,6 +30,7 @@ RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-expor
 RECORDING_GROUP = "podresources-exporter.rules"
 UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
+REFRESH_GROUP = "podresources-exporter.refresh.rules"
 LATENCY_GROUP = "podresources-exporter.latency.rules"
 GPU_GROUP = "podresources-exporter.gpu.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
@@ -160,12 +161,22 @@ def quantile(q: str, histogram: str, by: str) -> str:
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so
 # that a panel reads one series per node and method instead of every bucket of every node. They
 # keep `job` (the health dashboard's job variable); max/sum over the rest strips target labels.
+# The two histograms' quantiles read the most series of any rule (13 buckets per node for the
+# refresh duration, twice; 42 for the call latency), each in a group of its own: groups are
+# evaluated concurrently, and each stays short on a fleet (docs/performance.md).
 HEALTH_RECORDS = (
     Record("node_method_code:podresources_api_requests:rate5m",
            "max by (<<cluster>>, job, node, method, code) (\n"
            "  rate(podresources_api_requests_total[5m]))",
            "Kubelet calls per second per node, method and gRPC status code (max: a node scraped "
            "twice is counted once)."),
+    Record("node_kind:podresources_data_issues:rate5m",
+           "max by (<<cluster>>, job, node, kind) (\n"
+           "  rate(podresources_data_issues_total[5m])) > 0",
+           "Data issues per second per node and kind, only where some were counted: every node "
+           "exports ~17 kinds that are almost always 0, and a fleet's panel need not read them."),
+)
+REFRESH_RECORDS = (
     Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
            quantile("0.99", "podresources_refresh_duration_seconds", "<<cluster>>, job, node")
            + "\nor\n"
@@ -173,16 +184,7 @@ HEALTH_RECORDS = (
            "The 99th and 50th percentiles of refresh durations per node (label quantile), from "
            "the classic buckets or, where a Prometheus converts them (NHCB), the native "
            "histogram."),
-    Record("node_kind:podresources_data_issues:rate5m",
-           "max by (<<cluster>>, job, node, kind) (\n"
-           "  rate(podresources_data_issues_total[5m])) > 0",
-           "Data issues per second per node and kind, only where some were counted: every node "
-           "exports ~17 kinds that are almost always 0, and a fleet's panel need not read them."),
 )
-
-# The kubelet call latency alone: 42 bucket series per node (3 methods x 14 buckets), the most
-# any rule reads, in a group of its own, evaluated concurrently with the others (its cost on a
-# fleet: docs/performance.md).
 LATENCY_RECORDS = (
     Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
            quantile("0.99", "podresources_api_request_duration_seconds",
@@ -231,8 +233,8 @@ GPU_RECORDS = (
 )
 
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
-                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS),
-                    (GPU_GROUP, GPU_RECORDS))
+                    (HEALTH_GROUP, HEALTH_RECORDS), (REFRESH_GROUP, REFRESH_RECORDS),
+                    (LATENCY_GROUP, LATENCY_RECORDS), (GPU_GROUP, GPU_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (

@@ -149,29 +149,42 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
 
 
 def test_recording_groups_split_what_a_fleet_pays():
-    """Five recording groups, evaluated concurrently, so that none reads too many series on a
+    """Six recording groups, evaluated concurrently, so that none reads too many series on a
     fleet (docs/performance.md); the alerts come last."""
     assert [group["name"] for group in GROUPS] == [
         "podresources-exporter.rules", "podresources-exporter.utilization.rules",
-        "podresources-exporter.health.rules", "podresources-exporter.latency.rules",
-        "podresources-exporter.gpu.rules", "podresources-exporter.alerts"]
+        "podresources-exporter.health.rules", "podresources-exporter.refresh.rules",
+        "podresources-exporter.latency.rules", "podresources-exporter.gpu.rules",
+        "podresources-exporter.alerts"]
     assert all("record" in rule for group in GROUPS[:-1] for rule in group["rules"])
-    assert [rule["record"] for rule in GROUPS[1]["rules"]] == [
+    records = [[rule["record"] for rule in group["rules"]] for group in GROUPS[:-1]]
+    assert records[1] == [
         "node_resource:podresources_allocatable:sum", "node_resource:podresources_allocated:sum"]
-    assert "node_resource:podresources_utilization:ratio" in {
-        rule["record"] for rule in GROUPS[0]["rules"]}
-    assert [rule["record"] for rule in GROUPS[2]["rules"]] == [
-        "node_method_code:podresources_api_requests:rate5m",
-        "node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
-        "node_kind:podresources_data_issues:rate5m"]
-    assert [rule["record"] for rule in GROUPS[3]["rules"]] == [
+    assert "node_resource:podresources_utilization:ratio" in records[0]
+    assert records[2] == ["node_method_code:podresources_api_requests:rate5m",
+                          "node_kind:podresources_data_issues:rate5m"]
+    # each histogram's quantiles alone in a group: they read the most series
+    assert records[3] == [
+        "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"]
+    assert records[4] == [
         "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"]
-    assert [rule["record"] for rule in GROUPS[4]["rules"]] == [
-        "gpu:podresources_device_info:relabel"]
+    assert records[5] == ["gpu:podresources_device_info:relabel"]
     # the health records keep job, for the health dashboard's job variable
-    for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"]:
+    for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"] + GROUPS[4]["rules"]:
         for _, labels in AGGREGATION.findall(rule["expr"]):
             assert {"cluster", "job", "node"} <= {label.strip() for label in labels.split(",")}
+
+
+def test_quantiles_read_classic_buckets_or_the_native_histogram():
+    """Where Prometheus 3 converts classic histograms (NHCB) and drops the buckets, the same
+    quantile comes from the native histogram of the same name; test_native_histograms.py runs
+    it."""
+    for rule in GROUPS[3]["rules"] + GROUPS[4]["rules"]:
+        for histogram in ("podresources_refresh_duration_seconds",
+                          "podresources_api_request_duration_seconds"):
+            if histogram in rule["expr"]:
+                assert f"rate({histogram}_bucket[5m])" in rule["expr"]
+                assert f"rate({histogram}[5m])" in rule["expr"]
 
 
 def test_runbook_page_lists_every_alerts_tunable_defaults():

@@ -82,6 +82,12 @@ groups:
         expr: |-
           max by ({{ $cluster }}, job, node, method, code) (
             rate(podresources_api_requests_total[5m]))
+      - record: node_kind:podresources_data_issues:rate5m
+        expr: |-
+          max by ({{ $cluster }}, job, node, kind) (
+            rate(podresources_data_issues_total[5m])) > 0
+  - name: podresources-exporter.refresh.rules
+    rules:
       - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
         expr: |-
           label_replace(
@@ -99,10 +105,6 @@ groups:
             histogram_quantile(0.5, sum by ({{ $cluster }}, job, node) (
               rate(podresources_refresh_duration_seconds[5m]))),
             "quantile", "0.5", "", "")
-      - record: node_kind:podresources_data_issues:rate5m
-        expr: |-
-          max by ({{ $cluster }}, job, node, kind) (
-            rate(podresources_data_issues_total[5m])) > 0
   - name: podresources-exporter.latency.rules
     rules:
       - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile

@@ -32,8 +32,9 @@ NOT_OK = ',code!="OK"'
 HOUR_BY_MINUTE = "[1h:1m]"
 
 
-# Recording rules (dashboards/rules.py, group podresources-exporter.health.rules): one series
-# per node (and method, code, kind) instead of every bucket and counter of every node.
+# Recording rules (dashboards/rules.py, groups podresources-exporter.health.rules, .refresh.rules
+# and .latency.rules): one series per node (and method, code, kind) instead of every bucket and
+# counter of every node.
 CALLS = "node_method_code:podresources_api_requests:rate5m"
 CALL_QUANTILE = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
 REFRESH_QUANTILE = "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"

@@ -61,6 +61,28 @@ def tool(line: str, name: str) -> str:
     return binary
 
 
+def check_metrics(text: str | bytes, quiet: bool = True) -> None:
+    """``promtool check metrics`` of every line accepts an exposition (and, ``quiet``, has
+    nothing to say about it). A line that is not installed fails under CI=true; locally it is
+    left out (with none installed, the test skips), so a test that ends with this check still
+    runs where only one line is."""
+    body = text.encode() if isinstance(text, str) else text
+    checked = []
+    for line in LINES:
+        try:
+            promtool = tool(line, "promtool")
+        except pytest.skip.Exception:
+            continue
+        result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True,
+                                timeout=60)
+        assert result.returncode == 0, (line, result.stdout + result.stderr)
+        assert not quiet or not (result.stdout + result.stderr).strip(), \
+            (line, result.stdout + result.stderr)
+        checked.append(line)
+    if not checked:
+        unavailable("no promtool of any Prometheus line is installed (tests/install-tools.sh)")
+
+
 def scrape_job(name: str, targets: list[tuple[int, dict[str, str]]], **options) -> dict:
     """A static scrape job: (port on 127.0.0.1, target labels) per target."""
     return {"job_name": name, **options,

@@ -29,6 +29,9 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            tests/spec
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
   charts/, Dockerfile, dashboards/, mixin/ tests/deploy
+  tests/tools/prometheus3/ (the 3.x pin)   bash tests/tools/prometheus3.sh, tests/deploy,
+                                           tests/integration/test_exposition.py (both lines:
+                                           tests/support/prometheus.py)
   anything, before a commit                bash tests/run.sh (ruff, mypy, every test)
 """
 

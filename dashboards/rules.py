@@ -32,6 +32,8 @@ UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
 REFRESH_GROUP = "podresources-exporter.refresh.rules"
 LATENCY_GROUP = "podresources-exporter.latency.rules"
+ALLOCATABLE_LATENCY_GROUP = "podresources-exporter.latency.allocatable.rules"
+GET_LATENCY_GROUP = "podresources-exporter.latency.get.rules"
 GPU_GROUP = "podresources-exporter.gpu.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
 PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
@@ -42,6 +44,12 @@ class Record:
     record: str
     expr: str
     comment: str = ""
+    # Labels the rule sets on its series: (name, value) pairs.
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def rendered(self, cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR) -> dict:
+        rule = {"record": self.record, "expr": fill(self.expr, cluster=cluster, job=job)}
+        return {**rule, "labels": dict(self.labels)} if self.labels else rule
 
 
 @dataclass(frozen=True)
@@ -143,18 +151,19 @@ UTILIZATION_RECORDS = (
 )
 
 
-def quantile(q: str, histogram: str, by: str) -> str:
+def quantile(q: str, histogram: str, by: str, selector: str = "") -> str:
     """The ``q`` quantile of a histogram per ``by``, labelled quantile="q", read from either
     form Prometheus may store it in: the classic ``_bucket`` series, or the native histogram
     with custom buckets (NHCB) that Prometheus 3 makes of them when it converts classic
     histograms (``convert_classic_histograms_to_nhcb``) and drops the buckets. Where both are
     stored, the classic one is used; on Prometheus 2 the native name selects nothing."""
+    matchers = f"{{{selector}}}" if selector else ""
     return ("label_replace(\n"
             f"  histogram_quantile({q}, sum by ({by}, le) (\n"
-            f"    rate({histogram}_bucket[5m])))\n"
+            f"    rate({histogram}_bucket{matchers}[5m])))\n"
             "  or\n"
             f"  histogram_quantile({q}, sum by ({by}) (\n"
-            f"    rate({histogram}[5m]))),\n"
+            f"    rate({histogram}{matchers}[5m]))),\n"
             f'  "quantile", "{q}", "", "")')
 
 
@@ -162,8 +171,9 @@ def quantile(q: str, histogram: str, by: str) -> str:
 # that a panel reads one series per node and method instead of every bucket of every node. They
 # keep `job` (the health dashboard's job variable); max/sum over the rest strips target labels.
 # The two histograms' quantiles read the most series of any rule (13 buckets per node for the
-# refresh duration, twice; 42 for the call latency), each in a group of its own: groups are
-# evaluated concurrently, and each stays short on a fleet (docs/performance.md).
+# refresh duration, twice; 14 per method for the call latency), so each is in groups of its
+# own, the call latency one group per method (the same record, disjoint label sets): groups
+# are evaluated concurrently, and each stays short on a fleet (docs/performance.md).
 HEALTH_RECORDS = (
     Record("node_method_code:podresources_api_requests:rate5m",
            "max by (<<cluster>>, job, node, method, code) (\n"
@@ -185,13 +195,27 @@ REFRESH_RECORDS = (
            "the classic buckets or, where a Prometheus converts them (NHCB), the native "
            "histogram."),
 )
-LATENCY_RECORDS = (
-    Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
-           quantile("0.99", "podresources_api_request_duration_seconds",
-                    "<<cluster>>, job, node, method"),
-           "The 99th percentile of kubelet call durations per node and method (label quantile), "
-           "from the classic buckets or the native histogram (NHCB)."),
-)
+CALL_LATENCY = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
+
+
+def call_latency(selector: str, calls: str, method: str = "") -> tuple[Record]:
+    """The call latency of some methods. A rule for one method also sets that method as a
+    label: no change to its series, which carry it already, but it tells the rules apart for
+    promtool's duplicate-rule check (same record, same labels)."""
+    return (Record(CALL_LATENCY,
+                   quantile("0.99", "podresources_api_request_duration_seconds",
+                            "<<cluster>>, job, node, method", selector),
+                   f"The 99th percentile of kubelet call durations per node, {calls} (label "
+                   "quantile), from the classic buckets or the native histogram (NHCB).",
+                   (("method", method),) if method else ()),)
+
+
+LATENCY_RECORDS = call_latency('method="List"', "List calls", "List")
+ALLOCATABLE_LATENCY_RECORDS = call_latency('method="GetAllocatableResources"',
+                                           "GetAllocatableResources calls",
+                                           "GetAllocatableResources")
+GET_LATENCY_RECORDS = call_latency('method!~"List|GetAllocatableResources"',
+                                   "Get calls and any other method")
 
 # The physical GPU behind each nvidia.com/gpu* device a container holds, as dcgm-exporter names
 # it (label UUID), for the NUMA overview's GPU row. The device plugin's device ids take several
@@ -234,7 +258,9 @@ GPU_RECORDS = (
 
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
                     (HEALTH_GROUP, HEALTH_RECORDS), (REFRESH_GROUP, REFRESH_RECORDS),
-                    (LATENCY_GROUP, LATENCY_RECORDS), (GPU_GROUP, GPU_RECORDS))
+                    (LATENCY_GROUP, LATENCY_RECORDS),
+                    (ALLOCATABLE_LATENCY_GROUP, ALLOCATABLE_LATENCY_RECORDS),
+                    (GET_LATENCY_GROUP, GET_LATENCY_RECORDS), (GPU_GROUP, GPU_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (
@@ -344,7 +370,7 @@ def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
            runbook_base_url: str = RUNBOOK_BASE_URL) -> list[dict]:
     """The rule groups with the given settings and every alert's defaults."""
     recording = [{"name": name, "rules": [
-        {"record": r.record, "expr": fill(r.expr, cluster=cluster, job=job)} for r in records]}
+        r.rendered(cluster, job) for r in records]}
         for name, records in RECORDING_GROUPS]
     alerts = []
     for a in ALERTS:
@@ -423,6 +449,9 @@ def plain_rule_file() -> str:
             if isinstance(rule, Alert) and rule.comment:
                 lines += _comment(rule.comment, "        ")
             lines += _scalar("expr", rendered["expr"], "        ")
+            if isinstance(rule, Record) and rule.labels:
+                lines += ["        labels:"] + [f"          {name}: {_quote(value)}"
+                                               for name, value in rule.labels]
             if isinstance(rule, Alert):
                 lines.append(f"        for: {rendered['for']}")
                 lines += ["        labels:", f"          severity: {rule.severity}",
@@ -480,6 +509,9 @@ def chart_template() -> str:
             out.append(f"      - record: {record.record}")
             out += ["        expr: |-"] + [f"          {_go_expr(line)}"
                                             for line in record.expr.splitlines()]
+            if record.labels:
+                out += ["        labels:"] + [f"          {name}: {_quote(value)}"
+                                               for name, value in record.labels]
     out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
     for alert in ALERTS:
         name = alert.alert
@@ -523,7 +555,9 @@ def chart_template() -> str:
 def mixin_rules() -> str:
     """The rules with their placeholders, for mixin/mixin.libsonnet to fill from _config."""
     model = {
-        "recording": [{"name": name, "rules": [{"record": r.record, "expr": r.expr}
+        "recording": [{"name": name, "rules": [{"record": r.record, "expr": r.expr,
+                                                **({"labels": dict(r.labels)} if r.labels
+                                                   else {})}
                                                 for r in records]}
                       for name, records in RECORDING_GROUPS],
         "alerting": [{"alert": a.alert, "expr": a.expr, "for": a.for_,

@@ -149,12 +149,14 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
 
 
 def test_recording_groups_split_what_a_fleet_pays():
-    """Six recording groups, evaluated concurrently, so that none reads too many series on a
+    """Eight recording groups, evaluated concurrently, so that none reads too many series on a
     fleet (docs/performance.md); the alerts come last."""
+    latency = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
     assert [group["name"] for group in GROUPS] == [
         "podresources-exporter.rules", "podresources-exporter.utilization.rules",
         "podresources-exporter.health.rules", "podresources-exporter.refresh.rules",
-        "podresources-exporter.latency.rules", "podresources-exporter.gpu.rules",
+        "podresources-exporter.latency.rules", "podresources-exporter.latency.allocatable.rules",
+        "podresources-exporter.latency.get.rules", "podresources-exporter.gpu.rules",
         "podresources-exporter.alerts"]
     assert all("record" in rule for group in GROUPS[:-1] for rule in group["rules"])
     records = [[rule["record"] for rule in group["rules"]] for group in GROUPS[:-1]]
@@ -163,28 +165,37 @@ def test_recording_groups_split_what_a_fleet_pays():
     assert "node_resource:podresources_utilization:ratio" in records[0]
     assert records[2] == ["node_method_code:podresources_api_requests:rate5m",
                           "node_kind:podresources_data_issues:rate5m"]
-    # each histogram's quantiles alone in a group: they read the most series
+    # each histogram's quantiles alone in a group, the call latency one group per method: they
+    # read the most series
     assert records[3] == [
         "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"]
-    assert records[4] == [
-        "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"]
-    assert records[5] == ["gpu:podresources_device_info:relabel"]
+    assert records[4] == records[5] == records[6] == [latency]
+    methods = [re.findall(r'(method(?:=~|!~|!=|=)"[^"]*")', group["rules"][0]["expr"])
+               for group in GROUPS[4:7]]
+    assert [set(found) for found in methods] == [
+        {'method="List"'}, {'method="GetAllocatableResources"'},
+        {'method!~"List|GetAllocatableResources"'}]  # together: every method, once
+    # a one-method rule sets that method (as its series have it): promtool tells them apart
+    assert [group["rules"][0].get("labels") for group in GROUPS[4:7]] == [
+        {"method": "List"}, {"method": "GetAllocatableResources"}, None]
+    assert records[7] == ["gpu:podresources_device_info:relabel"]
     # the health records keep job, for the health dashboard's job variable
-    for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"] + GROUPS[4]["rules"]:
-        for _, labels in AGGREGATION.findall(rule["expr"]):
-            assert {"cluster", "job", "node"} <= {label.strip() for label in labels.split(",")}
+    for group in GROUPS[2:7]:
+        for rule in group["rules"]:
+            for _, labels in AGGREGATION.findall(rule["expr"]):
+                assert {"cluster", "job", "node"} <= {label.strip()
+                                                      for label in labels.split(",")}
 
 
 def test_quantiles_read_classic_buckets_or_the_native_histogram():
     """Where Prometheus 3 converts classic histograms (NHCB) and drops the buckets, the same
     quantile comes from the native histogram of the same name; test_native_histograms.py runs
     it."""
-    for rule in GROUPS[3]["rules"] + GROUPS[4]["rules"]:
-        for histogram in ("podresources_refresh_duration_seconds",
-                          "podresources_api_request_duration_seconds"):
-            if histogram in rule["expr"]:
-                assert f"rate({histogram}_bucket[5m])" in rule["expr"]
-                assert f"rate({histogram}[5m])" in rule["expr"]
+    for group in GROUPS[3:7]:
+        (rule,) = group["rules"]
+        histogram = re.search(r"rate\((podresources_\w+_seconds)_bucket", rule["expr"])[1]
+        selector = re.search(rf"{histogram}_bucket(\{{[^}}]*\}})?\[5m\]", rule["expr"])[1] or ""
+        assert f"rate({histogram}{selector}[5m])" in rule["expr"], rule["expr"]
 
 
 def test_runbook_page_lists_every_alerts_tunable_defaults():

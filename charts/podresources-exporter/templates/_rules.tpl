@@ -111,10 +111,36 @@ groups:
         expr: |-
           label_replace(
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
-              rate(podresources_api_request_duration_seconds_bucket[5m])))
+              rate(podresources_api_request_duration_seconds_bucket{method="List"}[5m])))
             or
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
-              rate(podresources_api_request_duration_seconds[5m]))),
+              rate(podresources_api_request_duration_seconds{method="List"}[5m]))),
+            "quantile", "0.99", "", "")
+        labels:
+          method: List
+  - name: podresources-exporter.latency.allocatable.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket{method="GetAllocatableResources"}[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds{method="GetAllocatableResources"}[5m]))),
+            "quantile", "0.99", "", "")
+        labels:
+          method: GetAllocatableResources
+  - name: podresources-exporter.latency.get.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket{method!~"List|GetAllocatableResources"}[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds{method!~"List|GetAllocatableResources"}[5m]))),
             "quantile", "0.99", "", "")
   - name: podresources-exporter.gpu.rules
     rules:

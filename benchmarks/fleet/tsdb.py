@@ -188,22 +188,28 @@ class Prometheus:
 
 
 def rule_levels(groups: list[dict]) -> list[list[dict]]:
-    """Recording rules by level: level 0 reads only scraped series, level n reads level n-1."""
-    records = {r["record"]: r for g in groups for r in g["rules"] if "record" in r}
+    """Recording rules by level: level 0 reads only scraped series, level n reads level n-1. A
+    record several rules write (one per method, say) is all of them, at the highest level."""
+    rules: dict[str, list[dict]] = {}
+    for group in groups:
+        for rule in group["rules"]:
+            if "record" in rule:
+                rules.setdefault(rule["record"], []).append(rule)
     level: dict[str, int] = {}
 
     def of(name: str) -> int:
         if name not in level:
-            expr = re.sub(r'"[^"]*"', '""', records[name]["expr"])
-            reads = set(re.findall(r"[a-zA-Z_:][\w:]*", expr)) & set(records)
+            exprs = " ".join(re.sub(r'"[^"]*"', '""', rule["expr"]) for rule in rules[name])
+            reads = set(re.findall(r"[a-zA-Z_:][\w:]*", exprs)) & set(rules) - {name}
             level[name] = 1 + max((of(dep) for dep in reads), default=-1)
         return level[name]
 
     levels: list[list[dict]] = []
-    for name, rule in records.items():
+    for name, written in rules.items():
         while len(levels) <= of(name):
             levels.append([])
-        levels[of(name)].append({"record": name, "expr": rule["expr"]})
+        levels[of(name)] += [{key: rule[key] for key in ("record", "expr", "labels")
+                              if key in rule} for rule in written]
     return levels
 
 
@@ -230,6 +236,20 @@ def build_tsdb(tools: Tools, workdir: Path, templates, size: int, clusters: int,
     facts["promtool_seconds"] = time.monotonic() - started
     prometheus = Prometheus(tools.prometheus, data)
     prometheus.start()
+    try:
+        facts["rules_backfill_seconds"] = backfill(tools, prometheus, workdir, size, rules, end,
+                                                   interval)
+    except BaseException:
+        prometheus.stop()
+        raise
+    return prometheus, facts
+
+
+def backfill(tools: Tools, prometheus: Prometheus, workdir: Path, size: int, rules: list[dict],
+             end: int, interval: int) -> float:
+    """The recording rules over the view, level by level, into the data directory of a running
+    Prometheus (restarted to load each level's blocks); returns the seconds it took."""
+    data = prometheus.data
     started = time.monotonic()
     for number, level in enumerate(rule_levels(rules)):
         path = workdir / f"level-{number}.rules.yaml"
@@ -245,5 +265,4 @@ def build_tsdb(tools: Tools, workdir: Path, templates, size: int, clusters: int,
             shutil.move(str(block), data / block.name)
         shutil.rmtree(out, ignore_errors=True)
         prometheus.start()
-    facts["rules_backfill_seconds"] = time.monotonic() - started
-    return prometheus, facts
+    return time.monotonic() - started

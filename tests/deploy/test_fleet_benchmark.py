@@ -17,6 +17,8 @@ from ..support.prometheus import LINES, tool
 pytestmark = pytest.mark.external
 
 SIZES = (4, 8)
+CLUSTERS = 2
+METHODS = 3  # List, GetAllocatableResources, Get: a call latency series per node and method
 # dual-socket-gpu: llm-train-0 holds 4 nvidia.com/gpu, llm-infer-0 2, llm-infer-1 1 (the
 # profile); the first node's GPU row shows those three pods
 HELD_GPUS_PER_NODE = 7
@@ -41,7 +43,7 @@ def test_every_panel_and_rule_answers_on_a_small_fleet(line, tmp_path):
     out = tmp_path / "fleet.json"
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.fleet", "--sizes", ",".join(map(str, SIZES)),
-         "--clusters", "2", "--repeat", "1", "--no-series", "--json", str(out),
+         "--clusters", str(CLUSTERS), "--repeat", "1", "--no-series", "--json", str(out),
          "--prometheus", tool(line, "prometheus"), "--promtool", tool(line, "promtool")],
         cwd=REPO, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -58,3 +60,7 @@ def test_every_panel_and_rule_answers_on_a_small_fleet(line, tmp_path):
         assert found["podresources-exporter.rules / node:podresources_cpus_free:sum"][
             "series"] == size
         assert found["numa-overview / GPU memory used by pod [default]"]["series"] == GPU_PODS
+        # every method's latency recorded (three rules write that record), for the nodes of
+        # the dashboard's cluster
+        assert found["exporter-health / Kubelet call latency (p99) [default]"]["series"] == \
+            METHODS * size // CLUSTERS

@@ -1,43 +1,25 @@
-"""The shipped dashboards and rules against a real Prometheus scraping the exporter, on both
-Prometheus lines (Debian's 2.x and 3.13 LTS, tests/support/prometheus.py).
+"""The shipped dashboards and recording rules against a real Prometheus scraping the exporter,
+on both Prometheus lines (Debian's 2.x and 3.13 LTS, tests/support/prometheus.py), in the two
+simulated clusters of tests/support/clusters.py.
 
-Two simulated clusters, told apart by the `cluster` target label, as a global view (Thanos,
-Mimir) or a Prometheus' external labels give it:
-
-- ``east``: ``gpu-node-01`` (profile ``dual-socket-gpu``: NUMA node 0 nearly full, two
-  misaligned containers) and ``edge-node-01`` (profile ``small``);
-- ``west``: a node also called ``gpu-node-01``, same profile, without pod ``ml/llm-infer-1``
-  (8 exclusive CPUs and 1 GPU on NUMA node 1): same node name, different figures, so any query
-  that adds up the two clusters shows.
-
-A dcgm-exporter-shaped target per cluster serves ``DCGM_FI_DEV_*`` series for that cluster's GPU
-node's GPUs (the same UUIDs in both clusters, different values), so the dashboards' GPU row has
-data to join: east's with the labels of dcgm-exporter 4.8 (``hostname``, pod attribution, a GPU
-held through a DRA claim), west's with those of an older 4.x (``Hostname``). Prometheus scrapes
-everything every second with the chart's labelling (``node`` target label, ``honor_labels``)
-and loads the rules file. Every panel query of every committed dashboard, for each cluster, with
-its variables resolved through Prometheus the way Grafana does, must evaluate and return data
-(an empty panel is a bug in the dashboard or the exporter), and only that cluster's series.
-Every recording rule must produce series per cluster and node, and every alert must be shown to
-fire: on the demo data, with a lowered threshold, or after a fault.
+Every panel query of every committed dashboard, for each cluster, with its variables resolved
+through Prometheus the way Grafana does, must evaluate and return data (an empty panel is a bug
+in the dashboard or the exporter), and only that cluster's series; the figures an operator
+reads off them are the ones worked out from the profiles. Every recording rule must produce
+series per cluster and node. (Every alert firing: test_alerts_fire.py.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from exporter.simulator import load_profile
-from exporter.simulator.apiserver import FakeApiServer
-from exporter.simulator.slices import resource_slices
 
+from ..support.clusters import EAST, EDGE_NODE, GPU_NODE, RATE_INTERVAL, WEST, clusters
 from ..support.grafana import (
     LABEL_VALUES,
     all_of,
@@ -46,56 +28,22 @@ from ..support.grafana import (
     panels,
     substitute,
 )
-from ..support.harness import REPO, Exporter, Node
-from ..support.prometheus import LINES, Prometheus, scrape_job, tool
-from ..support.targets import DCGM_CURRENT, DCGM_OLDER, DcgmTarget, Holder, KubeletTarget
+from ..support.harness import REPO
+from ..support.prometheus import LINES, Prometheus
+from ..support.targets import DcgmTarget
 
 pytestmark = pytest.mark.external
 
-GPU_NODE = "gpu-node-01"
-EDGE_NODE = "edge-node-01"
-EAST, WEST = "east", "west"
-JOB = "podresources-exporter"
-DCGM_JOB = "dcgm-exporter"
 RULES = REPO / "dashboards" / "rules" / "podresources-exporter.rules.yaml"
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
-# Grafana's $__rate_interval for a 1 s scrape interval is 4 s; 10 s holds ~10 samples.
-RATE_INTERVAL = "10s"
 RANGE_SECONDS = 20
 # The custom variable's value for the fit panels: east's gpu-node-01 has 1 + 3 exclusive CPUs
 # free on its two NUMA nodes, edge-node-01 has 3 on its one: 4 fits on no NUMA node of east,
 # and gpu-node-01 is fragmented for 4. West's gpu-node-01 has 1 + (3 + 8) free: 4 fits.
 POD_CPUS = "4"
-WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
-# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu"): its UUID attribute in
-# the profile. dcgm-exporter 4.8 attributes its series to the pod through the claim; the
-# exporter names it by device, so the GPU row never joins it.
-DRA_GPU = "GPU-5c1f0d3e-8a47-4b2e-9f61-0d2a7c3b9e15"
-# Every exporter's --fit-shapes. East: gpu-node-01 has 1 + 3 free CPUs and no free GPU,
-# edge-node-01 3 free CPUs and no GPU at all: neither shape fits anywhere. West's gpu-node-01
-# has 11 free CPUs and 1 free GPU on NUMA node 1: cpu4 twice, gpu1 once.
-FIT_SHAPES = "shapes:\n  cpu4: {cpu: 4}\n  gpu1: {cpu: 1, nvidia.com/gpu: 1}\n"
-
-# With production thresholds (only `for` shortened), exactly these fire on the demo data:
-# (alertname, cluster, node, numa_node, resource).
-FIRING_ON_DEMO_DATA = {
-    ("PodresourcesNumaCpuExhausted", EAST, GPU_NODE, "0", "cpu"),  # 29 of 30
-    ("PodresourcesNumaMemoryExhausted", EAST, GPU_NODE, "0", "memory"),  # apportioned: full
-    ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "0", "nvidia.com/gpu"),  # 4 of 4
-    ("PodresourcesNumaDevicesExhausted", EAST, GPU_NODE, "1", "nvidia.com/gpu"),  # 3 of 3 healthy
-    ("PodresourcesContainersMisaligned", EAST, GPU_NODE, "", ""),  # inmem-db-0/db, mpi-rank-0/rank
-    # west: the same, except NUMA node 1's GPUs (2 of 3 after llm-infer-1 left)
-    ("PodresourcesNumaCpuExhausted", WEST, GPU_NODE, "0", "cpu"),
-    ("PodresourcesNumaMemoryExhausted", WEST, GPU_NODE, "0", "memory"),
-    ("PodresourcesNumaDevicesExhausted", WEST, GPU_NODE, "0", "nvidia.com/gpu"),
-    ("PodresourcesContainersMisaligned", WEST, GPU_NODE, "", ""),
-    # cluster-wide, per shape: in east neither cpu4 nor gpu1 has room on any node
-    ("PodresourcesShapeNoCapacity", EAST, "", "", ""),
-}
-
 
 # Recording rules that keep only non-zero series: empty while every exporter is healthy, shown
-# to record after a fault in test_every_alert_fires_on_demo_data_or_after_a_fault.
+# to record after a fault in test_alerts_fire.py.
 ONLY_WHEN_NONZERO = {"node_kind:podresources_data_issues:rate5m"}
 # Recording rules about GPUs: series of the GPU nodes only. Rejections: series of the nodes
 # that reject a shape (every node of east; west's gpu-node-01 admits both).
@@ -106,111 +54,6 @@ ONLY_WHERE_REJECTED = {"node_shape_reason:podresources_shape_rejection_info:max"
 # NaN (no call in its 5-minute window): their rules must give each node a series.
 RARELY_CALLED = {"podresources-exporter.latency.allocatable.rules",
                  "podresources-exporter.latency.get.rules"}
-
-
-def gpu_inventory() -> list[str]:
-    """The GPUs of the dual-socket-gpu profile (its nvidia.com/gpu device ids, UUIDs)."""
-    return [d.device_id for d in load_profile("dual-socket-gpu").devices
-            if d.resource == "nvidia.com/gpu"]
-
-
-def gpu_holders(node: Node) -> dict[str, Holder]:
-    """Who holds each device-plugin GPU of a simulated node, as dcgm-exporter attributes it."""
-    return {device_id: Holder(pod.spec.namespace, pod.spec.name, container.name)
-            for pod in node.simulator.state.listed_pods(active_only=True)
-            for container in pod.assignment.containers for entry in container.devices
-            if entry.resource == "nvidia.com/gpu" for device_id in entry.device_ids}
-
-
-@contextlib.contextmanager
-def environment(name: str, value: str):
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-
-
-@contextlib.asynccontextmanager
-async def clusters(line: str, rules: Path, kube_api: bool = False):
-    """Both simulated clusters, their exporters, the DCGM targets, and a Prometheus of ``line``
-    with enough samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by
-    (cluster, node).
-
-    With ``kube_api``, the exporters also watch a Kubernetes API server publishing the GPU
-    node's ResourceSlices (the same in both clusters): its DRA devices get their allocatable
-    count, taints and NUMA nodes."""
-    binary = tool(line, "prometheus")
-    gpus = gpu_inventory()
-    async with contextlib.AsyncExitStack() as stack:
-        if kube_api:
-            api = await stack.enter_async_context(FakeApiServer())
-            for obj in resource_slices(load_profile("dual-socket-gpu")):
-                api.put("resourceslices", obj)
-            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            stack.enter_context(environment(
-                "KUBECONFIG", str(api.write_kubeconfig(directory / "kubeconfig"))))
-        nodes = {
-            (EAST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
-            (EAST, EDGE_NODE): await stack.enter_async_context(Node("small")),
-            (WEST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
-        }
-        assert nodes[WEST, GPU_NODE].simulator.state.remove(*WEST_REMOVED)
-        shapes = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "shapes.yaml"
-        shapes.write_text(FIT_SHAPES)
-        exporters = {}
-        for (cluster_name, name), node in nodes.items():
-            assert node.spec.name == name
-            exporters[cluster_name, name] = await stack.enter_async_context(
-                Exporter(node.settings(interval=0.5, fit_shapes=str(shapes),
-                                       kube_api=kube_api)))
-            await exporters[cluster_name, name].ready()
-        east_gpus = {**{uuid: 10 + i for i, uuid in enumerate(gpus)}, DRA_GPU: 99}
-        dcgm = {
-            EAST: await stack.enter_async_context(DcgmTarget(
-                GPU_NODE, east_gpus, {uuid: 1000.0 * (i + 1) for i, uuid in enumerate(east_gpus)},
-                DCGM_CURRENT, {**gpu_holders(nodes[EAST, GPU_NODE]), DRA_GPU: Holder(
-                    *WEST_REMOVED, "server", "3f1e2d4c-0000-4000-8000-00000000d8a1", "gpu")})),
-            WEST: await stack.enter_async_context(DcgmTarget(
-                GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
-                {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)},
-                DCGM_OLDER, gpu_holders(nodes[WEST, GPU_NODE]))),
-        }
-        # gpu-node-01's kubelet: the exclusive CPUs List shows (east 29 + 29, west 29 + 21)
-        # and 2 more on NUMA node 0 that a regular init container holds, which List never shows
-        kubelets = {
-            EAST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 29})),
-            WEST: await stack.enter_async_context(KubeletTarget(GPU_NODE, {"0": 31, "1": 21})),
-        }
-        prometheus = await stack.enter_async_context(Prometheus(binary, [
-            # as the chart's monitors: keep namespace/pod/container, add node
-            scrape_job(JOB, [(e.port, {"cluster": cluster_name, "node": name})
-                             for (cluster_name, name), e in exporters.items()],
-                       honor_labels=True),
-            scrape_job(DCGM_JOB, [(t.port, {"cluster": name}) for name, t in dcgm.items()]),
-            # as kube-prometheus-stack's kubelet ServiceMonitor
-            scrape_job("kubelet", [(t.port, {"cluster": name}) for name, t in kubelets.items()],
-                       honor_labels=True),
-        ], [rules]))
-
-        async def enough_samples():
-            # >= 5 scrapes of each node inside the rate window, and the recording rules ran.
-            scrapes = await prometheus.instant(
-                f"count_over_time(podresources_up{{job=\"{JOB}\"}}[{RATE_INTERVAL}]) >= 5")
-            recorded = await prometheus.instant("node:podresources_cpus_free:sum")
-            gpu_series = await prometheus.instant("DCGM_FI_DEV_GPU_UTIL")
-            # with the API view, both GPU nodes' ResourceSlices are seen (and recorded)
-            dra = await prometheus.instant('node_resource:podresources_allocatable:sum'
-                                           '{resource="gpu.nvidia.com"}') if kube_api else [1, 1]
-            return (len(scrapes) == 3 and len(recorded) == 3 and len(dra) == 2
-                    and len(gpu_series) == 2 * len(gpus) + 1)
-
-        await prometheus.wait_until(enough_samples, "samples of every node")
-        yield prometheus, nodes, exporters, dcgm
 
 
 async def variable_choices(prometheus: Prometheus, model: dict) -> list[dict[str, str]]:
@@ -491,113 +334,3 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
             assert {s["metric"]["pod"]: float(s["values"][-1][1]) for s in memory} == {
                 pod: sum(served.used[u] for u, labels in rows.items() if labels["pod"] == pod)
                 for pod in holders[cluster_name]}
-
-
-def fast_rules(directory: Path) -> Path:
-    """The rules file with every alert's ``for`` set to 0s, so that alerts fire within seconds."""
-    rules = yaml.safe_load(RULES.read_text())
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            if "alert" in rule:
-                rule["for"] = "0s"
-    path = directory / "fast.rules.yaml"
-    path.write_text(yaml.safe_dump(rules, sort_keys=False))
-    return path
-
-
-def alert_exprs() -> dict[str, str]:
-    rules = yaml.safe_load(RULES.read_text())["groups"]
-    return {r["alert"]: r["expr"] for group in rules for r in group["rules"] if "alert" in r}
-
-
-def lowered(expr: str, threshold: str, value: str) -> str:
-    """``expr`` with its threshold replaced, to show the alert's selectors match real series."""
-    assert threshold in expr, (threshold, expr)
-    return expr.replace(threshold, value)
-
-
-@pytest.mark.parametrize("line", LINES)
-async def test_every_alert_fires_on_demo_data_or_after_a_fault(line):
-    exprs = alert_exprs()
-    proven: set[str] = set()
-    with tempfile.TemporaryDirectory() as directory:
-        async with clusters(line, fast_rules(Path(directory))) as (prometheus, nodes, exporters, _):
-            for _name, expr in exprs.items():  # every expression evaluates on healthy data
-                await prometheus.instant(expr)
-
-            async def demo_alerts():
-                firing = await prometheus.firing()
-                return firing if firing >= FIRING_ON_DEMO_DATA else None
-
-            await prometheus.wait_until(demo_alerts, "the alerts the demo data warrants")
-            await asyncio.sleep(2)  # a few more evaluations: nothing else fires
-            assert await prometheus.firing() == FIRING_ON_DEMO_DATA
-            proven |= {alert for alert, *_ in FIRING_ON_DEMO_DATA}
-
-            # Hugepages peak at 75 % (24 of 32 x 1Gi on NUMA node 0): below the threshold, so
-            # the alert is silent above; lowered, its selector finds exactly those series.
-            hugepages = await prometheus.instant(lowered(
-                exprs["PodresourcesNumaHugepagesExhausted"], ">= 0.95", ">= 0.7"))
-            assert {(s["metric"]["cluster"], s["metric"]["node"], s["metric"]["numa_node"],
-                     s["metric"]["resource"]) for s in hugepages} == {
-                (EAST, GPU_NODE, "0", "hugepages-1Gi"), (WEST, GPU_NODE, "0", "hugepages-1Gi")}
-            proven.add("PodresourcesNumaHugepagesExhausted")
-
-            # Faults in east: a neighbour drains edge-node-01's kubelet quota; gpu-node-01's
-            # kubelet sends inconsistent data.
-            nodes[EAST, EDGE_NODE].simulator.faults.rate_limit_storm = True
-            nodes[EAST, GPU_NODE].simulator.faults.garbage = "inconsistent"
-            expected = {("PodresourcesKubeletRateLimited", EAST, EDGE_NODE),
-                        ("PodresourcesDataIssues", EAST, GPU_NODE)}
-
-            async def fault_alerts():
-                firing = {(alert, cluster_name, node)
-                          for alert, cluster_name, node, *_ in await prometheus.firing()}
-                return expected <= firing
-
-            await prometheus.wait_until(fault_alerts, f"alerts {sorted(expected)}")
-            # the data issues are recorded for that node only, in that cluster only
-            issues = await prometheus.instant("node_kind:podresources_data_issues:rate5m")
-            assert {(s["metric"]["cluster"], s["metric"]["node"]) for s in issues} == \
-                {(EAST, GPU_NODE)}
-            assert all(float(s["value"][1]) > 0 for s in issues)
-            firing = {(alert, cluster_name, node)
-                      for alert, cluster_name, node, *_ in await prometheus.firing()}
-            assert ("PodresourcesKubeletUnreachable", EAST, EDGE_NODE) not in firing  # limited
-            assert not {alert for alert in firing if alert[1] == WEST} - {
-                (alert, WEST, GPU_NODE) for alert, *_ in FIRING_ON_DEMO_DATA}  # west is calm
-            proven |= {alert for alert, *_ in expected}
-
-            # east's gpu-node-01 kubelet goes away (its socket is removed); west's same-named
-            # node keeps answering, and does not alert.
-            await nodes[EAST, GPU_NODE].simulator.stop()
-            expected = {("PodresourcesKubeletUnreachable", EAST, GPU_NODE)}
-            await prometheus.wait_until(fault_alerts, "PodresourcesKubeletUnreachable")
-            firing = {(alert, cluster_name, node)
-                      for alert, cluster_name, node, *_ in await prometheus.firing()}
-            assert ("PodresourcesKubeletUnreachable", WEST, GPU_NODE) not in firing
-            proven.add("PodresourcesKubeletUnreachable")
-
-            # The snapshot of edge-node-01 ages while it is rate limited; 5 s instead of 300 s.
-            stale_expr = lowered(exprs["PodresourcesSnapshotStale"], "> 300", "> 5")
-
-            async def stale_nodes():
-                return {(s["metric"]["cluster"], s["metric"]["node"])
-                        for s in await prometheus.instant(stale_expr)}
-
-            stale = await prometheus.wait_until(stale_nodes, "a stale snapshot")
-            assert (EAST, EDGE_NODE) in stale and (WEST, GPU_NODE) not in stale
-            proven.add("PodresourcesSnapshotStale")
-
-            # The exporter of edge-node-01 stops answering scrapes.
-            await exporters[EAST, EDGE_NODE].runner.cleanup()
-
-            async def exporter_down():
-                return ("PodresourcesExporterDown", EAST, EDGE_NODE) in {
-                    (alert, cluster_name, node)
-                    for alert, cluster_name, node, *_ in await prometheus.firing()}
-
-            await prometheus.wait_until(exporter_down, "PodresourcesExporterDown")
-            proven.add("PodresourcesExporterDown")
-
-    assert proven == set(exprs), f"alerts without proof: {sorted(set(exprs) - proven)}"

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import cluster, health, overview, rules
+from . import cluster, health, overview, rule_files, rules
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD_DIR = REPO / "dashboards"
@@ -51,9 +51,9 @@ def outputs() -> dict[Path, str]:
         minified = json.dumps(model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         files[CHART_DASHBOARDS / f"{name}.json"] = minified
         files[MIXIN_DASHBOARDS / f"{name}.json"] = minified
-    files[RULES] = rules.plain_rule_file()
-    files[CHART_RULES_TEMPLATE] = rules.chart_template()
-    files[MIXIN_RULES] = rules.mixin_rules()
+    files[RULES] = rule_files.plain_rule_file()
+    files[CHART_RULES_TEMPLATE] = rule_files.chart_template()
+    files[MIXIN_RULES] = rule_files.mixin_rules()
     files[CHART_SCHEMA] = schema_with_alerts()
     return files
 
@@ -62,7 +62,7 @@ def schema_with_alerts() -> str:
     """values.schema.json with prometheusRule.alerts describing exactly the rules' alerts."""
     schema = json.loads(CHART_SCHEMA.read_text(encoding="utf-8"))
     properties = schema["properties"]["prometheusRule"]["properties"]
-    properties["alerts"] = rules.schema_alerts()
+    properties["alerts"] = rule_files.schema_alerts()
     properties["disabled"]["items"] = {"type": "string", "enum": list(rules.ALERT_NAMES)}
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 

@@ -26,10 +26,15 @@ SELECTED = f'{CLUSTER},job=~"$job",node=~"$node"'
 RATE = "[$__rate_interval]"
 STALE_STEPS = ((None, "green"), (60, "orange"), (300, "red"))
 NOT_OK = ',code!="OK"'
+# An hour of a recorded rate, one point a minute. Prometheus 3 leaves the window's start out
+# (60 points), 2.x keeps it (61): the sum is divided by the number of points, never multiplied
+# by 60, so both give the hour's mean.
+HOUR_BY_MINUTE = "[1h:1m]"
 
 
-# Recording rules (dashboards/rules.py, group podresources-exporter.health.rules): one series
-# per node (and method, code, kind) instead of every bucket and counter of every node.
+# Recording rules (dashboards/rules.py, groups podresources-exporter.health.rules, .refresh.rules
+# and .latency.rules): one series per node (and method, code, kind) instead of every bucket and
+# counter of every node.
 CALLS = "node_method_code:podresources_api_requests:rate5m"
 CALL_QUANTILE = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
 REFRESH_QUANTILE = "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"
@@ -66,9 +71,11 @@ def status() -> list:
              unit="s", steps=STALE_STEPS),
         stat("Data issues (1h)",
              "Inconsistent kubelet items seen in the last hour, all kinds (see the panel below); "
-             "from the recorded per-second rates, minute by minute, so an estimate.",
-             [query(f"round(sum(sum_over_time({ISSUES}{{{SELECTED}}}[1h:1m])) * 60) "
-                    "or vector(0)", instant=True)],
+             "the recorded per-second rates averaged minute by minute over the hour, times "
+             "3,600 s, so an estimate.",
+             [query(f"round(sum(sum_over_time({ISSUES}{{{SELECTED}}}{HOUR_BY_MINUTE})) * 3600 "
+                    f"/ scalar(count_over_time(vector(1){HOUR_BY_MINUTE}))) or vector(0)",
+                    instant=True)],
              steps=((None, "green"), (1, "orange"))),
         state_timeline("Scrape and kubelet status per node",
                        "Whether Prometheus reaches each exporter (scrape) and each exporter "
@@ -121,7 +128,9 @@ def refreshes() -> list:
                    "Refreshes per second: 1 / --interval, more with --watch-path, fewer while "
                    "backing off.",
                    [query("sum by (node) (rate(podresources_refresh_duration_seconds_count"
-                          f"{{{SELECTED}}}{RATE}))", "{{node}}")],
+                          f"{{{SELECTED}}}{RATE})) or sum by (node) (histogram_count(rate("
+                          f"podresources_refresh_duration_seconds{{{SELECTED}}}{RATE})))",
+                          "{{node}}")],
                    unit="ops"),
         timeseries("Snapshot age",
                    "Time since each exporter's last successful refresh (the alert fires above "

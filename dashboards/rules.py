@@ -1,6 +1,6 @@
 """The alerting and recording rules, written once and rendered three ways.
 
-``python -m dashboards.generate`` turns the rules below into:
+``python -m dashboards.generate`` turns the rules below, through ``rule_files.py``, into:
 
 - ``dashboards/rules/podresources-exporter.rules.yaml``: a plain Prometheus rule file with the
   defaults (cluster label ``cluster``, the chart's job name, today's thresholds);
@@ -18,9 +18,7 @@ selecting the exporter's scrape job), ``<<threshold>>`` and ``<<for>>`` (the ale
 
 from __future__ import annotations
 
-import json
 import re
-import textwrap
 from dataclasses import dataclass
 
 CLUSTER_LABEL = "cluster"
@@ -30,7 +28,10 @@ RUNBOOK_BASE_URL = ("https://github.com/podresources-exporter/podresources-expor
 RECORDING_GROUP = "podresources-exporter.rules"
 UTILIZATION_GROUP = "podresources-exporter.utilization.rules"
 HEALTH_GROUP = "podresources-exporter.health.rules"
+REFRESH_GROUP = "podresources-exporter.refresh.rules"
 LATENCY_GROUP = "podresources-exporter.latency.rules"
+ALLOCATABLE_LATENCY_GROUP = "podresources-exporter.latency.allocatable.rules"
+GET_LATENCY_GROUP = "podresources-exporter.latency.get.rules"
 GPU_GROUP = "podresources-exporter.gpu.rules"
 ALERTING_GROUP = "podresources-exporter.alerts"
 PLACEHOLDER = re.compile(r"<<(cluster|job|threshold|for)>>")
@@ -41,6 +42,12 @@ class Record:
     record: str
     expr: str
     comment: str = ""
+    # Labels the rule sets on its series: (name, value) pairs.
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def rendered(self, cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR) -> dict:
+        rule = {"record": self.record, "expr": fill(self.expr, cluster=cluster, job=job)}
+        return {**rule, "labels": dict(self.labels)} if self.labels else rule
 
 
 @dataclass(frozen=True)
@@ -141,56 +148,91 @@ UTILIZATION_RECORDS = (
            '    "resource", "$1", "driver", "(.+)"))'),
 )
 
+
+def quantile(q: str, histogram: str, by: str, selector: str = "") -> str:
+    """The ``q`` quantile of a histogram per ``by``, labelled quantile="q", read from either
+    form Prometheus may store it in: the classic ``_bucket`` series, or the native histogram
+    with custom buckets (NHCB) that Prometheus 3 makes of them when it converts classic
+    histograms (``convert_classic_histograms_to_nhcb``) and drops the buckets. Where both are
+    stored, the classic one is used; on Prometheus 2 the native name selects nothing."""
+    matchers = f"{{{selector}}}" if selector else ""
+    return ("label_replace(\n"
+            f"  histogram_quantile({q}, sum by ({by}, le) (\n"
+            f"    rate({histogram}_bucket{matchers}[5m])))\n"
+            "  or\n"
+            f"  histogram_quantile({q}, sum by ({by}) (\n"
+            f"    rate({histogram}{matchers}[5m]))),\n"
+            f'  "quantile", "{q}", "", "")')
+
+
 # The exporter's own health, per node: what the health dashboard plots per node, recorded so
 # that a panel reads one series per node and method instead of every bucket of every node. They
 # keep `job` (the health dashboard's job variable); max/sum over the rest strips target labels.
+# The two histograms' quantiles read the most series of any rule (13 buckets per node for the
+# refresh duration, twice; 14 per method for the call latency), so each is in groups of its
+# own, the call latency one group per method (the same record, disjoint label sets): groups
+# are evaluated concurrently, and each stays short on a fleet (docs/performance.md).
 HEALTH_RECORDS = (
     Record("node_method_code:podresources_api_requests:rate5m",
            "max by (<<cluster>>, job, node, method, code) (\n"
            "  rate(podresources_api_requests_total[5m]))",
            "Kubelet calls per second per node, method and gRPC status code (max: a node scraped "
            "twice is counted once)."),
-    Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
-           "label_replace(\n"
-           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, le) (\n"
-           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.99", "", "")\n'
-           "or\n"
-           "label_replace(\n"
-           "  histogram_quantile(0.5, sum by (<<cluster>>, job, node, le) (\n"
-           "    rate(podresources_refresh_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.5", "", "")',
-           "The 99th and 50th percentiles of refresh durations per node (label quantile)."),
     Record("node_kind:podresources_data_issues:rate5m",
            "max by (<<cluster>>, job, node, kind) (\n"
            "  rate(podresources_data_issues_total[5m])) > 0",
            "Data issues per second per node and kind, only where some were counted: every node "
            "exports ~17 kinds that are almost always 0, and a fleet's panel need not read them."),
 )
-
-# The kubelet call latency alone: 42 bucket series per node (3 methods x 14 buckets), the most
-# any rule reads, in a group of its own, evaluated concurrently with the others (its cost on a
-# fleet: docs/performance.md).
-LATENCY_RECORDS = (
-    Record("node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile",
-           "label_replace(\n"
-           "  histogram_quantile(0.99, sum by (<<cluster>>, job, node, method, le) (\n"
-           "    rate(podresources_api_request_duration_seconds_bucket[5m]))),\n"
-           '  "quantile", "0.99", "", "")',
-           "The 99th percentile of kubelet call durations per node and method (label quantile)."),
+REFRESH_RECORDS = (
+    Record("node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
+           quantile("0.99", "podresources_refresh_duration_seconds", "<<cluster>>, job, node")
+           + "\nor\n"
+           + quantile("0.5", "podresources_refresh_duration_seconds", "<<cluster>>, job, node"),
+           "The 99th and 50th percentiles of refresh durations per node (label quantile), from "
+           "the classic buckets or, where a Prometheus converts them (NHCB), the native "
+           "histogram."),
 )
+CALL_LATENCY = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
+
+
+def call_latency(selector: str, calls: str, method: str = "") -> tuple[Record]:
+    """The call latency of some methods. A rule for one method also sets that method as a
+    label: no change to its series, which carry it already, but it tells the rules apart for
+    promtool's duplicate-rule check (same record, same labels)."""
+    return (Record(CALL_LATENCY,
+                   quantile("0.99", "podresources_api_request_duration_seconds",
+                            "<<cluster>>, job, node, method", selector),
+                   f"The 99th percentile of kubelet call durations per node, {calls} (label "
+                   "quantile), from the classic buckets or the native histogram (NHCB).",
+                   (("method", method),) if method else ()),)
+
+
+LATENCY_RECORDS = call_latency('method="List"', "List calls", "List")
+ALLOCATABLE_LATENCY_RECORDS = call_latency('method="GetAllocatableResources"',
+                                           "GetAllocatableResources calls",
+                                           "GetAllocatableResources")
+GET_LATENCY_RECORDS = call_latency('method!~"List|GetAllocatableResources"',
+                                   "Get calls and any other method")
 
 # The physical GPU behind each nvidia.com/gpu* device a container holds, as dcgm-exporter names
 # it (label UUID), for the NUMA overview's GPU row. The device plugin's device ids take several
 # forms: a whole GPU "GPU-<uuid>", a time-slicing replica "GPU-<uuid>::<n>" (several containers
 # on one GPU), GKE's shared GPU "nvidia<n>/vgpu<m>", which names the GPU by its device file: that
-# one is looked up in dcgm-exporter's own series of the same node (its Hostname label is the node
-# name, from NODE_NAME, as its chart and the GPU operator set it) by device="nvidia<n>". MIG
-# devices ("MIG-<uuid>", resources nvidia.com/mig-*) are not here: dcgm-exporter never shows a
-# MIG device's UUID. The regular expressions live here, not in the dashboards, because Grafana
-# would read label_replace's "$1" as one of its variables.
+# one is looked up in dcgm-exporter's own series of the same node by device="nvidia<n>". The
+# node is dcgm-exporter's hostname label (the node name, from NODE_NAME, as its chart and the GPU
+# operator set it), spelt Hostname before dcgm-exporter 4.6: both are read, and a series with
+# neither is left out rather than joined as a node without a name (where two nodes' nvidia0
+# would collide and fail the whole rule). MIG devices ("MIG-<uuid>", resources
+# nvidia.com/mig-*) are not here: dcgm-exporter never shows a MIG device's UUID. The regular
+# expressions live here, not in the dashboards, because Grafana would read label_replace's "$1"
+# as one of its variables.
 GPU_HOLDINGS = ("max by (<<cluster>>, node, resource, device_id, numa_node, namespace, pod, "
                 "container, UUID)")
+DCGM_HOSTNAME_LABELS = ("hostname", "Hostname")
+DCGM_NODES = "\n    or\n".join(
+    f'    label_replace(DCGM_FI_DEV_FB_USED{{{label}!=""}}, "node", "$1", "{label}", "(.+)")'
+    for label in DCGM_HOSTNAME_LABELS)
 GPU_RECORDS = (
     Record("gpu:podresources_device_info:relabel",
            f"{GPU_HOLDINGS} (\n"
@@ -205,15 +247,18 @@ GPU_RECORDS = (
            '    "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")\n'
            "  * on (<<cluster>>, node, device) group_left(UUID)\n"
            "  group by (<<cluster>>, node, device, UUID) (\n"
-           '    label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))',
+           f"{DCGM_NODES}))",
            "One series per GPU device a container holds, with the physical GPU's UUID (label "
            "UUID) for every device id form that names one: GPU-<uuid>, GPU-<uuid>::<n> and GKE's "
-           "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node)."),
+           "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node, named by "
+           "its hostname label, Hostname before dcgm-exporter 4.6)."),
 )
 
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),
-                    (HEALTH_GROUP, HEALTH_RECORDS), (LATENCY_GROUP, LATENCY_RECORDS),
-                    (GPU_GROUP, GPU_RECORDS))
+                    (HEALTH_GROUP, HEALTH_RECORDS), (REFRESH_GROUP, REFRESH_RECORDS),
+                    (LATENCY_GROUP, LATENCY_RECORDS),
+                    (ALLOCATABLE_LATENCY_GROUP, ALLOCATABLE_LATENCY_RECORDS),
+                    (GET_LATENCY_GROUP, GET_LATENCY_RECORDS), (GPU_GROUP, GPU_RECORDS))
 RECORDS = tuple(record for _, records in RECORDING_GROUPS for record in records)
 
 ALERTS = (
@@ -323,7 +368,7 @@ def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
            runbook_base_url: str = RUNBOOK_BASE_URL) -> list[dict]:
     """The rule groups with the given settings and every alert's defaults."""
     recording = [{"name": name, "rules": [
-        {"record": r.record, "expr": fill(r.expr, cluster=cluster, job=job)} for r in records]}
+        r.rendered(cluster, job) for r in records]}
         for name, records in RECORDING_GROUPS]
     alerts = []
     for a in ALERTS:
@@ -339,198 +384,3 @@ def groups(cluster: str = CLUSTER_LABEL, job: str = JOB_SELECTOR,
             },
         })
     return [*recording, {"name": ALERTING_GROUP, "rules": alerts}]
-
-
-# ---- the plain rule file ------------------------------------------------------------------
-
-PLAIN_HEADER = """\
-# Alerting and recording rules for podresources-exporter (plain Prometheus rule file).
-#
-# Generated by `python -m dashboards.generate` from dashboards/rules.py (edit that, not this).
-# The Helm chart renders the same rules as a PrometheusRule (templates/_rules.tpl), with the
-# cluster label, job selector, thresholds, `for`, severities, labels and annotations taken from
-# its values; the mixin (mixin/) from its _config. Unit tests: dashboards/rules/tests/.
-# Runbooks: docs/alerts.md.
-#
-# The exporter adds no `node` label; the scrape configuration does (the chart's ServiceMonitor and
-# PodMonitor relabel __meta_kubernetes_pod_node_name to `node`). Recording rules aggregate with
-# `max by (cluster, node, ...)` where they only strip target labels (one exporter per node: a node
-# scraped twice, e.g. by a ServiceMonitor and a PodMonitor, is not counted twice) and with `sum`
-# where they add up NUMA nodes. Every aggregation keeps `cluster`, the label that tells clusters
-# apart where several meet (Thanos, Mimir): a global ruler never merges two clusters, and a single
-# cluster without the label loses nothing.
-#
-# PodresourcesExporterDown selects the scrape job with job=~".*podresources-exporter.*", which
-# matches the chart's default service and pod names; edit the selector if your job is named
-# differently (the chart: prometheusRule.jobSelector).
-"""
-
-
-def _comment(text: str, indent: str) -> list[str]:
-    return [indent + "# " + line for line in textwrap.wrap(text, 96 - len(indent) - 2)]
-
-
-def _scalar(key: str, value: str, indent: str, folded: bool = False) -> list[str]:
-    if "\n" in value:
-        return [f"{indent}{key}: |-"] + [f"{indent}  {line}" for line in value.splitlines()]
-    if folded:
-        lines = textwrap.wrap(value, 96 - len(indent) - 2, break_long_words=False,
-                              break_on_hyphens=False)
-        return [f"{indent}{key}: >-"] + [f"{indent}  {line}" for line in lines]
-    return [f"{indent}{key}: {_quote(value)}"]
-
-
-def _quote(value: str) -> str:
-    """A YAML scalar: plain where that reads back unchanged, else double quoted."""
-    import yaml
-    if value and yaml.safe_load(f"k: {value}") == {"k": value} and ": " not in value:
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def plain_rule_file() -> str:
-    lines = [*PLAIN_HEADER.splitlines(), "groups:"]
-    for index, (group, rules) in enumerate((*RECORDING_GROUPS, (ALERTING_GROUP, ALERTS))):
-        if index:
-            lines.append("")
-        lines += [f"  - name: {group}", "    rules:"]
-        for rule, rendered in zip(rules, groups()[index]["rules"]):
-            if rule.comment and isinstance(rule, Record):
-                lines += _comment(rule.comment, "      ")
-            first = "record" if isinstance(rule, Record) else "alert"
-            lines.append(f"      - {first}: {rendered[first]}")
-            if isinstance(rule, Alert) and rule.comment:
-                lines += _comment(rule.comment, "        ")
-            lines += _scalar("expr", rendered["expr"], "        ")
-            if isinstance(rule, Alert):
-                lines.append(f"        for: {rendered['for']}")
-                lines += ["        labels:", f"          severity: {rule.severity}",
-                          "        annotations:"]
-                annotations = rendered["annotations"]
-                lines += _scalar("summary", annotations["summary"], "          ")
-                lines += _scalar("description", annotations["description"], "          ",
-                                 folded=True)
-                lines.append(f"          runbook_url: {annotations['runbook_url']}")
-    return "\n".join(lines) + "\n"
-
-
-# ---- the chart's template -----------------------------------------------------------------
-
-def _go_string(text: str) -> str:
-    """A Go template string literal (JSON's escapes are Go's)."""
-    return json.dumps(text, ensure_ascii=True)
-
-
-def _go_expr(text: str) -> str:
-    """Template text with placeholders as actions reading the chart's settings; a literal "{"
-    just before an action is written as an action itself, or the lexer would take "{{{"."""
-    parts = []
-    position = 0
-    for match in PLACEHOLDER.finditer(text):
-        parts.append(text[position:match.start()])
-        parts.append({"cluster": "{{ $cluster }}", "job": "{{ $job }}",
-                      "threshold": "{{ $threshold }}", "for": "{{ $for }}"}[match.group(1)])
-        position = match.end()
-    parts.append(text[position:])
-    return "".join(parts).replace("{{{ ", '{{ "{" }}{{ ')
-
-
-CHART_HEADER = """\
-{{- /*
-Generated by `python -m dashboards.generate` from dashboards/rules.py: edit that, not this.
-The rule groups of the PrometheusRule, from .Values (clusterLabel, prometheusRule.*); with the
-defaults they are exactly dashboards/rules/podresources-exporter.rules.yaml.
-*/ -}}
-"""
-
-
-def chart_template() -> str:
-    out = [CHART_HEADER.rstrip("\n"),
-           '{{- define "podresources-exporter.ruleGroups" -}}',
-           "{{- $rule := .Values.prometheusRule }}",
-           "{{- $cluster := .Values.clusterLabel }}",
-           "{{- $job := $rule.jobSelector }}",
-           "{{- $alerts := $rule.alerts | default dict }}",
-           "{{- $disabled := $rule.disabled | default list }}",
-           "groups:"]
-    for name, records in RECORDING_GROUPS:
-        out += [f"  - name: {name}", "    rules:"]
-        for record in records:
-            out.append(f"      - record: {record.record}")
-            out += ["        expr: |-"] + [f"          {_go_expr(line)}"
-                                            for line in record.expr.splitlines()]
-    out += [f"  - name: {ALERTING_GROUP}", "    rules:"]
-    for alert in ALERTS:
-        name = alert.alert
-        out.append(f"    {{{{- if not (has {_go_string(name)} $disabled) }}}}")
-        out.append(f"    {{{{- $settings := get $alerts {_go_string(name)} | default dict }}}}")
-        default_for = _go_string(alert.for_)
-        out.append(f"    {{{{- $for := get $settings \"for\" | default {default_for} }}}}")
-        if alert.threshold is not None:
-            out.append("    {{- $threshold := " + number(alert.threshold) + " }}")
-            out.append('    {{- if hasKey $settings "threshold" }}'
-                       '{{- $threshold = get $settings "threshold" }}{{- end }}')
-        # severity comes from the alert's own setting, never from a label map
-        out.append("    {{- $labels := mergeOverwrite (deepCopy ($rule.extraLabels | default "
-                   "dict)) (get $settings \"labels\" | default dict) (dict \"severity\" (get "
-                   f"$settings \"severity\" | default {_go_string(alert.severity)})) }}}}")
-        description = _go_expr(alert.description)
-        if "{{ $for }}" in description:
-            head, tail = description.split("{{ $for }}", 1)
-            description_action = (f"(printf \"%s%s%s\" {_go_string(head)} $for "
-                                  f"{_go_string(tail)})")
-        else:
-            description_action = _go_string(description)
-        out.append("    {{- $annotations := mergeOverwrite (dict \"summary\" "
-                   f"{_go_string(alert.summary)} \"description\" {description_action} "
-                   f"\"runbook_url\" (printf \"%s%s\" $rule.runbookBaseUrl "
-                   f"{_go_string(name.lower())})) ($rule.extraAnnotations | default dict) "
-                   "(get $settings \"annotations\" | default dict) }}")
-        out.append(f"      - alert: {name}")
-        out += ["        expr: |-"] + [f"          {_go_expr(line)}"
-                                        for line in alert.expr.splitlines()]
-        out.append("        for: {{ $for }}")
-        out.append("        labels:")
-        out.append("          {{- toYaml $labels | nindent 10 }}")
-        out.append("        annotations:")
-        out.append("          {{- toYaml $annotations | nindent 10 }}")
-        out.append("    {{- end }}")
-    out.append("{{- end }}")
-    return "\n".join(out) + "\n"
-
-
-def mixin_rules() -> str:
-    """The rules with their placeholders, for mixin/mixin.libsonnet to fill from _config."""
-    model = {
-        "recording": [{"name": name, "rules": [{"record": r.record, "expr": r.expr}
-                                                for r in records]}
-                      for name, records in RECORDING_GROUPS],
-        "alerting": [{"alert": a.alert, "expr": a.expr, "for": a.for_,
-                      "severity": a.severity, "threshold": a.threshold,
-                      "summary": a.summary, "description": a.description}
-                     for a in ALERTS],
-        "groups": {"alerting": ALERTING_GROUP},
-    }
-    return json.dumps(model, indent=2, ensure_ascii=False) + "\n"
-
-
-def schema_alerts() -> dict:
-    """values.schema.json for prometheusRule.alerts: only known names, only their settings."""
-    properties = {}
-    for alert in ALERTS:
-        settings = {
-            "for": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$",
-                    "description": f"default {alert.for_}"},
-            "severity": {"type": "string", "enum": ["critical", "warning", "info"],
-                         "description": f"default {alert.severity}"},
-            "labels": {"type": "object", "additionalProperties": {"type": "string"},
-                       "propertyNames": {"not": {"const": "severity"}}},
-            "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-        }
-        if alert.threshold is not None:
-            settings["threshold"] = {"type": "number", "description":
-                                     f"{alert.threshold_means}; default {number(alert.threshold)}"}
-        properties[alert.alert] = {"type": "object", "additionalProperties": False,
-                                   "properties": settings}
-    return {"type": "object", "description": "Per-alert settings, by alert name",
-            "additionalProperties": False, "properties": properties}

@@ -21,6 +21,7 @@ local fill(text, values) = std.foldl(
         name: group.name,
         rules: [
           { record: r.record, expr: fill(r.expr, { cluster: $._config.clusterLabel, job: $._config.jobSelector }) }
+          + (if std.objectHas(r, 'labels') then { labels: r.labels } else {})
           for r in group.rules
         ],
       }

@@ -56,6 +56,7 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 fi
 
 bash tests/tools/chromium.sh
+bash tests/tools/prometheus3.sh  # the 3.13 LTS line beside Debian's 2.x: .tools/prometheus3/
 
 install_helm() {
   local work

@@ -42,6 +42,7 @@ from ..support.chart import (
 )
 from ..support.harness import IN_CI, REPO, Exporter, Node, require_tool, short_tmpdir, small_profile
 from ..support.pki import CA
+from ..support.prometheus import LINES, tool
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")  # the oldest and newest schemas kubernetes-validate has
@@ -555,6 +556,8 @@ def test_service_monitor(helm):
     (endpoint,) = monitor["spec"]["endpoints"]
     assert_scrape_endpoint(endpoint)
     assert endpoint["relabelings"][1] == {"targetLabel": "cluster", "replacement": "prod"}
+    # where Prometheus converts classic histograms to native ones, the buckets stay
+    assert monitor["spec"]["scrapeClassicHistograms"] is True
 
 
 def test_pod_monitor_and_not_both(helm):
@@ -568,6 +571,21 @@ def test_pod_monitor_and_not_both(helm):
     both = run_helm(helm, "template", "--set", "podMonitor.enabled=true",
                     "--set", "serviceMonitor.enabled=true")
     assert both.returncode != 0 and "enable one of serviceMonitor and podMonitor" in both.stderr
+    assert monitor["spec"]["scrapeClassicHistograms"] is True
+
+
+@pytest.mark.parametrize("monitor", ["serviceMonitor", "podMonitor"])
+def test_monitors_keep_classic_histograms_unless_told_otherwise(helm, monitor):
+    """scrapeClassicHistograms (Prometheus Operator 0.78+) is a setting; null leaves it out for
+    an older operator, whose CRD does not know the field."""
+    kind = monitor[0].upper() + monitor[1:]
+    base = ("--set", f"{monitor}.enabled=true", "--set", "service.enabled=true")
+    spec = one(render(helm, *base, "--set", f"{monitor}.scrapeClassicHistograms=false"),
+               kind)["spec"]
+    assert spec["scrapeClassicHistograms"] is False
+    spec = one(render(helm, *base, "--set", f"{monitor}.scrapeClassicHistograms=null"),
+               kind)["spec"]
+    assert "scrapeClassicHistograms" not in spec
 
 
 def test_scrape_annotations_for_plain_prometheus(helm, defaults):
@@ -597,7 +615,8 @@ def alert_rules(rule: dict) -> dict[str, dict]:
             if "alert" in r}
 
 
-def test_alerts_tuned_from_values(helm, tmp_path):
+@pytest.mark.parametrize("line", LINES)
+def test_alerts_tuned_from_values(helm, tmp_path, line):
     docs = render(helm, "--values", str(CHART / "ci" / "alerts-multicluster-values.yaml"))
     rule = one(docs, "PrometheusRule")
     alerts = alert_rules(rule)
@@ -631,7 +650,7 @@ def test_alerts_tuned_from_values(helm, tmp_path):
             "https://grafana.example.com/d/podresources-numa-overview"
         assert alert["labels"]["team"] == "hpc-platform"
     # and Prometheus accepts the result
-    promtool = require_tool("promtool", "apt-get install prometheus")
+    promtool = tool(line, "promtool")
     path = tmp_path / "rendered.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,

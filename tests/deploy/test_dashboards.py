@@ -18,6 +18,7 @@ import yaml
 from dashboards import generate, panels as building_blocks
 
 from ..support.docs import documented_metrics, metric_names
+from ..support.grafana import panels
 from ..support.harness import REPO, require_tool
 
 DASHBOARDS = {path.stem: json.loads(path.read_text(encoding="utf-8"))
@@ -29,14 +30,6 @@ UIDS = {
 }
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRAFANA_VARIABLES = {"__rate_interval"}
-
-
-def panels(model: dict) -> list[dict]:
-    found = []
-    for panel in model["panels"]:
-        found.append(panel)
-        found.extend(panel.get("panels", []))
-    return [panel for panel in found if panel["type"] != "row"]
 
 
 def targets(model: dict) -> list[tuple[dict, dict]]:
@@ -79,9 +72,14 @@ def test_the_three_dashboards_with_stable_short_uids():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_dashboard_is_bare_provisionable_json(name):
+    """Grafana's classic model, which file provisioning (the dashboard sidecar's path) loads in
+    Grafana 12 and 13. Grafana 13 refuses there what it takes for a v2 dashboard (elements or
+    layout) or a Kubernetes-style resource (apiVersion, kind, metadata, spec):
+    grafana/grafana#122663, #127928."""
     model = DASHBOARDS[name]
     assert model["id"] is None
-    assert "kind" not in model and "spec" not in model  # not the app-platform Manifest wrapper
+    assert not {"elements", "layout", "apiVersion", "kind", "metadata", "spec"} & set(model)
+    assert model["title"] and model["panels"] and model["templating"]["list"]
     assert model["graphTooltip"] == 1
     assert model["schemaVersion"] >= 39
     assert "podresources-exporter" in model["tags"]
@@ -292,7 +290,7 @@ def test_dra_devices_per_numa_node_on_the_overview_and_summed_on_the_cluster_das
     assert cluster["DRA devices by driver"]["targets"][0]["expr"] == f"sum by (driver) ({summed})"
 
 
-# What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet.py): the raw
+# What a fleet's Prometheus pays per panel (docs/performance.md, benchmarks/fleet/): the raw
 # series every node carries many of are read through recording rules, never plotted raw.
 RECORDED_ONLY = ("podresources_api_request_duration_seconds_bucket",
                  "podresources_refresh_duration_seconds_bucket",

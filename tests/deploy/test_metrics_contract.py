@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from exporter.accounting import account
@@ -14,7 +15,8 @@ from exporter.simulator import NodeState, load_profile
 from exporter.topology import read_topology
 
 from ..support.docs import assert_live_matches_docs, documented
-from ..support.harness import Exporter, Node, require_tool
+from ..support.harness import Exporter, Node
+from ..support.prometheus import LINES, tool
 
 
 def test_docs_list_exactly_the_catalogue():
@@ -33,8 +35,9 @@ async def test_live_metrics_match_the_docs():
     assert_live_matches_docs(scrape, {"node", "workload", "health"})
 
 
-async def test_promtool_check_metrics_is_clean():
-    promtool = require_tool("promtool", "apt-get install prometheus")
+@pytest.mark.parametrize("line", LINES)
+async def test_promtool_check_metrics_is_clean(line):
+    promtool = tool(line, "promtool")
     async with Node("dual-socket-gpu") as node, Exporter(node.settings()) as exporter:
         await exporter.ready()
         body = (await exporter.get("/metrics", headers={"Accept-Encoding": "identity"}))

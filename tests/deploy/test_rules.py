@@ -1,6 +1,7 @@
-"""The alerting and recording rules: promtool accepts and unit-tests them, and they follow the
-monitoring-mixin conventions (CamelCase names with a shared prefix, a severity, a summary sentence,
-a templated description, a runbook section in docs/alerts.md)."""
+"""The alerting and recording rules: promtool of both Prometheus lines (2.x and 3.13) accepts and
+unit-tests them, and they follow the monitoring-mixin conventions (CamelCase names with a shared
+prefix, a severity, a summary sentence, a templated description, a runbook section in
+docs/alerts.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dashboards import generate, rules
 
 from ..support.docs import documented_metrics, metric_names
 from ..support.harness import REPO, require_tool
+from ..support.prometheus import LINES, tool
 
 RULES = generate.RULES
 UNIT_TESTS = RULES.parent / "tests" / "podresources-exporter.tests.yaml"
@@ -37,8 +39,9 @@ CLUSTER_WIDE = {"PodresourcesShapeNoCapacity"}
 
 
 @pytest.mark.external
-def test_promtool_check_rules_is_clean():
-    promtool = require_tool("promtool", "apt-get install prometheus")
+@pytest.mark.parametrize("line", LINES)
+def test_promtool_check_rules_is_clean(line):
+    promtool = tool(line, "promtool")
     result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -83,8 +86,11 @@ def test_the_cluster_label_and_job_selector_are_settings():
 
 
 @pytest.mark.external
-def test_promtool_unit_tests_pass():
-    promtool = require_tool("promtool", "apt-get install prometheus")
+@pytest.mark.parametrize("line", LINES)
+def test_promtool_unit_tests_pass(line):
+    """The same cases and expected values on both lines: no case's answer depends on the
+    sample at the start of a range, which Prometheus 3 leaves out and 2.x keeps."""
+    promtool = tool(line, "promtool")
     result = subprocess.run([promtool, "test", "rules", UNIT_TESTS.name], cwd=UNIT_TESTS.parent,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -143,29 +149,53 @@ def test_recording_rules_are_named_level_metric_operation_and_use_documented_met
 
 
 def test_recording_groups_split_what_a_fleet_pays():
-    """Five recording groups, evaluated concurrently, so that none reads too many series on a
+    """Eight recording groups, evaluated concurrently, so that none reads too many series on a
     fleet (docs/performance.md); the alerts come last."""
+    latency = "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"
     assert [group["name"] for group in GROUPS] == [
         "podresources-exporter.rules", "podresources-exporter.utilization.rules",
-        "podresources-exporter.health.rules", "podresources-exporter.latency.rules",
-        "podresources-exporter.gpu.rules", "podresources-exporter.alerts"]
+        "podresources-exporter.health.rules", "podresources-exporter.refresh.rules",
+        "podresources-exporter.latency.rules", "podresources-exporter.latency.allocatable.rules",
+        "podresources-exporter.latency.get.rules", "podresources-exporter.gpu.rules",
+        "podresources-exporter.alerts"]
     assert all("record" in rule for group in GROUPS[:-1] for rule in group["rules"])
-    assert [rule["record"] for rule in GROUPS[1]["rules"]] == [
+    records = [[rule["record"] for rule in group["rules"]] for group in GROUPS[:-1]]
+    assert records[1] == [
         "node_resource:podresources_allocatable:sum", "node_resource:podresources_allocated:sum"]
-    assert "node_resource:podresources_utilization:ratio" in {
-        rule["record"] for rule in GROUPS[0]["rules"]}
-    assert [rule["record"] for rule in GROUPS[2]["rules"]] == [
-        "node_method_code:podresources_api_requests:rate5m",
-        "node_quantile:podresources_refresh_duration_seconds:histogram_quantile",
-        "node_kind:podresources_data_issues:rate5m"]
-    assert [rule["record"] for rule in GROUPS[3]["rules"]] == [
-        "node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile"]
-    assert [rule["record"] for rule in GROUPS[4]["rules"]] == [
-        "gpu:podresources_device_info:relabel"]
+    assert "node_resource:podresources_utilization:ratio" in records[0]
+    assert records[2] == ["node_method_code:podresources_api_requests:rate5m",
+                          "node_kind:podresources_data_issues:rate5m"]
+    # each histogram's quantiles alone in a group, the call latency one group per method: they
+    # read the most series
+    assert records[3] == [
+        "node_quantile:podresources_refresh_duration_seconds:histogram_quantile"]
+    assert records[4] == records[5] == records[6] == [latency]
+    methods = [re.findall(r'(method(?:=~|!~|!=|=)"[^"]*")', group["rules"][0]["expr"])
+               for group in GROUPS[4:7]]
+    assert [set(found) for found in methods] == [
+        {'method="List"'}, {'method="GetAllocatableResources"'},
+        {'method!~"List|GetAllocatableResources"'}]  # together: every method, once
+    # a one-method rule sets that method (as its series have it): promtool tells them apart
+    assert [group["rules"][0].get("labels") for group in GROUPS[4:7]] == [
+        {"method": "List"}, {"method": "GetAllocatableResources"}, None]
+    assert records[7] == ["gpu:podresources_device_info:relabel"]
     # the health records keep job, for the health dashboard's job variable
-    for rule in GROUPS[2]["rules"] + GROUPS[3]["rules"]:
-        for _, labels in AGGREGATION.findall(rule["expr"]):
-            assert {"cluster", "job", "node"} <= {label.strip() for label in labels.split(",")}
+    for group in GROUPS[2:7]:
+        for rule in group["rules"]:
+            for _, labels in AGGREGATION.findall(rule["expr"]):
+                assert {"cluster", "job", "node"} <= {label.strip()
+                                                      for label in labels.split(",")}
+
+
+def test_quantiles_read_classic_buckets_or_the_native_histogram():
+    """Where Prometheus 3 converts classic histograms (NHCB) and drops the buckets, the same
+    quantile comes from the native histogram of the same name; test_native_histograms.py runs
+    it."""
+    for group in GROUPS[3:7]:
+        (rule,) = group["rules"]
+        histogram = re.search(r"rate\((podresources_\w+_seconds)_bucket", rule["expr"])[1]
+        selector = re.search(rf"{histogram}_bucket(\{{[^}}]*\}})?\[5m\]", rule["expr"])[1] or ""
+        assert f"rate({histogram}{selector}[5m])" in rule["expr"], rule["expr"]
 
 
 def test_runbook_page_lists_every_alerts_tunable_defaults():
@@ -201,7 +231,8 @@ def test_mixin_with_its_defaults_gives_the_plain_rule_file():
 
 
 @pytest.mark.external
-def test_mixin_config_tunes_the_rules(tmp_path):
+@pytest.mark.parametrize("line", LINES)
+def test_mixin_config_tunes_the_rules(tmp_path, line):
     config = ('{_config+:: {clusterLabel: "region", jobSelector: \'job="numa"\', '
               'disabledAlerts: ["PodresourcesDataIssues"], extraLabels: {team: "hpc"}, '
               'runbookBaseUrl: "https://runbooks.example.com/", '
@@ -221,7 +252,7 @@ def test_mixin_config_tunes_the_rules(tmp_path):
                                                              "team": "hpc"}
     assert all(rule["annotations"]["runbook_url"] == "https://runbooks.example.com/"
                + name.lower() for name, rule in alerts.items())
-    promtool = require_tool("promtool", "apt-get install prometheus")
+    promtool = tool(line, "promtool")
     path = tmp_path / "mixin.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": recording + alerting}))
     checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,

@@ -4,18 +4,11 @@ sections, read whole by Python's gzip, zlib, curl and a real Prometheus."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import shutil
-import subprocess
-import tempfile
-import time
 import zlib
-from pathlib import Path
 
-import aiohttp
 import pytest
-import yaml
 from aiohttp import web
 
 from exporter.exposition.bodies import Exposition, HealthSections, Section
@@ -25,11 +18,9 @@ from ..support.harness import (
     Exporter,
     Node,
     Scrape,
-    free_port,
-    require_tool,
     small_profile,
-    stop_popen,
 )
+from ..support.prometheus import LINES, Prometheus, scrape_job, tool
 
 OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0"
 DATA = b"".join(b'podresources_container_cpus{namespace="ns",pod="p%d",container="c",'
@@ -126,33 +117,11 @@ async def test_curl_reads_the_whole_gzip_body():
         assert b"podresources_up 1.0\n" in out  # the health section, after the data
 
 
-@contextlib.asynccontextmanager
-async def prometheus_scraping(port: int):
-    """Debian's Prometheus scraping 127.0.0.1:``port`` every second; yields its API URL."""
-    binary = require_tool("prometheus", "apt-get install prometheus")
-    directory = Path(tempfile.mkdtemp(prefix="prom-"))
-    config = directory / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-        "scrape_configs": [{"job_name": "exporter", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}]}))
-    prom_port = free_port()
-    with open(directory / "log", "w+") as log:
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
-            stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield f"http://127.0.0.1:{prom_port}"
-        finally:
-            stop_popen(process)
-            shutil.rmtree(directory, ignore_errors=True)
-
-
 @pytest.mark.external
-async def test_prometheus_scrapes_the_gzip_body_whole():
-    """A real Prometheus asks for gzip; every series of the body, data section first and
-    health section last, reaches its storage."""
+@pytest.mark.parametrize("line", LINES)
+async def test_prometheus_scrapes_the_gzip_body_whole(line):
+    """A real Prometheus of each line asks for gzip; every series of the body, data section
+    first and health section last, reaches its storage."""
     codings: list[str] = []
 
     @web.middleware
@@ -168,22 +137,14 @@ async def test_prometheus_scrapes_the_gzip_body_whole():
         try:
             await exporter.refresher.refresh_once()
             expected = Scrape(exporter.refresher.body(False, False).decode())
-            async with prometheus_scraping(port) as url, aiohttp.ClientSession() as session:
-                async def query(expr: str) -> list[dict]:
-                    async with session.get(url + "/api/v1/query", params={"query": expr}) as r:
-                        return (await r.json())["data"]["result"]
-
-                deadline = time.monotonic() + 60
-                while True:
-                    with contextlib.suppress(aiohttp.ClientError, KeyError):
-                        scraped = await query('scrape_samples_scraped{job="exporter"}')
-                        if scraped:
-                            break
-                    assert time.monotonic() < deadline, "Prometheus scraped nothing"
-                    await asyncio.sleep(0.5)
-                up = await query('up{job="exporter"}')
-                first = await query("count(podresources_device_info)")
-                last = await query("podresources_up")
+            async with Prometheus(tool(line, "prometheus"), [
+                    scrape_job("exporter", [(port, {})], honor_labels=True)]) as prometheus:
+                scraped = await prometheus.wait_until(
+                    lambda: prometheus.instant('scrape_samples_scraped{job="exporter"}'),
+                    "a scrape", timeout=60)
+                up = await prometheus.instant('up{job="exporter"}')
+                first = await prometheus.instant("count(podresources_device_info)")
+                last = await prometheus.instant("podresources_up")
         finally:
             await server.cleanup()
             await exporter.refresher.client.close()

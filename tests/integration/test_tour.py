@@ -17,14 +17,14 @@ memory: node 0 73.9375Gi, node 1 20Gi; free VFs: node 0 5, node 1 15. The pods r
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import time
 
 import aiohttp
 
 from ..support.docs import assert_live_matches_docs
-from ..support.harness import REPO, Scrape, free_port, require_tool, scrape_port_until, terminate
+from ..support.harness import REPO, Scrape, free_port, scrape_port_until, terminate
+from ..support.prometheus import check_metrics
 
 GPU = "nvidia.com/gpu"
 INTERVAL, ALLOCATABLE_INTERVAL = 1.0, 3.0
@@ -185,8 +185,4 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
            "resource nvidia.com/gpu: the kubelet would reject it with TopologyAffinityError " \
            "under Topology Manager policy single-numa-node, scope container: no NUMA set the " \
            "policy allows has enough nvidia.com/gpu" in log
-    promtool = require_tool("promtool", "apt-get install prometheus")
-    result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
-                            capture_output=True)
-    assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), \
-        result.stdout + result.stderr
+    check_metrics(text)  # promtool of each Prometheus line

@@ -82,28 +82,65 @@ groups:
         expr: |-
           max by ({{ $cluster }}, job, node, method, code) (
             rate(podresources_api_requests_total[5m]))
-      - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
-        expr: |-
-          label_replace(
-            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, le) (
-              rate(podresources_refresh_duration_seconds_bucket[5m]))),
-            "quantile", "0.99", "", "")
-          or
-          label_replace(
-            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node, le) (
-              rate(podresources_refresh_duration_seconds_bucket[5m]))),
-            "quantile", "0.5", "", "")
       - record: node_kind:podresources_data_issues:rate5m
         expr: |-
           max by ({{ $cluster }}, job, node, kind) (
             rate(podresources_data_issues_total[5m])) > 0
+  - name: podresources-exporter.refresh.rules
+    rules:
+      - record: node_quantile:podresources_refresh_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node) (
+              rate(podresources_refresh_duration_seconds[5m]))),
+            "quantile", "0.99", "", "")
+          or
+          label_replace(
+            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node, le) (
+              rate(podresources_refresh_duration_seconds_bucket[5m])))
+            or
+            histogram_quantile(0.5, sum by ({{ $cluster }}, job, node) (
+              rate(podresources_refresh_duration_seconds[5m]))),
+            "quantile", "0.5", "", "")
   - name: podresources-exporter.latency.rules
     rules:
       - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
         expr: |-
           label_replace(
             histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
-              rate(podresources_api_request_duration_seconds_bucket[5m]))),
+              rate(podresources_api_request_duration_seconds_bucket{method="List"}[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds{method="List"}[5m]))),
+            "quantile", "0.99", "", "")
+        labels:
+          method: List
+  - name: podresources-exporter.latency.allocatable.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket{method="GetAllocatableResources"}[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds{method="GetAllocatableResources"}[5m]))),
+            "quantile", "0.99", "", "")
+        labels:
+          method: GetAllocatableResources
+  - name: podresources-exporter.latency.get.rules
+    rules:
+      - record: node_method_quantile:podresources_api_request_duration_seconds:histogram_quantile
+        expr: |-
+          label_replace(
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method, le) (
+              rate(podresources_api_request_duration_seconds_bucket{method!~"List|GetAllocatableResources"}[5m])))
+            or
+            histogram_quantile(0.99, sum by ({{ $cluster }}, job, node, method) (
+              rate(podresources_api_request_duration_seconds{method!~"List|GetAllocatableResources"}[5m]))),
             "quantile", "0.99", "", "")
   - name: podresources-exporter.gpu.rules
     rules:
@@ -120,7 +157,9 @@ groups:
               "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")
             * on ({{ $cluster }}, node, device) group_left(UUID)
             group by ({{ $cluster }}, node, device, UUID) (
-              label_replace(DCGM_FI_DEV_FB_USED, "node", "$1", "Hostname", "(.+)")))
+              label_replace(DCGM_FI_DEV_FB_USED{hostname!=""}, "node", "$1", "hostname", "(.+)")
+              or
+              label_replace(DCGM_FI_DEV_FB_USED{Hostname!=""}, "node", "$1", "Hostname", "(.+)")))
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

@@ -108,7 +108,7 @@ func handle(current *node, req *request) (*node, reply, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		answer := reply{"kubernetes_version": kubernetesVersion, "sysfs_root": fresh.SysfsRoot(), "state_dir": fresh.socketDir("state")}
+		answer := reply{"kubernetes_version": kubernetesVersion, "sysfs_root": fresh.SysfsRoot(), "root_dir": fresh.dir}
 		sockets := map[string]string{}
 		for _, s := range fresh.services {
 			sockets[s.Name] = s.Socket

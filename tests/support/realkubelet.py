@@ -14,8 +14,9 @@ podresources server with its rate limiter) for one node, built for two releases:
     kubelet.dump()                               # the managers' own state, as JSON
     kubelet.close()
 
-``node.socket`` and ``node.sysfs_root`` are what the exporter reads (``--socket``,
-``--sysfs-root``). ``RealKubelet`` is a context manager too. Binaries come from
+``node.socket``, ``node.sysfs_root``, ``node.pods_api_socket`` (1.37) and ``node.root_dir``
+are what the exporter reads (``--socket``, ``--sysfs-root``, ``--pods-api-socket``,
+``--watch-path``). ``RealKubelet`` is a context manager too. Binaries come from
 ``tests/realkubelet/build.sh`` (``bash tests/run.sh`` runs it): ``.tools/realkubelet/
 realkubelet-<release>``, with the build's error, when it failed, beside it.
 """
@@ -43,7 +44,7 @@ RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the feature gates of a profile that are the real kubelet's (the others describe the
 # simulator's podresources API, e.g. ListActivePodsOnly)
-KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources")
+KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI")
 DEFAULT_MAX_PODS = 110
 SHARED_MEMORY = "/dev/shm"
 
@@ -106,12 +107,20 @@ class Admission:
 
 @dataclass(frozen=True)
 class NodeHandle:
-    """What a reset gives: the sockets and sysfs tree of the fresh node."""
+    """What a reset gives: the sockets, sysfs tree and state directory of the fresh node."""
 
     release: str
     socket: str
     sysfs_root: str
     sockets: dict[str, str]
+    # the kubelet's root directory: cpu_manager_state, memory_manager_state,
+    # device-plugins/kubelet_internal_checkpoint, the sockets' directories
+    root_dir: str = ""
+
+    @property
+    def pods_api_socket(self) -> str | None:
+        """The kubelet's local Pods API (1.37, gate PodsAPI on); ``None`` where not served."""
+        return self.sockets.get("pods_api")
 
 
 class RealKubelet:
@@ -169,9 +178,9 @@ class RealKubelet:
 
     def reset(self, node: dict[str, Any]) -> NodeHandle:
         reply = self.call("reset", node=node)
-        self._node_dir = str(Path(reply["state_dir"]).parent)
+        self._node_dir = reply["root_dir"]
         return NodeHandle(self.release, reply["podresources_socket"], reply["sysfs_root"],
-                          reply["sockets"])
+                          reply["sockets"], reply["root_dir"])
 
     def admit(self, pod: dict[str, Any], timeout: float | None = None) -> Admission:
         result = self.call("admit", timeout=timeout, pod=pod)["result"]

@@ -152,6 +152,12 @@ func handle(current *node, req *request) (*node, reply, error) {
 			return current, nil, err
 		}
 		return current, reply{"containers": current.containerResults(pod)}, nil
+	case "objects":
+		node, pods, err := current.apiObjects()
+		if err != nil {
+			return current, nil, err
+		}
+		return current, reply{"node": node, "pods": pods}, nil
 	case "dump":
 		d, err := current.dump()
 		if err != nil {

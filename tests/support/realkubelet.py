@@ -211,6 +211,12 @@ class RealKubelet:
     def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
         self.call("health", resource=resource, device=device_id, healthy=healthy)
 
+    def api_objects(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The Node and the pods as the API server holds them for this node (the kubelet's
+        node status and pod statuses), for a Kubernetes-API view."""
+        reply = self.call("objects")
+        return reply["node"], reply["pods"]
+
     def dump(self) -> dict[str, Any]:
         dumped: dict[str, Any] = self.call("dump")["dump"]
         return dumped
@@ -294,3 +300,31 @@ def pod_manifest(pod: PodSpec, node_name: str) -> dict[str, Any]:
     if served:
         manifest["status"]["extendedResourceClaimStatus"] = served
     return manifest
+
+
+def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
+    """The ``KubeletConfiguration`` file of the component as ``description`` configures it
+    (what a deployed exporter reads with ``--kubelet-config``): the Topology Manager's policy,
+    scope and options, the CPU manager's policy and options, the memory manager's policy, the
+    reserved CPUs and memory, ``maxPods`` and the feature gates. JSON is YAML."""
+    kubelet = description["kubelet"]
+    reserved_memory: dict[int, dict[str, str]] = {}
+    for entry in description["reserved_memory"]:
+        reserved_memory.setdefault(entry["numa"], {})[entry["type"]] = str(entry["bytes"])
+    document: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "topologyManagerPolicy": kubelet["topology_manager_policy"],
+        "topologyManagerScope": kubelet["topology_manager_scope"],
+        "topologyManagerPolicyOptions": kubelet["topology_manager_policy_options"],
+        "cpuManagerPolicy": kubelet["cpu_manager_policy"],
+        "cpuManagerPolicyOptions": kubelet["cpu_manager_policy_options"],
+        "memoryManagerPolicy": kubelet["memory_manager_policy"],
+        "reservedSystemCPUs": ",".join(map(str, description["reserved_cpus"])),
+        "reservedMemory": [{"numaNode": numa, "limits": limits}
+                           for numa, limits in sorted(reserved_memory.items())],
+        "maxPods": kubelet["max_pods"],
+        "featureGates": kubelet["feature_gates"],
+    }
+    path = Path(path)
+    path.write_text(json.dumps(document, indent=1))
+    return path

@@ -2,10 +2,15 @@
 
 The real side: the case's node reset in the real kubelet, its pods admitted (and started, as
 drawn), then copies of the candidate admitted one after another until the kubelet refuses one
-(``shape_capacity``). The exporter's side, driven exactly as the running exporter drives it: a
-refresh read over the real podresources socket and the node's sysfs tree, the kubelet's
-configuration from ``--kubelet-config`` (the file the simulator writes for the profile), and
-the candidate as a ``--fit-shapes`` shape answered on that snapshot.
+(``shape_capacity``). The exporter's side, asked exactly as a deployed exporter answers
+``snapshot --shape ... --format json`` (:func:`exporter.commands.snapshot.read_once`, the
+functions it calls): the kubelet over the real podresources socket and the node's sysfs tree;
+the kubelet's state files under its root directory (``--watch-path``: ``cpu_manager_state``,
+``device-plugins/kubelet_internal_checkpoint``); the kubelet's config file as the component is
+configured (``--kubelet-config``); pod context from the kubelet's real Pods API socket (1.37),
+or, where the release has none (1.34), from the Kubernetes-API view (``--kube-api``) of an API
+server holding the Node and the pods as the kubelet keeps them there. The candidate is then
+answered as a ``--fit-shapes`` shape on that read.
 
 Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
 where it has none, the NUMA nodes of the container's CPUs, memory and devices), and the capacity
@@ -20,21 +25,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter.commands.serve import build_refresher
+from exporter.commands.snapshot import read_once
 from exporter.fit.admission import Placement
-from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, where
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
-from exporter.simulator.sysfs import write_kubelet_config
+from exporter.simulator.apiserver import FakeApiServer
 
 from ..realkubelet import (
     Admission,
     Container,
+    NodeHandle,
     RealKubelet,
     RealKubeletError,
     RealKubeletTimeout,
     node_description,
+    write_kubelet_config,
 )
 from .cases import Case
 
@@ -83,24 +90,45 @@ def fit_numa(placement: Placement, with_devices: bool) -> frozenset[int] | None:
     return frozenset(found) if found else None
 
 
-async def fit_answer(case: Case, socket: str, sysfs_root: str, config_file: str) -> ShapeAnswer:
-    """The candidate answered as ``serve --kubelet-config`` answers it after a refresh."""
-    settings = Settings(socket=socket, sysfs_root=sysfs_root, kubelet_config=config_file)
-    refresher = build_refresher(settings)
+async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: str,
+                     api_objects: tuple[dict[str, Any], list[dict[str, Any]]] | None,
+                     workdir: Path) -> ShapeAnswer:
+    """The candidate answered as a deployed exporter answers it: one read of everything it
+    reads, then the shape. ``api_objects``: the Node and pods for an API server (the
+    Kubernetes-API view), where the release serves no Pods API."""
+    settings = Settings(socket=node.socket, sysfs_root=node.sysfs_root, node_name=node_name,
+                        kubelet_config=config_file, watch_path=node.root_dir,
+                        pods_api=node.pods_api_socket is not None,
+                        pods_api_socket=node.pods_api_socket or "",
+                        kube_api=api_objects is not None)
+    server = None
+    environ: dict[str, str] = {}
+    if api_objects is not None:
+        server = await FakeApiServer().start()
+        node_object, pods = api_objects
+        server.put("nodes", node_object)
+        for pod in pods:
+            server.put("pods", pod)
+        environ["KUBECONFIG"] = str(server.write_kubeconfig(workdir / "kubeconfig"))
     try:
         for _ in range(50):  # the kubelet's rate limit is shared: wait for a token
-            await refresher.refresh_once()
+            refresher, _pods = await read_once(settings, kube_environ=environ)
             error = refresher.last_error
             if error is None or error.kind != ErrorKind.RATE_LIMITED:
                 break
             await asyncio.sleep(0.05)
     finally:
-        await refresher.client.close()
+        if server is not None:
+            await server.stop()
     fit = refresher.fit
     if fit is None or fit.state is None or fit.config is None:
         raise RuntimeError(f"no fit state from the real kubelet: {refresher.last_error}")
+    if api_objects is not None and (fit.context is None or fit.context.source != "kube-api"):
+        raise RuntimeError("no pod context from the Kubernetes-API view")
+    if api_objects is None and (fit.context is None or fit.context.source != "pods-api"):
+        raise RuntimeError("no pod context from the kubelet's Pods API")
     shape = build_shape(case.candidate.name, case.candidate.shape())
-    return answer(shape, fit.state, fit.config.rules())
+    return fit.answer(shape, fit.config.rules())
 
 
 def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
@@ -146,8 +174,10 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
         if verdict.admitted and pod.start:
             kubelet.start_containers("default", pod.name)
     outcome.held = unlisted_holdings(kubelet.dump())
-    config_file = str(write_kubelet_config(spec, workdir / "kubelet-config.yaml"))
-    outcome.fit = asyncio.run(fit_answer(case, node.socket, node.sysfs_root, config_file))
+    config_file = str(write_kubelet_config(description, workdir / "kubelet-config.yaml"))
+    api_objects = kubelet.api_objects() if node.pods_api_socket is None else None
+    outcome.fit = asyncio.run(fit_answer(case, node, description["name"], config_file,
+                                         api_objects, workdir))
 
     first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
     outcome.real = first

@@ -28,7 +28,7 @@ from .cpuassign import CpuOptions
 from .hints import TopologyHint, cpu_hints, device_hints, memory_hints
 from .merge import ProviderAnswer
 from .nodestate import NodeState, NumaSet
-from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_effective_ask
+from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
 from .policy import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
 from .predicate import predicate
 
@@ -217,7 +217,7 @@ def _pins(ask: Ask, reuse: Reuse) -> bool:
 
 
 def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    ask = pod_effective_ask(pod, rules.managers)
+    ask = pod_scope_hint_ask(pod, rules.managers)
     answers = provider_answers(state, ask, Reuse())
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                   _distances(state, rules))

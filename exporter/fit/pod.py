@@ -165,3 +165,16 @@ def pod_effective_ask(pod: PodShape, managers: Managers) -> Ask:
     return Ask(totals.get(CPU, 0),
                {r: a for r, a in totals.items() if is_memory_resource(r) and a},
                {r: a for r, a in totals.items() if is_device_resource(r) and a})
+
+
+def pod_scope_hint_ask(pod: PodShape, managers: Managers) -> Ask:
+    """What scope ``pod`` asks the hint providers for: :func:`pod_effective_ask`, except that
+    the memory manager's ``getPodRequestedResources`` keeps only the memory types some app
+    container asks for (it walks the app containers' map): a type that only init containers or
+    sidecars ask for is left out of the pod's hint, and met at their own ``Allocate``, inside
+    the hint or by extending it."""
+    effective = pod_effective_ask(pod, managers)
+    app_types = {r for c in pod.containers for r, a in asks(pod, c, managers).memory.items()
+                 if a}
+    return Ask(effective.cpus, {r: a for r, a in effective.memory.items() if r in app_types},
+               effective.devices)

@@ -21,16 +21,17 @@ from dataclasses import dataclass, field, replace
 
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
 from ..podcontext import NodeContext
+from .allocatable import Reservation, derived_allocatable
 from .cpuassign import CpuTopology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
-from .pod import CPU, is_memory_resource
+from .pod import CPU
 from .statefiles import KubeletState
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
                memory_static: bool, context: NodeContext | None = None,
-               kubelet: KubeletState | None = None, max_pods: int | None = None
-               ) -> NodeState | None:
+               kubelet: KubeletState | None = None, max_pods: int | None = None,
+               reservation: Reservation | None = None) -> NodeState | None:
     """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by.
 
     ``context`` (pod context, when a source gives it): listed pods it knows as finished or
@@ -38,7 +39,8 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     the predicate counts its active pods' requests; ``kubelet``: the state files, for the CPUs
     and devices of finished init containers that ``List`` hides; ``max_pods``: the kubelet
     configuration's ``maxPods`` when no Node object says ``pods`` (``None``: not known, the
-    pod count is not checked)."""
+    pod count is not checked); ``reservation``: what the config file reserves, for the Node's
+    allocatable when no Node object gives it (:mod:`exporter.fit.allocatable`)."""
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
@@ -54,7 +56,7 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     memory = _memory_state(snapshot, known) if memory_static else None
     devices = _device_state(snapshot, known, hidden.devices)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
-                     node_requests(snapshot, context, max_pods))
+                     node_requests(snapshot, context, max_pods, topology, reservation))
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
@@ -207,18 +209,19 @@ def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
 
 
 def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
-                  max_pods: int | None) -> NodeRequests:
+                  max_pods: int | None, topology: Topology | None = None,
+                  reservation: Reservation | None = None) -> NodeRequests:
     """What the resource-fit predicate counts. The Node's allocatable from the pod context's
-    source when it has the Node; else derived from ``GetAllocatableResources`` (allocatable
-    CPUs in millicores, each memory type's allocatable, healthy devices) and ``maxPods``. The
-    admitted pods' requests from the pod context; else what ``List`` shows (exclusive CPUs,
-    memory blocks and devices: the Guaranteed pods' requests, a lower bound)."""
+    source when it has the Node; else derived (:func:`derived_allocatable`: from sysfs and the
+    config file, else from ``GetAllocatableResources``). The admitted pods' requests from the
+    pod context; else what ``List`` shows (exclusive CPUs, memory blocks and devices: the
+    Guaranteed pods' requests, a lower bound)."""
     assert snapshot.allocatable is not None
     if context is not None and context.allocatable is not None:
         allocatable = dict(context.allocatable)
         complete = True
     else:
-        allocatable = _derived_allocatable(snapshot, max_pods)
+        allocatable = derived_allocatable(snapshot, topology, max_pods, reservation)
         complete = False
     if context is not None:
         requested: dict[str, int] = {}
@@ -228,21 +231,6 @@ def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
                 requested[resource] = requested.get(resource, 0) + amount
         return NodeRequests(allocatable, requested, len(active), complete)
     return NodeRequests(allocatable, _listed_requests(snapshot), len(snapshot.pods), complete)
-
-
-def _derived_allocatable(snapshot: KubeletSnapshot, max_pods: int | None) -> dict[str, int]:
-    assert snapshot.allocatable is not None
-    derived: dict[str, int] = {} if max_pods is None else {"pods": max_pods}
-    if snapshot.allocatable.cpu_ids:
-        derived[CPU] = 1000 * len(set(snapshot.allocatable.cpu_ids))
-    for block in snapshot.allocatable.memory:
-        if block.size > 0 and is_memory_resource(block.memory_type):
-            derived[block.memory_type] = derived.get(block.memory_type, 0) + block.size
-    healthy = {(e.resource, d) for e in snapshot.allocatable.devices if e.resource
-               for d in e.device_ids}
-    for resource, _ in healthy:
-        derived[resource] = derived.get(resource, 0) + 1
-    return derived
 
 
 def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:

@@ -87,6 +87,10 @@ class DeviceState:
     # resource-fit predicate; None: every registered device is healthy, held = registered - free
     healthy: int | None = None
     held: int | None = None
+    # the device manager has the resource but neither API names one of its devices (all of
+    # them unhealthy and unassigned): their topology is unknown, and taken as NUMA-aware
+    # (deviceHasTopologyAlignment counts unhealthy devices too), so no NUMA set has one free
+    registered_unseen: bool = False
 
     def healthy_total(self) -> int:
         return self.registered_total() if self.healthy is None else self.healthy
@@ -96,7 +100,8 @@ class DeviceState:
 
     def topology_aware(self) -> bool:
         """``deviceHasTopologyAlignment``: some device names a NUMA node."""
-        return any(numa and count > 0 for numa, count in self.registered.items())
+        return self.registered_unseen or any(numa and count > 0
+                                             for numa, count in self.registered.items())
 
     def free_total(self) -> int:
         return sum(self.free.values())

@@ -25,7 +25,7 @@ from .allocatable import Reservation, derived_allocatable
 from .cpuassign import CpuTopology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
 from .pod import CPU
-from .statefiles import KubeletState
+from .statefiles import KubeletState, Registered
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
@@ -54,7 +54,8 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     hidden = hidden_holdings(snapshot, kubelet, context)
     cpu = _cpu_state(snapshot, topology, hidden.cpus) if cpu_static else None
     memory = _memory_state(snapshot, known) if memory_static else None
-    devices = _device_state(snapshot, known, hidden.devices)
+    devices = _device_state(snapshot, known, hidden.devices,
+                            kubelet.registered if kubelet is not None else None)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
                      node_requests(snapshot, context, max_pods, topology, reservation))
 
@@ -124,7 +125,11 @@ def _memory_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, Memory
 
 
 def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
-                  hidden: Mapping[tuple[str, str], frozenset[int]]) -> dict[str, DeviceState]:
+                  hidden: Mapping[tuple[str, str], frozenset[int]],
+                  registry: Registered | None = None) -> dict[str, DeviceState]:
+    """Per resource, the devices either API or the state files name; a resource the device
+    manager's checkpoint registers with none of them named (every device unhealthy) is there
+    too, with nothing free."""
     assert snapshot.allocatable is not None
     where: dict[tuple[str, str], set[int]] = {}
     healthy: set[tuple[str, str]] = set()
@@ -161,8 +166,12 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
         pool = free.setdefault(resource, {})
         if (resource, device_id) in healthy and (resource, device_id) not in held:
             pool[numa] = pool.get(numa, 0) + 1
-    return {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
-                           held_count.get(r, 0)) for r in sorted(registered)}
+    states = {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
+                             held_count.get(r, 0)) for r in registered}
+    for resource in registry or ():
+        if resource not in states:
+            states[resource] = DeviceState({}, {}, 0, 0, registered_unseen=True)
+    return dict(sorted(states.items()))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ write under the kubelet's root directory hold every container's share:
   container -> cpuset, in every version (V2 at the top level; V3 adds ``podEntries``; V4, 1.37,
   keeps the V2 fields and puts the whole payload in ``data``, a JSON string);
 * ``device-plugins/kubelet_internal_checkpoint`` (``devicemanager/checkpoint``):
-  ``Data.PodDeviceEntries``, each pod UID, container, resource and ``DeviceIDs`` per NUMA node.
+  ``Data.PodDeviceEntries``, each pod UID, container, resource and ``DeviceIDs`` per NUMA node;
+  ``Data.RegisteredDevices``, each resource a device plugin registered with its healthy devices
+  (``writeCheckpoint``: ``healthyDevices``), so a resource whose every device is unhealthy is
+  still known to be the device manager's (neither podresources API names it then).
 
 Memory needs no file: the memory manager releases an init container's memory when the next
 container of the pod is added (``memory_manager.go`` ``AddContainer``). Read with
@@ -45,13 +48,26 @@ CpuEntries = Mapping[str, Mapping[str, frozenset[int]]]
 DeviceEntries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, frozenset[int]]]]]
 
 
+# resource -> its healthy device ids, for every resource a device plugin registered
+Registered = Mapping[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class DeviceCheckpoint:
+    """The device manager's checkpoint: what each container holds, and the registry."""
+
+    entries: DeviceEntries
+    registered: Registered
+
+
 @dataclass(frozen=True)
 class KubeletState:
-    """What the state files say; ``cpus``/``devices`` are ``None`` when that file was not
-    read."""
+    """What the state files say; ``cpus``/``devices``/``registered`` are ``None`` when that
+    file was not read."""
 
     cpus: CpuEntries | None = None
     devices: DeviceEntries | None = None
+    registered: Registered | None = None
 
 
 def parse_cpu_manager_state(text: str) -> CpuEntries:
@@ -77,13 +93,21 @@ def parse_cpu_manager_state(text: str) -> CpuEntries:
     return entries
 
 
-def parse_device_checkpoint(text: str) -> DeviceEntries:
+def parse_device_checkpoint(text: str) -> DeviceCheckpoint:
     """``Data.PodDeviceEntries``: per pod UID, container and resource, each device id with
-    its NUMA nodes (none for ``-1``). ValueError when it is not such a file."""
+    its NUMA nodes (none for ``-1``); ``Data.RegisteredDevices``: each registered resource's
+    healthy device ids. ValueError when it is not such a file."""
     document = json.loads(text)
     data = document.get("Data") if isinstance(document, dict) else None
     if not isinstance(data, dict):
         raise ValueError("no Data object")
+    registered: dict[str, frozenset[str]] = {}
+    listed = data.get("RegisteredDevices") or {}
+    if isinstance(listed, dict):
+        for resource, ids in listed.items():
+            if resource:
+                registered[str(resource)] = frozenset(
+                    i for i in (ids if isinstance(ids, list) else ()) if isinstance(i, str))
     entries: dict[str, dict[str, dict[str, dict[str, frozenset[int]]]]] = {}
     for entry in data.get("PodDeviceEntries") or ():
         if not isinstance(entry, dict):
@@ -99,7 +123,7 @@ def parse_device_checkpoint(text: str) -> DeviceEntries:
             for device in ids or ():
                 known = devices.get(str(device), frozenset())
                 devices[str(device)] = known | ({node} if node >= 0 else set())
-    return entries
+    return DeviceCheckpoint(entries, registered)
 
 
 @dataclass
@@ -115,9 +139,11 @@ class StateFiles:
     def current(self) -> KubeletState:
         """The files as they are now; the same object while neither changed."""
         cpus = self._read(CPU_MANAGER_STATE, parse_cpu_manager_state)
-        devices = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
+        checkpoint = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
+        devices = checkpoint.entries if checkpoint is not None else None
         if cpus is not self._last.cpus or devices is not self._last.devices:
-            self._last = KubeletState(cpus, devices)
+            self._last = KubeletState(cpus, devices,
+                                      checkpoint.registered if checkpoint is not None else None)
         return self._last
 
     def _read(self, name: str, parse: Any) -> Any:

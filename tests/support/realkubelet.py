@@ -311,6 +311,10 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
     reserved_memory: dict[int, dict[str, str]] = {}
     for entry in description["reserved_memory"]:
         reserved_memory.setdefault(entry["numa"], {})[entry["type"]] = str(entry["bytes"])
+    # the component's reservation (GetNodeAllocatableReservation) is the reserved CPUs and the
+    # reserved memory, with no eviction threshold: systemReserved holds the memory, and
+    # evictionHard is empty (no kubelet default of 100Mi)
+    system_reserved = {"memory": str(sum(e["bytes"] for e in description["reserved_memory"]))}
     document: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "topologyManagerPolicy": kubelet["topology_manager_policy"],
@@ -322,6 +326,8 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
         "reservedSystemCPUs": ",".join(map(str, description["reserved_cpus"])),
         "reservedMemory": [{"numaNode": numa, "limits": limits}
                            for numa, limits in sorted(reserved_memory.items())],
+        "systemReserved": system_reserved,
+        "evictionHard": {},
         "maxPods": kubelet["max_pods"],
         "featureGates": kubelet["feature_gates"],
     }

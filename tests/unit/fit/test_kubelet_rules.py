@@ -5,6 +5,7 @@ decides it."""
 from __future__ import annotations
 
 from exporter.fit.admission import Rules, admit
+from exporter.fit.answers import answer
 from exporter.fit.nodestate import MemoryNode
 from exporter.fit.pod import (
     ContainerShape,
@@ -12,7 +13,11 @@ from exporter.fit.pod import (
     PodShape,
     pod_effective_ask,
     pod_scope_hint_ask,
+    single_container,
 )
+from exporter.fit.snapshotstate import node_state
+from exporter.fit.statefiles import KubeletState, parse_device_checkpoint
+from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
 
 from .nodes import GiB, cpus, state
 
@@ -56,3 +61,39 @@ def test_an_init_only_memory_type_outside_the_pod_hint_fails_to_extend():
     assert (verdict.admitted, verdict.reason, verdict.container) == (
         False, "UnexpectedAdmissionError", "init")
     assert verdict.message == "[memorymanager] failed to find the extended preferred hint"
+
+
+# ---- a device resource whose every device is unhealthy ----------------------------------------
+
+CHECKPOINT = ('{"Data": {"PodDeviceEntries": null, "RegisteredDevices": '
+              '{"example.com/dev": [], "example.com/nic": ["nic-0"]}}, "Checksum": 1}')
+TWO_BY_FOUR = Topology.from_nodes([NumaNode(0, frozenset(range(4))),
+                                   NumaNode(1, frozenset(range(4, 8)))])
+
+
+def test_the_device_checkpoint_names_a_resource_whose_devices_are_all_unhealthy():
+    """writeCheckpoint lists every resource of healthyDevices, an empty list when none of its
+    devices is healthy."""
+    parsed = parse_device_checkpoint(CHECKPOINT)
+    assert dict(parsed.registered) == {"example.com/dev": frozenset(),
+                                       "example.com/nic": frozenset({"nic-0"})}
+
+
+def test_a_resource_with_no_healthy_device_fails_in_the_device_manager_not_the_predicate():
+    """example.com/dev: registered, its one device unhealthy and unassigned, so neither API
+    names it. The kubelet's device manager has it (deviceHasTopologyAlignment counts the
+    unhealthy device, taken here as NUMA-aware): no NUMA set has one free, no hint, so
+    restricted rejects with TopologyAffinityError; policy none admits at the Topology
+    Manager and the device manager's Allocate fails (no healthy devices):
+    UnexpectedAdmissionError. The predicate (OutOfexample.com/dev) never gets to speak. Without
+    the checkpoint the exporter cannot tell the resource from one the node lacks."""
+    listed = KubeletSnapshot((), Allocatable(cpu_ids=tuple(range(8))))
+    seeing = node_state(listed, TWO_BY_FOUR, True, False,
+                        kubelet=KubeletState(registered=parse_device_checkpoint(
+                            CHECKPOINT).registered))
+    blind = node_state(listed, TWO_BY_FOUR, True, False)
+    assert seeing is not None and blind is not None
+    shape = single_container("s", {"cpu": 1000, "example.com/dev": 1})
+    assert answer(shape, seeing, Rules("restricted")).verdict.reason == "TopologyAffinityError"
+    assert answer(shape, seeing, Rules("none")).verdict.reason == "UnexpectedAdmissionError"
+    assert answer(shape, blind, Rules("restricted")).verdict.reason == "OutOfexample.com/dev"

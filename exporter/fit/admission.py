@@ -112,7 +112,8 @@ def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderA
         if known is None:
             continue  # no device plugin: not the device manager's resource
         devices[resource] = device_hints(state.numa_ids, known, amount,
-                                         reuse.devices.get(resource))
+                                         reuse.devices.get(resource),
+                                         state.device_hints_on_device_nodes())
     cpu: dict[str, list[TopologyHint] | None] | None = None
     if state.cpu is not None and ask.cpus:
         cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus)}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .cpuassign import CpuTopology
 
 NumaSet = frozenset[int]
+DEVICE_NODES_MINOR = 37  # kubernetes#138244: device hints over the devices' NUMA nodes
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,15 @@ class NodeState:
     # sysfs distances[i][j]; None when unknown
     distances: Mapping[int, Mapping[int, int]] | None = None
     requests: NodeRequests | None = None
+    # the kubelet's minor version when known (the Node's kubeletVersion): what changed
+    # between releases follows it; None: the latest behaviour
+    kubelet_minor: int | None = None
+
+    def device_hints_on_device_nodes(self) -> bool:
+        """Since 1.37 the device manager builds a resource's hints over the NUMA nodes its
+        devices sit on only (``generateDeviceTopologyHints``: ``deviceNUMANodes``); before,
+        over every NUMA node of the machine."""
+        return self.kubelet_minor is None or self.kubelet_minor >= DEVICE_NODES_MINOR
 
     def memory_free(self, resource: str, numa_ids: NumaSet) -> int:
         if self.memory is None:

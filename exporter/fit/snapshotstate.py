@@ -16,6 +16,7 @@ and sysfs): what :mod:`exporter.fit.admission` judges a pod against. Pure, no I/
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -57,7 +58,8 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     devices = _device_state(snapshot, known, hidden.devices,
                             kubelet.registered if kubelet is not None else None)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
-                     node_requests(snapshot, context, max_pods, topology, reservation))
+                     node_requests(snapshot, context, max_pods, topology, reservation),
+                     kubelet_minor(context.kubelet_version) if context is not None else None)
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
@@ -172,6 +174,12 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
         if resource not in states:
             states[resource] = DeviceState({}, {}, 0, 0, registered_unseen=True)
     return dict(sorted(states.items()))
+
+
+def kubelet_minor(version: str) -> int | None:
+    """The minor of a ``kubeletVersion`` (``v1.34.4`` -> 34, ``v1.37.2-eks-1`` -> 37)."""
+    match = re.match(r"v?1\.(\d+)", version.strip())
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,8 @@ func (n *node) dump() (*dump, error) {
 }
 
 // apiObjects is what the API server holds for this node, as the kubelet keeps it there: the
-// Node with the status the node status setter computes, and every pod of the pod manager with
+// Node with the status the node status setters compute (capacity, allocatable, the kubelet's
+// version), and every pod of the pod manager with
 // the status the status manager syncs (a rejected pod: phase Failed, reason and message), in
 // admission order.
 func (n *node) apiObjects() (*v1.Node, []v1.Pod, error) {
@@ -259,6 +260,8 @@ func (n *node) apiObjects() (*v1.Node, []v1.Pod, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// nodestatus.VersionInfo: the kubelet's own version
+	node.Status.NodeInfo.KubeletVersion = "v" + kubernetesVersion
 	n.mu.Lock()
 	seen := append([]*v1.Pod(nil), n.admitted...)
 	n.mu.Unlock()

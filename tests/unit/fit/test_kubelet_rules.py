@@ -4,9 +4,12 @@ decides it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from exporter.fit.admission import Rules, admit
 from exporter.fit.answers import answer
-from exporter.fit.nodestate import MemoryNode
+from exporter.fit.hints import device_hints
+from exporter.fit.nodestate import DeviceState, MemoryNode, NodeState
 from exporter.fit.pod import (
     ContainerShape,
     Managers,
@@ -15,7 +18,7 @@ from exporter.fit.pod import (
     pod_scope_hint_ask,
     single_container,
 )
-from exporter.fit.snapshotstate import node_state
+from exporter.fit.snapshotstate import kubelet_minor, node_state
 from exporter.fit.statefiles import KubeletState, parse_device_checkpoint
 from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
 
@@ -97,3 +100,41 @@ def test_a_resource_with_no_healthy_device_fails_in_the_device_manager_not_the_p
     assert answer(shape, seeing, Rules("restricted")).verdict.reason == "TopologyAffinityError"
     assert answer(shape, seeing, Rules("none")).verdict.reason == "UnexpectedAdmissionError"
     assert answer(shape, blind, Rules("restricted")).verdict.reason == "OutOfexample.com/dev"
+
+
+# ---- 1.37: device hints over the NUMA nodes the devices sit on --------------------------------
+
+def test_device_hints_span_only_the_nodes_with_devices_since_1_37():
+    """Two GPUs on NUMA node 1 and one on node 3, of four NUMA nodes; 3 asked. 1.37
+    (generateDeviceTopologyHints over deviceNUMANodes = {1, 3}): the only mask is {1,3},
+    preferred (the narrowest of those nodes' masks holding 3). 1.34 (every NUMA node): {1,3}
+    preferred and {0,1,3}, {1,2,3}, {0,1,2,3} not preferred."""
+    gpus = DeviceState({frozenset({1}): 2, frozenset({3}): 1}, {frozenset({1}): 2,
+                                                                  frozenset({3}): 1})
+    new = device_hints((0, 1, 2, 3), gpus, 3, on_device_nodes=True)
+    old = device_hints((0, 1, 2, 3), gpus, 3, on_device_nodes=False)
+    assert [(sorted(h.affinity or ()), h.preferred) for h in new or ()] == [([1, 3], True)]
+    assert [(sorted(h.affinity or ()), h.preferred) for h in old or ()] == [
+        ([1, 3], True), ([0, 1, 3], False), ([1, 2, 3], False), ([0, 1, 2, 3], False)]
+
+
+def test_a_non_preferred_merge_never_reaches_a_node_without_the_devices():
+    """The same GPUs, and 3Gi of memory every node holds alone (memory hints: each single node
+    preferred, every wider set not). best-effort, scope pod: no preferred merge; the widest of
+    the narrowest hints is 2 (the GPUs'). 1.37: the GPUs' one hint {1,3} with memory {1,3}
+    gives {1,3}. 1.34: GPU {0,1,3} AND memory {0,1} gives {0,1}, as wide and lower: {0,1}."""
+    gpus = DeviceState({frozenset({1}): 2, frozenset({3}): 1}, {frozenset({1}): 2,
+                                                                  frozenset({3}): 1})
+    memory = {n: MemoryNode({"memory": 6 * GiB}, {"memory": 6 * GiB}, frozenset({n}))
+              for n in range(4)}
+    node = NodeState((0, 1, 2, 3), None, memory, {"example.com/gpu": gpus})
+    pod = PodShape("p", (ContainerShape("app", {"cpu": 500, "memory": 3 * GiB,
+                                                "example.com/gpu": 3}),))
+    rules = Rules("best-effort", "pod", managers=Managers(cpu_static=False))
+    assert admit(pod, node, rules).placements[0].hint == {1, 3}
+    assert admit(pod, replace(node, kubelet_minor=34), rules).placements[0].hint == {0, 1}
+
+
+def test_the_kubelet_version_comes_from_the_node():
+    assert [kubelet_minor(v) for v in ("v1.34.4", "v1.37.2-eks-4ad1", "1.36.0", "", "x")] == [
+        34, 37, 36, None, None]

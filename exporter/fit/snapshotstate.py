@@ -26,7 +26,7 @@ from .allocatable import Reservation, derived_allocatable
 from .cpuassign import CpuTopology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
 from .pod import CPU
-from .statefiles import KubeletState, Registered
+from .statefiles import POD_LEVEL, KubeletState, MemoryManagerState, Registered
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
@@ -54,7 +54,12 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     known = frozenset(numa_ids)
     hidden = hidden_holdings(snapshot, kubelet, context)
     cpu = _cpu_state(snapshot, topology, hidden.cpus) if cpu_static else None
-    memory = _memory_state(snapshot, known) if memory_static else None
+    memory = None
+    if memory_static:
+        file = kubelet.memory if kubelet is not None else None
+        memory = (memory_from_file(file, known, _active_uids(context))
+                  if file is not None and file.policy == "Static" and known <= set(file.machine)
+                  else _memory_state(snapshot, known))
     devices = _device_state(snapshot, known, hidden.devices,
                             kubelet.registered if kubelet is not None else None)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
@@ -180,6 +185,48 @@ def kubelet_minor(version: str) -> int | None:
     """The minor of a ``kubeletVersion`` (``v1.34.4`` -> 34, ``v1.37.2-eks-1`` -> 37)."""
     match = re.match(r"v?1\.(\d+)", version.strip())
     return int(match.group(1)) if match else None
+
+
+def _active_uids(context: NodeContext | None) -> frozenset[str] | None:
+    return frozenset(p.uid for p in context.active()) if context is not None else None
+
+
+def memory_from_file(file: MemoryManagerState, known: NumaSet,
+                     active: frozenset[str] | None) -> dict[int, MemoryNode]:
+    """The memory manager's own machine state (``memory_manager_state``): each node's
+    allocatable and free bytes per type, its group (``cells``) and assignments, init
+    containers' blocks included, which ``List`` does not show. The blocks of a pod UID no
+    active pod has are released first, as the next admission's ``removeStaleState`` does
+    (``releaseMemory``: free back up to what is reserved, node by node; a node left with no
+    assignment leaves its group); a pod's pod-level blocks stand for its containers'.
+    Without pod context (``active`` None) every entry holds."""
+    tables = {n: {t: [m.allocatable, m.reserved, m.free] for t, m in cell.tables.items()}
+              for n, cell in file.machine.items()}
+    cells = {n: set(cell.cells) for n, cell in file.machine.items()}
+    assignments = {n: cell.assignments for n, cell in file.machine.items()}
+    for uid, containers in file.entries.items():
+        if active is None or uid in active:
+            continue
+        stale = (containers[POD_LEVEL] if POD_LEVEL in containers
+                 else [b for blocks in containers.values() for b in blocks])
+        for memory_type, size, numa_ids in stale:
+            released = size
+            for numa in numa_ids:
+                if numa not in tables:
+                    continue
+                assignments[numa] -= 1
+                if assignments[numa] <= 0:
+                    assignments[numa], cells[numa] = 0, {numa}
+                table = tables[numa].get(memory_type)
+                if table is None or released == 0 or table[1] == 0:
+                    continue
+                back = min(table[1], released)
+                table[1] -= back
+                table[2] += back
+                released -= back
+    return {n: MemoryNode({t: v[0] for t, v in tables[n].items()},
+                          {t: v[2] for t, v in tables[n].items()},
+                          frozenset(cells[n]), assignments[n]) for n in sorted(known)}
 
 
 @dataclass(frozen=True)

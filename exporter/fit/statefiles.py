@@ -18,10 +18,15 @@ write under the kubelet's root directory hold every container's share:
   (``writeCheckpoint``: ``healthyDevices``), so a resource whose every device is unhealthy is
   still known to be the device manager's (neither podresources API names it then).
 
-Memory needs no file: the memory manager releases an init container's memory when the next
-container of the pod is added (``memory_manager.go`` ``AddContainer``). Read with
-:class:`StateFiles`, again only when a file changed; a file that is missing, unreadable or
-malformed reads as absent (the answers then say they assume it).
+* ``memory_manager_state`` (``memorymanager/state/checkpoint.go``, V1 at the top level, V2 in
+  ``data``): the memory manager's own ``machineState`` (per NUMA node and memory type the
+  allocatable and free bytes, ``cells``, ``numberOfAssignments``) and its ``entries`` (and
+  pod-level ``podEntries``). An init container keeps its memory until the pod's next
+  container is added (``memory_manager.go`` ``AddContainer``): a pod admitted and not yet
+  started holds its init containers' memory, which ``List`` does not show.
+
+Read with :class:`StateFiles`, again only when a file changed; a file that is missing,
+unreadable or malformed reads as absent (the answers then say they assume it).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ..topology import parse_cpulist
 log = logging.getLogger(__name__)
 
 CPU_MANAGER_STATE = "cpu_manager_state"
+MEMORY_MANAGER_STATE = "memory_manager_state"
 DEVICE_CHECKPOINT = "device-plugins/kubelet_internal_checkpoint"
 POD_LEVEL = ""  # the container name under which a pod-level CPU set is kept
 MAX_STATE_BYTES = 64 << 20  # a state file larger than this is not the kubelet's
@@ -61,13 +67,46 @@ class DeviceCheckpoint:
 
 
 @dataclass(frozen=True)
+class MemoryTable:
+    """One memory type on one NUMA node, as the memory manager keeps it (bytes)."""
+
+    allocatable: int
+    reserved: int
+    free: int
+
+
+@dataclass(frozen=True)
+class MemoryCell:
+    """One NUMA node of the memory manager's ``machineState``."""
+
+    tables: Mapping[str, MemoryTable]
+    cells: frozenset[int]
+    assignments: int
+
+
+# (memory type, bytes, NUMA ids) as a memory block of the state file
+Block = tuple[str, int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class MemoryManagerState:
+    """The memory manager's checkpoint: its machine state and every assignment (pod UID ->
+    container -> blocks; the pod-level blocks under :data:`POD_LEVEL`)."""
+
+    policy: str
+    machine: Mapping[int, MemoryCell]
+    entries: Mapping[str, Mapping[str, tuple[Block, ...]]]
+
+
+@dataclass(frozen=True)
 class KubeletState:
-    """What the state files say; ``cpus``/``devices``/``registered`` are ``None`` when that
-    file was not read."""
+    """What the state files say; ``cpus``/``devices``/``registered``/``memory`` are ``None``
+    when that file was not read."""
 
     cpus: CpuEntries | None = None
     devices: DeviceEntries | None = None
     registered: Registered | None = None
+    memory: MemoryManagerState | None = None
 
 
 def parse_cpu_manager_state(text: str) -> CpuEntries:
@@ -91,6 +130,47 @@ def parse_cpu_manager_state(text: str) -> CpuEntries:
         if isinstance(cpus, str) and cpus:
             entries.setdefault(str(uid), {})[POD_LEVEL] = parse_cpulist(cpus)
     return entries
+
+
+def _blocks(value: object) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    for block in value if isinstance(value, list) else ():
+        if isinstance(block, dict):
+            numa = block.get("numaAffinity") or []
+            blocks.append((str(block.get("type", "")), int(block.get("size", 0)),
+                           tuple(int(n) for n in numa)))
+    return tuple(blocks)
+
+
+def parse_memory_manager_state(text: str) -> MemoryManagerState:
+    """``machineState`` and ``entries``/``podEntries`` of any version (V2: ``data``).
+    ValueError when it is not such a file."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    payload = document
+    if isinstance(document.get("data"), str) and document["data"]:
+        payload = json.loads(document["data"])
+        if not isinstance(payload, dict):
+            raise ValueError("data is not a JSON object")
+    machine: dict[int, MemoryCell] = {}
+    for numa, node in (payload.get("machineState") or {}).items():
+        if not isinstance(node, dict):
+            raise ValueError(f"machineState {numa} is not an object")
+        tables = {str(kind): MemoryTable(int(t.get("allocatable", 0)), int(t.get("reserved", 0)),
+                                         int(t.get("free", 0)))
+                  for kind, t in (node.get("memoryMap") or {}).items() if isinstance(t, dict)}
+        cells = frozenset(int(c) for c in node.get("cells") or [numa])
+        machine[int(numa)] = MemoryCell(tables, cells, int(node.get("numberOfAssignments", 0)))
+    entries: dict[str, dict[str, tuple[Block, ...]]] = {}
+    for uid, containers in (payload.get("entries") or {}).items():
+        if isinstance(containers, dict):
+            entries[str(uid)] = {str(name): _blocks(blocks)
+                                 for name, blocks in containers.items()}
+    for uid, pod in (payload.get("podEntries") or {}).items():
+        if isinstance(pod, dict):
+            entries.setdefault(str(uid), {})[POD_LEVEL] = _blocks(pod.get("memoryBlocks"))
+    return MemoryManagerState(str(payload.get("policyName", "")), machine, entries)
 
 
 def parse_device_checkpoint(text: str) -> DeviceCheckpoint:
@@ -140,10 +220,13 @@ class StateFiles:
         """The files as they are now; the same object while neither changed."""
         cpus = self._read(CPU_MANAGER_STATE, parse_cpu_manager_state)
         checkpoint = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
+        memory = self._read(MEMORY_MANAGER_STATE, parse_memory_manager_state)
         devices = checkpoint.entries if checkpoint is not None else None
-        if cpus is not self._last.cpus or devices is not self._last.devices:
+        last = self._last
+        if cpus is not last.cpus or devices is not last.devices or memory is not last.memory:
             self._last = KubeletState(cpus, devices,
-                                      checkpoint.registered if checkpoint is not None else None)
+                                      checkpoint.registered if checkpoint is not None else None,
+                                      memory)
         return self._last
 
     def _read(self, name: str, parse: Any) -> Any:

@@ -99,7 +99,8 @@ def test_snapshot_why_explains_a_rejection_from_the_pods_api_alone(kubelet, node
         ("0", {"cpu": 1, "memory": 16 * GiB - 512 * MiB - GiB}, {"cpu": 4, "memory": 0}),
         ("1", {"cpu": 4, "memory": 16 * GiB}, {"cpu": 1, "memory": 0})]
     # what it cannot see with the sockets alone: no state files, no Node object
-    assert document["assumptions"] == ["no_cpu_manager_state", "node_allocatable_derived"]
+    assert document["assumptions"] == ["no_cpu_manager_state", "no_memory_manager_state",
+                                       "node_allocatable_derived"]
 
     text = snapshot(*kubelet_flags(node), "--why", "demo/wide")
     assert text.returncode == 0, text.stderr

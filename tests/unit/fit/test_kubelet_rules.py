@@ -4,6 +4,7 @@ decides it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from exporter.fit.admission import Rules, admit
@@ -19,8 +20,21 @@ from exporter.fit.pod import (
     single_container,
 )
 from exporter.fit.snapshotstate import kubelet_minor, node_state
-from exporter.fit.statefiles import KubeletState, parse_device_checkpoint
-from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
+from exporter.fit.statefiles import (
+    KubeletState,
+    parse_device_checkpoint,
+    parse_memory_manager_state,
+)
+from exporter.model import (
+    Allocatable,
+    ContainerAssignment,
+    KubeletSnapshot,
+    MemoryBlock,
+    NumaNode,
+    PodAssignment,
+    Topology,
+)
+from exporter.podcontext import NodeContext, PodContext
 
 from .nodes import GiB, cpus, state
 
@@ -138,3 +152,71 @@ def test_a_non_preferred_merge_never_reaches_a_node_without_the_devices():
 def test_the_kubelet_version_comes_from_the_node():
     assert [kubelet_minor(v) for v in ("v1.34.4", "v1.37.2-eks-4ad1", "1.36.0", "", "x")] == [
         34, 37, 36, None, None]
+
+
+# ---- the memory manager's own state: init containers of pods not yet started --------------------
+
+def memory_state_file(machine: dict[int, tuple[int, int, list[int], int]],
+                      entries: dict[str, dict[str, list[tuple[int, list[int]]]]]) -> str:
+    """A V2 memory_manager_state (the payload in ``data``): per node (reserved, free, cells,
+    assignments) of 8Gi allocatable memory; per pod and container (bytes, NUMA ids) blocks."""
+    payload = {"policyName": "Static", "machineState": {
+        str(n): {"numberOfAssignments": count, "cells": cells, "memoryMap": {"memory": {
+            "total": 8 * GiB, "systemReserved": 0, "allocatable": 8 * GiB,
+            "reserved": reserved, "free": free}}}
+        for n, (reserved, free, cells, count) in machine.items()},
+        "entries": {uid: {name: [{"numaAffinity": numa, "type": "memory", "size": size}
+                                 for size, numa in blocks] for name, blocks in containers.items()}
+                    for uid, containers in entries.items()}}
+    return json.dumps({"data": json.dumps(payload), "dataChecksum": 1})
+
+
+MEMORY_LISTED = KubeletSnapshot(
+    (PodAssignment("ns", "a", (ContainerAssignment("c", (), memory=(
+        MemoryBlock("memory", 512 * MiB, (0,)),)),)),),
+    Allocatable(memory=(MemoryBlock("memory", 8 * GiB, (0,)),
+                        MemoryBlock("memory", 8 * GiB, (1,)))))
+
+
+def test_an_init_container_of_a_pod_not_started_holds_its_memory():
+    """Pod a, admitted, not started: its init container i (1Gi) and app container c (512Mi)
+    were both allocated at admission on node 0; c reuses 512Mi of i's block, which the memory
+    manager then cuts to 512Mi (updateInitContainersMemoryBlocks): 1Gi reserved, 7Gi free.
+    List shows c's 512Mi only (7.5Gi free by it); the state file says 7Gi."""
+    file = parse_memory_manager_state(memory_state_file(
+        {0: (GiB, 7 * GiB, [0], 2), 1: (0, 8 * GiB, [1], 0)},
+        {"uid-a": {"i": [(512 * MiB, [0])], "c": [(512 * MiB, [0])]}}))
+    context = NodeContext("pods-api", (PodContext("ns", "a", "uid-a", "Guaranteed", "Pending"),))
+    blind = node_state(MEMORY_LISTED, TWO_BY_FOUR, False, True, context)
+    seeing = node_state(MEMORY_LISTED, TWO_BY_FOUR, False, True, context,
+                        KubeletState(memory=file))
+    assert blind is not None and blind.memory is not None
+    assert seeing is not None and seeing.memory is not None
+    assert blind.memory[0].free["memory"] == 8 * GiB - 512 * MiB
+    assert (seeing.memory[0].free["memory"], seeing.memory[0].assignments) == (7 * GiB, 2)
+
+
+def test_a_rejected_pods_memory_group_is_released_as_removestalestate_does():
+    """Pod r, rejected: its first container got 2Gi on {0,1} (node 0 filled first: 2Gi
+    reserved there; both nodes join the group {0,1}, one assignment each). Its UID is no
+    active pod's, so the next admission's removeStaleState releases it (releaseMemory): both
+    nodes back to no assignment and a group of their own, node 0 8Gi free. A 1Gi single-node
+    request under single-numa-node is then admitted on node 0; without pod context the
+    group holds and no node serves it."""
+    file = parse_memory_manager_state(memory_state_file(
+        {0: (2 * GiB, 6 * GiB, [0, 1], 1), 1: (0, 8 * GiB, [0, 1], 1)},
+        {"uid-r": {"first": [(2 * GiB, [0, 1])]}}))
+    rejected = PodContext("ns", "r", "uid-r", "Guaranteed", "Failed",
+                          reason="TopologyAffinityError")
+    nothing_listed = KubeletSnapshot((), MEMORY_LISTED.allocatable)
+    told = node_state(nothing_listed, TWO_BY_FOUR, False, True,
+                      NodeContext("pods-api", (rejected,)), KubeletState(memory=file))
+    blind = node_state(nothing_listed, TWO_BY_FOUR, False, True, None,
+                       KubeletState(memory=file))
+    assert told is not None and told.memory is not None and blind is not None
+    assert [(n.free["memory"], sorted(n.group), n.assignments)
+            for n in told.memory.values()] == [(8 * GiB, [0], 0), (8 * GiB, [1], 0)]
+    shape = single_container("m", {"cpu": 500, "memory": GiB})
+    rules = Rules("single-numa-node", managers=Managers(cpu_static=False))
+    assert admit(shape, told, rules).placements[0].hint == {0}
+    assert admit(shape, blind, rules).reason == "TopologyAffinityError"

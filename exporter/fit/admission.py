@@ -107,7 +107,7 @@ class Reuse:
 def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them."""
     devices: dict[str, list[TopologyHint] | None] = {}
-    for resource, amount in ask.devices.items():
+    for resource, amount in {**ask.hint_devices, **ask.devices}.items():
         known = state.devices.get(resource)
         if known is None:
             continue  # no device plugin: not the device manager's resource

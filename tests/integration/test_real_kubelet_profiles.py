@@ -45,13 +45,12 @@ OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
 # ("unrecognized feature gate"), so the profile runs there without them (1.34 has no
 # PodLevelResourceManagers: a pod with pod-level resources gets no exclusive CPUs or memory)
 MISSING_GATES = {"1.34": ("PodLevelResourceManagers",)}
-# pods the real kubelet rejects and the simulator admits, both releases (the simulator's
-# allocator places profile pods without the kubelet's admission):
-# - dra-infer-0's nvidia.com/gpu is served by DRA, but the node's device plugin serves that
-#   name too: the device manager's GetTopologyHints does not skip a DRA-backed extended resource
-#   (only its Allocate does, topology_hints.go / manager.go isDRAExtendedResource), so the pod
-#   needs a free plugin GPU on one NUMA node, and there is none
-REAL_ONLY_REJECTIONS = {"dual-socket-gpu": {"ml/dra-infer-0": "TopologyAffinityError"}}
+# pods the real kubelet rejects and the simulator admits: none. (dra-infer-0's nvidia.com/gpu
+# is served by DRA, but the node's device plugin serves that name too: the device manager's
+# GetTopologyHints does not skip a DRA-backed extended resource, only its Allocate does
+# (topology_hints.go / manager.go isDRAExtendedResource), so the pod needs a free plugin GPU on
+# one NUMA node when it is admitted: the profile admits it while llm-infer-1's GPU is free.)
+REAL_ONLY_REJECTIONS: dict[str, dict[str, str]] = {}
 # - large's generated pods ask for more CPU than the node's allocatable once shared-pool and
 #   Burstable requests are counted, as the predicate admit handler counts them: 80 of the pods
 #   the simulator admits are OutOfcpu for the kubelet (on both releases)
@@ -59,11 +58,14 @@ REAL_ONLY_OUT_OF_CPU = {"large": 80}
 
 
 def tried_pods(spec: NodeSpec) -> tuple[list[PodSpec], dict[str, str]]:
-    """The pods the simulator puts on the node, in the order it admits them, and the ones it
-    rejects (``namespace/name`` -> reason)."""
+    """The pods the simulator tries on the node, in the order it admits them (the profile's,
+    rejected ones included, then the generated ones it admits), and the ones it rejects
+    (``namespace/name`` -> reason)."""
     state = NodeState(spec)
     rejected = dict(line.split(": ", 1) for line in state.rejected)
-    return [sim.spec for sim in state.pods.values()], rejected
+    named = {(p.namespace, p.name) for p in spec.pods}
+    generated = [sim.spec for key, sim in state.pods.items() if key not in named]
+    return list(spec.pods) + generated, rejected
 
 
 def run_pods(kubelet: RealKubelet, spec: NodeSpec, pods: list[PodSpec]) -> dict[str, str]:

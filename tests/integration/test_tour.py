@@ -153,9 +153,11 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                          "devices": {GPU: 1}}]}) as response:
                 assert response.status == 409
                 assert (await response.json())["reason"] == "TopologyAffinityError"
+            # counted with the profile's own: dra-infer-0 (its GPU served by DRA, yet the
+            # device manager wants a free plugin GPU on one NUMA node)
             await until(lambda s: s.by("podresources_admission_failures_total", "reason",
                                        "blocking_resource") == {
-                                           ("TopologyAffinityError", GPU): 1},
+                                           ("TopologyAffinityError", GPU): 2},
                         "the rejection counted")
             async with session.get(base + "/state") as response:
                 state = await response.json()

@@ -40,6 +40,7 @@ from .nodes import GiB, cpus, state
 
 MiB = 1 << 20
 POD_SNN = Rules("single-numa-node", "pod")
+SNN = Rules("single-numa-node", "container")
 
 
 # ---- scope pod: the memory manager's pod request holds the app containers' types only ---------
@@ -220,3 +221,28 @@ def test_a_rejected_pods_memory_group_is_released_as_removestalestate_does():
     rules = Rules("single-numa-node", managers=Managers(cpu_static=False))
     assert admit(shape, told, rules).placements[0].hint == {0}
     assert admit(shape, blind, rules).reason == "TopologyAffinityError"
+
+
+# ---- an extended resource DRA serves still asks the device manager for hints -------------------
+
+def test_a_dra_served_extended_resource_needs_a_free_plugin_device_for_its_hint():
+    """A Burstable pod's nvidia.com/gpu (1) is served by DRA (its extendedResourceClaimStatus
+    maps it). The device manager's GetTopologyHints never checks that (only Allocate does,
+    isDRAExtendedResource), so where a device plugin on the node registers nvidia.com/gpu the
+    pod needs one of its GPUs free on one NUMA node under single-numa-node. Plugin GPUs: one
+    on node 0, held; one on node 1, free: admitted on node 1, and the plugin GPU stays free
+    (Allocate skips it). With the node-1 GPU held too: no hint, TopologyAffinityError, blocking
+    nvidia.com/gpu. On a node whose plugins do not register the name: no hint asked, admitted
+    anywhere."""
+    pod = PodShape("p", (ContainerShape("server", {"cpu": 500, "nvidia.com/gpu": 1}),),
+                   qos="Burstable", dra_resources=frozenset({"nvidia.com/gpu"}))
+    one_free = DeviceState({frozenset({0}): 1, frozenset({1}): 1}, {frozenset({1}): 1})
+    verdict = admit(pod, state(devs={"nvidia.com/gpu": one_free}), SNN)
+    assert verdict.admitted and verdict.placements[0].hint == {1}
+    assert verdict.state is not None
+    assert verdict.state.devices["nvidia.com/gpu"].free == {frozenset({1}): 1}
+    none_free = DeviceState({frozenset({0}): 1, frozenset({1}): 1}, {})
+    refused = admit(pod, state(devs={"nvidia.com/gpu": none_free}), SNN)
+    assert (refused.admitted, refused.reason, refused.blocking_resource) == (
+        False, "TopologyAffinityError", "nvidia.com/gpu")
+    assert admit(pod, state(devs={"example.com/nic": one_free}), SNN).admitted

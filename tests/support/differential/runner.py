@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from exporter.commands.snapshot import read_once
-from exporter.fit.admission import Placement
-from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, where
+from exporter.fit.admission import Placement, Rules
+from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.nodestate import NodeState
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
@@ -44,6 +45,7 @@ from ..realkubelet import (
     write_kubelet_config,
 )
 from .cases import Case
+from .exceptions import UNSEEN_UNHEALTHY_DEVICE, told, unseen_unhealthy_devices
 
 # The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
 # four aligned resources one admission can take minutes (policy.go mergePermutation). A case
@@ -66,6 +68,8 @@ class Outcome:
     skipped: str = ""  # the node cannot be built as drawn (the kubelet refuses the config)
     slow: str = ""  # an admission took longer than ADMISSION_SECONDS
     seconds: float = 0.0
+    exception: str = ""  # the named exception the differences were excluded by (exceptions.py)
+    excepted: list[str] = field(default_factory=list)  # their details
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
@@ -90,9 +94,18 @@ def fit_numa(placement: Placement, with_devices: bool) -> frozenset[int] | None:
     return frozenset(found) if found else None
 
 
+@dataclass(frozen=True)
+class FitRead:
+    """The fit engine's answer, and what it answered on (for a named exception's check)."""
+
+    answer: ShapeAnswer
+    state: NodeState
+    rules: Rules
+
+
 async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: str,
                      api_objects: tuple[dict[str, Any], list[dict[str, Any]]] | None,
-                     workdir: Path) -> ShapeAnswer:
+                     workdir: Path) -> FitRead:
     """The candidate answered as a deployed exporter answers it: one read of everything it
     reads, then the shape. ``api_objects``: the Node and pods for an API server (the
     Kubernetes-API view), where the release serves no Pods API."""
@@ -128,7 +141,8 @@ async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: 
     if api_objects is None and (fit.context is None or fit.context.source != "pods-api"):
         raise RuntimeError("no pod context from the kubelet's Pods API")
     shape = build_shape(case.candidate.name, case.candidate.shape())
-    return fit.answer(shape, fit.config.rules())
+    rules = fit.config.rules()
+    return FitRead(fit.answer(shape, rules), fit.state, rules)
 
 
 def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
@@ -173,11 +187,13 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
         verdict = kubelet.admit(pod.manifest(), timeout=ADMISSION_SECONDS)
         if verdict.admitted and pod.start:
             kubelet.start_containers("default", pod.name)
-    outcome.held = unlisted_holdings(kubelet.dump())
+    dump = kubelet.dump()
+    outcome.held = unlisted_holdings(dump)
     config_file = str(write_kubelet_config(description, workdir / "kubelet-config.yaml"))
     api_objects = kubelet.api_objects() if node.pods_api_socket is None else None
-    outcome.fit = asyncio.run(fit_answer(case, node, description["name"], config_file,
-                                         api_objects, workdir))
+    read = asyncio.run(fit_answer(case, node, description["name"], config_file, api_objects,
+                                  workdir))
+    outcome.fit = read.answer
 
     first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
     outcome.real = first
@@ -192,6 +208,24 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
     outcome.real_capacity = admitted
     outcome.stop_reason = "" if last.admitted else last.reason
     compare(outcome, description)
+    if outcome.differences:
+        except_unseen(outcome, description, dump, read)
+
+
+def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],
+                  read: FitRead) -> None:
+    """The named exception ``unseen-unhealthy-device``: the candidate asks for a resource with
+    unhealthy devices no container holds, and the fit engine told of them agrees."""
+    asked = {r for c in outcome.case.candidate.containers for r in c.devices}
+    unseen = unseen_unhealthy_devices(dump, asked)
+    if not unseen:
+        return
+    trial = replace(outcome, fit=answer(read.answer.shape, told(read.state, unseen),
+                                        read.rules), differences=[], details=[])
+    compare(trial, description)
+    if not trial.differences:
+        outcome.exception = UNSEEN_UNHEALTHY_DEVICE
+        outcome.excepted, outcome.differences, outcome.details = outcome.details, [], []
 
 
 def compare(outcome: Outcome, description: dict[str, Any]) -> None:

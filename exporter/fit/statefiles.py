@@ -109,17 +109,25 @@ class KubeletState:
     memory: MemoryManagerState | None = None
 
 
-def parse_cpu_manager_state(text: str) -> CpuEntries:
-    """``entries`` (and V3/V4 ``podEntries``, kept under container ``""``) of any version.
-    ValueError when it is not such a file."""
+def _payload(text: str) -> dict[str, Any]:
+    """A checkpoint's content: the top level, or the JSON string in ``data`` of the versions
+    that keep the authoritative copy there (the CPU manager's V4, the memory manager's V2).
+    ValueError when it is not a JSON object."""
     document = json.loads(text)
     if not isinstance(document, dict):
         raise ValueError("not a JSON object")
-    payload = document
     if isinstance(document.get("data"), str) and document["data"]:
-        payload = json.loads(document["data"])  # V4: the authoritative copy
+        payload = json.loads(document["data"])
         if not isinstance(payload, dict):
             raise ValueError("data is not a JSON object")
+        return payload
+    return document
+
+
+def parse_cpu_manager_state(text: str) -> CpuEntries:
+    """``entries`` (and V3/V4 ``podEntries``, kept under container ``""``) of any version.
+    ValueError when it is not such a file."""
+    payload = _payload(text)
     entries: dict[str, dict[str, frozenset[int]]] = {}
     for uid, containers in (payload.get("entries") or {}).items():
         if isinstance(containers, dict):
@@ -145,14 +153,7 @@ def _blocks(value: object) -> tuple[Block, ...]:
 def parse_memory_manager_state(text: str) -> MemoryManagerState:
     """``machineState`` and ``entries``/``podEntries`` of any version (V2: ``data``).
     ValueError when it is not such a file."""
-    document = json.loads(text)
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object")
-    payload = document
-    if isinstance(document.get("data"), str) and document["data"]:
-        payload = json.loads(document["data"])
-        if not isinstance(payload, dict):
-            raise ValueError("data is not a JSON object")
+    payload = _payload(text)
     machine: dict[int, MemoryCell] = {}
     for numa, node in (payload.get("machineState") or {}).items():
         if not isinstance(node, dict):

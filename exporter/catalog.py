@@ -263,9 +263,11 @@ SHAPE_ASSUMPTION_INFO = _define(
     "podresources_shape_assumption_info", "gauge",
     "1 per assumption the shape's answers rest on, because the exporter cannot see what the "
     "kubelet knows: no_cpu_manager_state (CPUs finished init containers hold taken as free), "
-    "no_device_checkpoint (likewise devices), no_pod_context (other pods' requests taken from "
-    "List), node_allocatable_derived (the Node's allocatable derived from "
-    "GetAllocatableResources).", ("shape", "assumption"), "fit")
+    "no_device_checkpoint (likewise devices), no_memory_manager_state (memory the init "
+    "containers of pods not yet started hold taken as free), no_pod_context (other pods' "
+    "requests taken from List), node_allocatable_derived (the Node's allocatable derived from "
+    "sysfs and the kubelet's config file, or from GetAllocatableResources).",
+    ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",
     "Pods of this node rejected at admission for exclusive resources (seen through the "

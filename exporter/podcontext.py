@@ -86,6 +86,8 @@ class NodeContext:
     source: str
     pods: tuple[PodContext, ...] = ()
     allocatable: Quantities | None = None
+    # the Node's status.nodeInfo.kubeletVersion ("v1.37.2"), "" when the source has no Node
+    kubelet_version: str = ""
 
     def active(self) -> tuple[PodContext, ...]:
         """The pods the kubelet counts: not Succeeded or Failed (``GetActivePods``)."""
@@ -213,6 +215,11 @@ def pod_context(obj: Mapping[str, Any]) -> PodContext:
         qos_class(pod_requests, pod_limits, inits + apps), str(status.get("phase", "")),
         inits, apps, pod_requests, pod_limits, quantities(spec.get("overhead")),
         frozenset(served), str(status.get("reason", "")), str(status.get("message", "")))
+
+
+def node_kubelet_version(obj: Mapping[str, Any]) -> str:
+    """A ``v1.Node``'s ``status.nodeInfo.kubeletVersion``; "" when absent."""
+    return str(_part(_part(obj, "status"), "nodeInfo").get("kubeletVersion") or "")
 
 
 def node_allocatable(obj: Mapping[str, Any]) -> dict[str, int]:

@@ -44,25 +44,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
     topology = read_sysfs_topology(settings.sysfs_root)
     if log_level == "info":
         logging.getLogger().setLevel(logging.WARNING)  # the report is the output
-    refresher = build_refresher(settings, topology)
-    quiet = [logging.getLogger(name) for name in (
-        "exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
-        "exporter.kubeapi.view", "exporter.fit.section")]
-    saved = [logger.level for logger in quiet]
-    if log_level != "debug":
-        for logger in quiet:  # their lines speak of retrying, or of what the report says
-            logger.setLevel(logging.CRITICAL)
-    try:
-        pods = await read_pod_context(refresher.pod_sources)
-        await refresher.refresh_once()
-    finally:
-        for logger, level in zip(quiet, saved, strict=True):
-            logger.setLevel(level)
-        await refresher.client.close()
-        if refresher.pod_sources is not None:
-            await refresher.pod_sources.join()
-        if refresher.kube_view is not None:
-            await refresher.kube_view.join()
+    refresher, pods = await read_once(settings, topology, quiet=log_level != "debug")
     if refresher.accounting is None or refresher.snapshot is None:
         reason = _one_shot_failure(refresher.last_error, settings, refresher.client.target)
         print(f"{PROG}: {reason}", file=sys.stderr)
@@ -96,6 +78,36 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
 
 
 MAP_FORMATS = ("svg", "html")
+QUIET_LOGGERS = ("exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
+                 "exporter.kubeapi.view", "exporter.fit.section")
+
+
+async def read_once(settings: Settings, topology: Topology | None = None, quiet: bool = True,
+                    kube_environ: Mapping[str, str] | None = None
+                    ) -> tuple[Refresher, list[dict[str, Any]] | None]:
+    """One read of everything ``serve`` reads: the pod context (Pods API or Kubernetes-API
+    view), then one refresh (the kubelet, the state files, the kubelet's config file), the fit
+    view answering on it. Returns the refresher, closed, and the Pods API's pods (None when
+    pod context came from elsewhere). ``quiet``: the loop's own lines, which speak of
+    retrying, are kept out."""
+    refresher = build_refresher(settings, topology, kube_environ)
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    saved = [logger.level for logger in loggers]
+    if quiet:
+        for logger in loggers:
+            logger.setLevel(logging.CRITICAL)
+    try:
+        pods = await read_pod_context(refresher.pod_sources)
+        await refresher.refresh_once()
+    finally:
+        for logger, level in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
+        await refresher.client.close()
+        if refresher.pod_sources is not None:
+            await refresher.pod_sources.join()
+        if refresher.kube_view is not None:
+            await refresher.kube_view.join()
+    return refresher, pods
 
 
 def _node_map(refresher: Refresher, output_format: str) -> str:

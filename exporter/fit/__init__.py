@@ -7,7 +7,8 @@ Shaped like the kubelet's resource managers, pure functions over a state rebuilt
   and the kubelet's state files (``statefiles``);
 - ``hints``, ``merge``, ``policy``, ``admission``: hint providers, the merger, the policies
   and scopes; ``allocate`` and ``cpuassign`` (the CPU manager's ``takeByTopology``): what each
-  container gets; ``predicate``: the resource-fit predicate after the Topology Manager;
+  container gets; ``predicate``: the resource-fit predicate after the Topology Manager, and
+  ``allocatable``: the Node's allocatable it compares with, when no Node object gives it;
 - ``answers``, ``assumptions``: the per-shape answers and what they rest on;
 - ``shapes``, ``kubeletconfig``: ``--fit-shapes``/``--shape`` and the kubelet's configuration;
 - ``section``: :class:`FitView`, the fit section of /metrics, rejected pods judged once;

@@ -28,7 +28,7 @@ from .cpuassign import CpuOptions
 from .hints import TopologyHint, cpu_hints, device_hints, memory_hints
 from .merge import ProviderAnswer
 from .nodestate import NodeState, NumaSet
-from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_effective_ask
+from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
 from .policy import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
 from .predicate import predicate
 
@@ -107,12 +107,13 @@ class Reuse:
 def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them."""
     devices: dict[str, list[TopologyHint] | None] = {}
-    for resource, amount in ask.devices.items():
+    for resource, amount in {**ask.hint_devices, **ask.devices}.items():
         known = state.devices.get(resource)
         if known is None:
             continue  # no device plugin: not the device manager's resource
         devices[resource] = device_hints(state.numa_ids, known, amount,
-                                         reuse.devices.get(resource))
+                                         reuse.devices.get(resource),
+                                         state.device_hints_on_device_nodes())
     cpu: dict[str, list[TopologyHint] | None] | None = None
     if state.cpu is not None and ask.cpus:
         cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus)}
@@ -217,7 +218,7 @@ def _pins(ask: Ask, reuse: Reuse) -> bool:
 
 
 def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    ask = pod_effective_ask(pod, rules.managers)
+    ask = pod_scope_hint_ask(pod, rules.managers)
     answers = provider_answers(state, ask, Reuse())
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                   _distances(state, rules))

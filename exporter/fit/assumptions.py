@@ -7,12 +7,16 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
   as free. Only for a shape that asks for exclusive CPUs.
 * ``no_device_checkpoint``: the device manager's checkpoint was not read: devices finished init
   containers still hold are taken as free. Only for a shape that asks for devices.
+* ``no_memory_manager_state``: the memory manager's ``memory_manager_state`` was not read:
+  memory the init containers of pods admitted and not yet started hold (``List`` shows app
+  containers only) is taken as free. Only for a shape that asks for exclusive memory.
 * ``no_pod_context``: no pod context (``--kube-api`` or the kubelet's Pods API): the other pods'
   requests the resource-fit predicate counts are taken as what ``List`` shows (exclusive CPUs,
   memory and devices only), and a listed pod the kubelet rejected counts as holding.
 * ``node_allocatable_derived``: no Node object: the predicate's allocatable is derived from
-  ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices) and the kubelet
-  configuration's ``maxPods`` (the pod count is not checked without the file).
+  sysfs and the kubelet's config file as the kubelet's node status computes it, or without
+  the file from ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices); the
+  pod count from ``maxPods`` (not checked without the file).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .statefiles import KubeletState
 
 NO_CPU_MANAGER_STATE = "no_cpu_manager_state"
 NO_DEVICE_CHECKPOINT = "no_device_checkpoint"
+NO_MEMORY_MANAGER_STATE = "no_memory_manager_state"
 NO_POD_CONTEXT = "no_pod_context"
 NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
 
@@ -39,6 +44,9 @@ def assumptions(shape: PodShape, state: NodeState, rules: Rules, context: NodeCo
         found.append(NO_CPU_MANAGER_STATE)
     if any(a.devices for a in requests) and (kubelet is None or kubelet.devices is None):
         found.append(NO_DEVICE_CHECKPOINT)
+    if state.memory is not None and any(a.memory for a in requests) and (
+            kubelet is None or kubelet.memory is None):
+        found.append(NO_MEMORY_MANAGER_STATE)
     if context is None:
         found.append(NO_POD_CONTEXT)
     if context is None or context.allocatable is None:

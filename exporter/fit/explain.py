@@ -32,6 +32,7 @@ from .answers import (
 from .assumptions import (
     NO_CPU_MANAGER_STATE,
     NO_DEVICE_CHECKPOINT,
+    NO_MEMORY_MANAGER_STATE,
     NO_POD_CONTEXT,
     NODE_ALLOCATABLE_DERIVED,
 )
@@ -181,10 +182,13 @@ ASSUMPTION_TEXT = {
                           "give --watch-path the kubelet's root directory)",
     NO_DEVICE_CHECKPOINT: "devices finished init containers hold are free (no device-plugins/"
                           "kubelet_internal_checkpoint under --watch-path)",
+    NO_MEMORY_MANAGER_STATE: "memory the init containers of pods not yet started hold is free "
+                             "(no memory_manager_state under --watch-path)",
     NO_POD_CONTEXT: "other pods' requests are what List shows, and a listed pod the kubelet "
                     "rejected holds its resources (no pod context: --kube-api)",
     NODE_ALLOCATABLE_DERIVED: "the Node's allocatable CPU, memory and pods are derived from "
-                              "GetAllocatableResources and maxPods (no Node object)",
+                              "sysfs and the kubelet's config file, or GetAllocatableResources "
+                              "(no Node object)",
 }
 
 

@@ -5,7 +5,8 @@ defaulted from the limits as the API server does, the QoS class as ``GetPodQOS``
 sidecars from ``restartPolicy: Always``); then per container ``cpu`` and memory types from the
 requests and device resources from the limits (the device manager reads limits). Extended
 resources the pod gets through DRA (``status.extendedResourceClaimStatus.requestMappings``)
-are marked, so they are never aligned.
+are marked: the device manager allocates none of them, though it still gives hints for them
+where a plugin registers the name.
 """
 
 from __future__ import annotations

@@ -203,16 +203,24 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
 
 
 def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
-                 reusable: Mapping[NumaSet, int] | None = None) -> Hints:
+                 reusable: Mapping[NumaSet, int] | None = None,
+                 on_device_nodes: bool = True) -> Hints:
     """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
     topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
     device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
-    reusable device with topology must meet the mask."""
+    reusable device with topology must meet the mask. ``on_device_nodes`` (1.37): the masks
+    are those of the NUMA nodes the resource's devices sit on (``deviceNUMANodes``), so a
+    mask never holds a node without one of its devices; else every NUMA node's."""
     if request <= 0 or not devices.topology_aware():
         return None
     again = {numa: n for numa, n in (reusable or {}).items() if n > 0}
     if devices.free_total() + sum(again.values()) < request:
         return []
+    if on_device_nodes:
+        known = set(numa_ids)
+        hosting = {n for numa, count in devices.registered.items() if count > 0 for n in numa
+                   if n in known}
+        numa_ids = sorted(hosting) or numa_ids
     table = mask_table(tuple(sorted(numa_ids)))
     capacity = capacity_sums(table, devices.registered)
     free = meeting_sums(table, devices.free)

@@ -7,7 +7,9 @@ scope decide admission, its options (``prefer-closest-numa-nodes``,
 ``max-allowable-numa-nodes``), the CPU and memory manager policies, the CPU manager's
 ``full-pcpus-only`` (and the options that only change which CPUs are picked:
 ``distribute-cpus-across-numa``, ``distribute-cpus-across-cores``, ``align-by-socket``),
-``maxPods`` and the ``PodLevelResourceManagers`` feature gate. Fields the file leaves
+``maxPods``, what it reserves (``reservedSystemCPUs``, ``systemReserved``, ``kubeReserved``,
+``evictionHard``: the Node's allocatable, :mod:`exporter.fit.allocatable`) and the
+``PodLevelResourceManagers`` feature gate. Fields the file leaves
 out take the kubelet's defaults (policy ``none``, scope ``container``, CPU manager ``none``,
 memory manager ``None``). The flags ``--topology-manager-policy``,
 ``--topology-manager-scope`` and ``--full-pcpus-only`` override the file. Without a file the
@@ -25,6 +27,7 @@ from typing import Any
 
 from ..files import FileStamp
 from .admission import CONTAINER, SCOPES, Rules
+from .allocatable import DEFAULT_RESERVATION, Reservation, ReservationError, parse_reservation
 from .pod import Managers
 from .policy import NONE, POLICIES, SINGLE_NUMA_NODE
 
@@ -62,6 +65,8 @@ class FileConfig:
     distribute_cpus_across_cores: bool = False
     align_by_socket: bool = False
     max_pods: int | None = None
+    # reservedSystemCPUs, systemReserved, kubeReserved, evictionHard: the Node's allocatable
+    reservation: Reservation = DEFAULT_RESERVATION
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class KubeletConfig:
     source: str
     cpu_placement: tuple[bool, bool, bool] = (False, False, False)  # numa, cores, socket
     max_pods: int | None = None
+    reservation: Reservation | None = None  # the file's (None: no file)
 
     def labels(self) -> tuple[str, str, str, str, str]:
         """Label values of ``podresources_kubelet_config_info``, in catalog order."""
@@ -145,7 +151,7 @@ def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_
         file.max_pods if file.max_pods is not None else DEFAULT_MAX_PODS)
     return KubeletConfig(policy, scope, cpu_policy, memory_policy, full, closest, gate,
                          "+".join(sorted(used, key=(FLAGS, FILE, ASSUMED).index)), placement,
-                         max_pods)
+                         max_pods, file.reservation if file is not None else None)
 
 
 # ---- the file --------------------------------------------------------------------------------
@@ -195,6 +201,10 @@ def parse_kubelet_config(document: object) -> FileConfig:
     if not isinstance(gate, bool):
         raise KubeletConfigError(f"featureGates.{POD_LEVEL_GATE} must be true or false")
     try:
+        reservation = parse_reservation(document)
+    except ReservationError as error:
+        raise KubeletConfigError(str(error)) from None
+    try:
         max_numa = int(str(topology_options.get(MAX_NUMA, DEFAULT_MAX_NUMA_NODES)))
     except ValueError:
         raise KubeletConfigError(f"topologyManagerPolicyOptions.{MAX_NUMA} must be a number, got "
@@ -215,6 +225,7 @@ def parse_kubelet_config(document: object) -> FileConfig:
                                            "cpuManagerPolicyOptions"),
         align_by_socket=_true(cpu_options, ALIGN_BY_SOCKET, "cpuManagerPolicyOptions"),
         max_pods=_max_pods(document),
+        reservation=reservation,
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .cpuassign import CpuTopology
 
 NumaSet = frozenset[int]
+DEVICE_NODES_MINOR = 37  # kubernetes#138244: device hints over the devices' NUMA nodes
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ class DeviceState:
     # resource-fit predicate; None: every registered device is healthy, held = registered - free
     healthy: int | None = None
     held: int | None = None
+    # the device manager has the resource but neither API names one of its devices (all of
+    # them unhealthy and unassigned): their topology is unknown, and taken as NUMA-aware
+    # (deviceHasTopologyAlignment counts unhealthy devices too), so no NUMA set has one free
+    registered_unseen: bool = False
 
     def healthy_total(self) -> int:
         return self.registered_total() if self.healthy is None else self.healthy
@@ -96,7 +101,8 @@ class DeviceState:
 
     def topology_aware(self) -> bool:
         """``deviceHasTopologyAlignment``: some device names a NUMA node."""
-        return any(numa and count > 0 for numa, count in self.registered.items())
+        return self.registered_unseen or any(numa and count > 0
+                                             for numa, count in self.registered.items())
 
     def free_total(self) -> int:
         return sum(self.free.values())
@@ -139,6 +145,15 @@ class NodeState:
     # sysfs distances[i][j]; None when unknown
     distances: Mapping[int, Mapping[int, int]] | None = None
     requests: NodeRequests | None = None
+    # the kubelet's minor version when known (the Node's kubeletVersion): what changed
+    # between releases follows it; None: the latest behaviour
+    kubelet_minor: int | None = None
+
+    def device_hints_on_device_nodes(self) -> bool:
+        """Since 1.37 the device manager builds a resource's hints over the NUMA nodes its
+        devices sit on only (``generateDeviceTopologyHints``: ``deviceNUMANodes``); before,
+        over every NUMA node of the machine."""
+        return self.kubelet_minor is None or self.kubelet_minor >= DEVICE_NODES_MINOR
 
     def memory_free(self, resource: str, numa_ids: NumaSet) -> int:
         if self.memory is None:

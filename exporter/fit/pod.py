@@ -10,8 +10,11 @@ millicores, memory types in bytes, device resources as counts from the container
 * memory manager ``Static`` (``memorymanager/policy_static.go`` ``getRequestedResources``):
   every container of a Guaranteed pod, fractional CPUs included, for ``memory`` and each
   ``hugepages-*``;
-* device manager: every device-plugin resource in the limits, any QoS; names served by DRA
-  (KEP-5004) are never aligned.
+* device manager: every device-plugin resource in the limits, any QoS. An extended resource
+  DRA serves for the pod (KEP-5004) is not allocated by the device manager (``Allocate``
+  skips it: ``isDRAExtendedResource``), but its ``GetTopologyHints`` never checks, so where a
+  device plugin on the node registers the same name it still gives hints for it, and the pod
+  needs the plugin's devices free where the policy aligns it (:attr:`Ask.hint_devices`).
 
 A pod with pod-level ``resources`` gets no exclusive CPUs or memory unless
 ``PodLevelResourceManagers`` is on (both managers skip it with a log line).
@@ -115,6 +118,9 @@ class Ask:
     cpus: int = 0
     memory: Mapping[str, int] = field(default_factory=dict)
     devices: Mapping[str, int] = field(default_factory=dict)
+    # extended resources DRA serves: the device manager gives hints for them (when a device
+    # plugin registers the name) but allocates nothing
+    hint_devices: Mapping[str, int] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
         return not self.cpus and not self.memory and not self.devices
@@ -149,7 +155,9 @@ def asks(pod: PodShape, container: ContainerShape, managers: Managers) -> Ask:
                   if is_memory_resource(r) and a > 0}
     devices = {r: a for r, a in container.requests.items()
                if is_device_resource(r) and a > 0 and not is_dra_served(pod, r)}
-    return Ask(cpus, memory, devices)
+    served = {r: a for r, a in container.requests.items()
+              if is_device_resource(r) and a > 0 and is_dra_served(pod, r)}
+    return Ask(cpus, memory, devices, served)
 
 
 def pod_effective_ask(pod: PodShape, managers: Managers) -> Ask:
@@ -165,3 +173,21 @@ def pod_effective_ask(pod: PodShape, managers: Managers) -> Ask:
     return Ask(totals.get(CPU, 0),
                {r: a for r, a in totals.items() if is_memory_resource(r) and a},
                {r: a for r, a in totals.items() if is_device_resource(r) and a})
+
+
+def pod_scope_hint_ask(pod: PodShape, managers: Managers) -> Ask:
+    """What scope ``pod`` asks the hint providers for: :func:`pod_effective_ask`, except that
+    the memory manager's ``getPodRequestedResources`` keeps only the memory types some app
+    container asks for (it walks the app containers' map): a type that only init containers or
+    sidecars ask for is left out of the pod's hint, and met at their own ``Allocate``, inside
+    the hint or by extending it; and the DRA-served extended resources ask for hints too."""
+    effective = pod_effective_ask(pod, managers)
+    app_types = {r for c in pod.containers for r, a in asks(pod, c, managers).memory.items()
+                 if a}
+    # getPodDeviceRequest: the pod's limits, DRA-served extended resources included
+    served = effective_requests([dict(asks(pod, c, managers).hint_devices)
+                                 for c in pod.containers],
+                                [(dict(asks(pod, c, managers).hint_devices), c.sidecar)
+                                 for c in pod.init_containers])
+    return Ask(effective.cpus, {r: a for r, a in effective.memory.items() if r in app_types},
+               effective.devices, {r: a for r, a in served.items() if a})

@@ -173,7 +173,8 @@ class FitView:
             previous, self._inputs = self._inputs, inputs
             rules = config.rules()
             state = node_state(snapshot, topology, rules.managers.cpu_static,
-                               rules.managers.memory_static, context, kubelet, config.max_pods)
+                               rules.managers.memory_static, context, kubelet, config.max_pods,
+                               config.reservation)
             # the same managers' state, shapes, configuration and pod context give the same
             # answers: a change no shape can see (a pod without exclusive resources) costs the
             # state only

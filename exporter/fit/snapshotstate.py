@@ -16,21 +16,23 @@ and sysfs): what :mod:`exporter.fit.admission` judges a pod against. Pure, no I/
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
 from ..podcontext import NodeContext
+from .allocatable import Reservation, derived_allocatable
 from .cpuassign import CpuTopology
 from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
-from .pod import CPU, is_memory_resource
-from .statefiles import KubeletState
+from .pod import CPU
+from .statefiles import POD_LEVEL, KubeletState, MemoryManagerState, Registered
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
                memory_static: bool, context: NodeContext | None = None,
-               kubelet: KubeletState | None = None, max_pods: int | None = None
-               ) -> NodeState | None:
+               kubelet: KubeletState | None = None, max_pods: int | None = None,
+               reservation: Reservation | None = None) -> NodeState | None:
     """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by.
 
     ``context`` (pod context, when a source gives it): listed pods it knows as finished or
@@ -38,7 +40,8 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     the predicate counts its active pods' requests; ``kubelet``: the state files, for the CPUs
     and devices of finished init containers that ``List`` hides; ``max_pods``: the kubelet
     configuration's ``maxPods`` when no Node object says ``pods`` (``None``: not known, the
-    pod count is not checked)."""
+    pod count is not checked); ``reservation``: what the config file reserves, for the Node's
+    allocatable when no Node object gives it (:mod:`exporter.fit.allocatable`)."""
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
@@ -51,10 +54,17 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     known = frozenset(numa_ids)
     hidden = hidden_holdings(snapshot, kubelet, context)
     cpu = _cpu_state(snapshot, topology, hidden.cpus) if cpu_static else None
-    memory = _memory_state(snapshot, known) if memory_static else None
-    devices = _device_state(snapshot, known, hidden.devices)
+    memory = None
+    if memory_static:
+        file = kubelet.memory if kubelet is not None else None
+        memory = (memory_from_file(file, known, _active_uids(context))
+                  if file is not None and file.policy == "Static" and known <= set(file.machine)
+                  else _memory_state(snapshot, known))
+    devices = _device_state(snapshot, known, hidden.devices,
+                            kubelet.registered if kubelet is not None else None)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
-                     node_requests(snapshot, context, max_pods))
+                     node_requests(snapshot, context, max_pods, topology, reservation),
+                     kubelet_minor(context.kubelet_version) if context is not None else None)
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
@@ -122,7 +132,11 @@ def _memory_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, Memory
 
 
 def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
-                  hidden: Mapping[tuple[str, str], frozenset[int]]) -> dict[str, DeviceState]:
+                  hidden: Mapping[tuple[str, str], frozenset[int]],
+                  registry: Registered | None = None) -> dict[str, DeviceState]:
+    """Per resource, the devices either API or the state files name; a resource the device
+    manager's checkpoint registers with none of them named (every device unhealthy) is there
+    too, with nothing free."""
     assert snapshot.allocatable is not None
     where: dict[tuple[str, str], set[int]] = {}
     healthy: set[tuple[str, str]] = set()
@@ -159,8 +173,60 @@ def _device_state(snapshot: KubeletSnapshot, known: NumaSet,
         pool = free.setdefault(resource, {})
         if (resource, device_id) in healthy and (resource, device_id) not in held:
             pool[numa] = pool.get(numa, 0) + 1
-    return {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
-                           held_count.get(r, 0)) for r in sorted(registered)}
+    states = {r: DeviceState(registered[r], free.get(r, {}), healthy_count.get(r, 0),
+                             held_count.get(r, 0)) for r in registered}
+    for resource in registry or ():
+        if resource not in states:
+            states[resource] = DeviceState({}, {}, 0, 0, registered_unseen=True)
+    return dict(sorted(states.items()))
+
+
+def kubelet_minor(version: str) -> int | None:
+    """The minor of a ``kubeletVersion`` (``v1.34.4`` -> 34, ``v1.37.2-eks-1`` -> 37)."""
+    match = re.match(r"v?1\.(\d+)", version.strip())
+    return int(match.group(1)) if match else None
+
+
+def _active_uids(context: NodeContext | None) -> frozenset[str] | None:
+    return frozenset(p.uid for p in context.active()) if context is not None else None
+
+
+def memory_from_file(file: MemoryManagerState, known: NumaSet,
+                     active: frozenset[str] | None) -> dict[int, MemoryNode]:
+    """The memory manager's own machine state (``memory_manager_state``): each node's
+    allocatable and free bytes per type, its group (``cells``) and assignments, init
+    containers' blocks included, which ``List`` does not show. The blocks of a pod UID no
+    active pod has are released first, as the next admission's ``removeStaleState`` does
+    (``releaseMemory``: free back up to what is reserved, node by node; a node left with no
+    assignment leaves its group); a pod's pod-level blocks stand for its containers'.
+    Without pod context (``active`` None) every entry holds."""
+    tables = {n: {t: [m.allocatable, m.reserved, m.free] for t, m in cell.tables.items()}
+              for n, cell in file.machine.items()}
+    cells = {n: set(cell.cells) for n, cell in file.machine.items()}
+    assignments = {n: cell.assignments for n, cell in file.machine.items()}
+    for uid, containers in file.entries.items():
+        if active is None or uid in active:
+            continue
+        stale = (containers[POD_LEVEL] if POD_LEVEL in containers
+                 else [b for blocks in containers.values() for b in blocks])
+        for memory_type, size, numa_ids in stale:
+            released = size
+            for numa in numa_ids:
+                if numa not in tables:
+                    continue
+                assignments[numa] -= 1
+                if assignments[numa] <= 0:
+                    assignments[numa], cells[numa] = 0, {numa}
+                table = tables[numa].get(memory_type)
+                if table is None or released == 0 or table[1] == 0:
+                    continue
+                back = min(table[1], released)
+                table[1] -= back
+                table[2] += back
+                released -= back
+    return {n: MemoryNode({t: v[0] for t, v in tables[n].items()},
+                          {t: v[2] for t, v in tables[n].items()},
+                          frozenset(cells[n]), assignments[n]) for n in sorted(known)}
 
 
 @dataclass(frozen=True)
@@ -207,18 +273,19 @@ def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
 
 
 def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
-                  max_pods: int | None) -> NodeRequests:
+                  max_pods: int | None, topology: Topology | None = None,
+                  reservation: Reservation | None = None) -> NodeRequests:
     """What the resource-fit predicate counts. The Node's allocatable from the pod context's
-    source when it has the Node; else derived from ``GetAllocatableResources`` (allocatable
-    CPUs in millicores, each memory type's allocatable, healthy devices) and ``maxPods``. The
-    admitted pods' requests from the pod context; else what ``List`` shows (exclusive CPUs,
-    memory blocks and devices: the Guaranteed pods' requests, a lower bound)."""
+    source when it has the Node; else derived (:func:`derived_allocatable`: from sysfs and the
+    config file, else from ``GetAllocatableResources``). The admitted pods' requests from the
+    pod context; else what ``List`` shows (exclusive CPUs, memory blocks and devices: the
+    Guaranteed pods' requests, a lower bound)."""
     assert snapshot.allocatable is not None
     if context is not None and context.allocatable is not None:
         allocatable = dict(context.allocatable)
         complete = True
     else:
-        allocatable = _derived_allocatable(snapshot, max_pods)
+        allocatable = derived_allocatable(snapshot, topology, max_pods, reservation)
         complete = False
     if context is not None:
         requested: dict[str, int] = {}
@@ -228,21 +295,6 @@ def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
                 requested[resource] = requested.get(resource, 0) + amount
         return NodeRequests(allocatable, requested, len(active), complete)
     return NodeRequests(allocatable, _listed_requests(snapshot), len(snapshot.pods), complete)
-
-
-def _derived_allocatable(snapshot: KubeletSnapshot, max_pods: int | None) -> dict[str, int]:
-    assert snapshot.allocatable is not None
-    derived: dict[str, int] = {} if max_pods is None else {"pods": max_pods}
-    if snapshot.allocatable.cpu_ids:
-        derived[CPU] = 1000 * len(set(snapshot.allocatable.cpu_ids))
-    for block in snapshot.allocatable.memory:
-        if block.size > 0 and is_memory_resource(block.memory_type):
-            derived[block.memory_type] = derived.get(block.memory_type, 0) + block.size
-    healthy = {(e.resource, d) for e in snapshot.allocatable.devices if e.resource
-               for d in e.device_ids}
-    for resource, _ in healthy:
-        derived[resource] = derived.get(resource, 0) + 1
-    return derived
 
 
 def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:

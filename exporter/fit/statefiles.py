@@ -13,12 +13,20 @@ write under the kubelet's root directory hold every container's share:
   container -> cpuset, in every version (V2 at the top level; V3 adds ``podEntries``; V4, 1.37,
   keeps the V2 fields and puts the whole payload in ``data``, a JSON string);
 * ``device-plugins/kubelet_internal_checkpoint`` (``devicemanager/checkpoint``):
-  ``Data.PodDeviceEntries``, each pod UID, container, resource and ``DeviceIDs`` per NUMA node.
+  ``Data.PodDeviceEntries``, each pod UID, container, resource and ``DeviceIDs`` per NUMA node;
+  ``Data.RegisteredDevices``, each resource a device plugin registered with its healthy devices
+  (``writeCheckpoint``: ``healthyDevices``), so a resource whose every device is unhealthy is
+  still known to be the device manager's (neither podresources API names it then).
 
-Memory needs no file: the memory manager releases an init container's memory when the next
-container of the pod is added (``memory_manager.go`` ``AddContainer``). Read with
-:class:`StateFiles`, again only when a file changed; a file that is missing, unreadable or
-malformed reads as absent (the answers then say they assume it).
+* ``memory_manager_state`` (``memorymanager/state/checkpoint.go``, V1 at the top level, V2 in
+  ``data``): the memory manager's own ``machineState`` (per NUMA node and memory type the
+  allocatable and free bytes, ``cells``, ``numberOfAssignments``) and its ``entries`` (and
+  pod-level ``podEntries``). An init container keeps its memory until the pod's next
+  container is added (``memory_manager.go`` ``AddContainer``): a pod admitted and not yet
+  started holds its init containers' memory, which ``List`` does not show.
+
+Read with :class:`StateFiles`, again only when a file changed; a file that is missing,
+unreadable or malformed reads as absent (the answers then say they assume it).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from ..topology import parse_cpulist
 log = logging.getLogger(__name__)
 
 CPU_MANAGER_STATE = "cpu_manager_state"
+MEMORY_MANAGER_STATE = "memory_manager_state"
 DEVICE_CHECKPOINT = "device-plugins/kubelet_internal_checkpoint"
 POD_LEVEL = ""  # the container name under which a pod-level CPU set is kept
 MAX_STATE_BYTES = 64 << 20  # a state file larger than this is not the kubelet's
@@ -45,26 +54,80 @@ CpuEntries = Mapping[str, Mapping[str, frozenset[int]]]
 DeviceEntries = Mapping[str, Mapping[str, Mapping[str, Mapping[str, frozenset[int]]]]]
 
 
+# resource -> its healthy device ids, for every resource a device plugin registered
+Registered = Mapping[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class DeviceCheckpoint:
+    """The device manager's checkpoint: what each container holds, and the registry."""
+
+    entries: DeviceEntries
+    registered: Registered
+
+
+@dataclass(frozen=True)
+class MemoryTable:
+    """One memory type on one NUMA node, as the memory manager keeps it (bytes)."""
+
+    allocatable: int
+    reserved: int
+    free: int
+
+
+@dataclass(frozen=True)
+class MemoryCell:
+    """One NUMA node of the memory manager's ``machineState``."""
+
+    tables: Mapping[str, MemoryTable]
+    cells: frozenset[int]
+    assignments: int
+
+
+# (memory type, bytes, NUMA ids) as a memory block of the state file
+Block = tuple[str, int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class MemoryManagerState:
+    """The memory manager's checkpoint: its machine state and every assignment (pod UID ->
+    container -> blocks; the pod-level blocks under :data:`POD_LEVEL`)."""
+
+    policy: str
+    machine: Mapping[int, MemoryCell]
+    entries: Mapping[str, Mapping[str, tuple[Block, ...]]]
+
+
 @dataclass(frozen=True)
 class KubeletState:
-    """What the state files say; ``cpus``/``devices`` are ``None`` when that file was not
-    read."""
+    """What the state files say; ``cpus``/``devices``/``registered``/``memory`` are ``None``
+    when that file was not read."""
 
     cpus: CpuEntries | None = None
     devices: DeviceEntries | None = None
+    registered: Registered | None = None
+    memory: MemoryManagerState | None = None
+
+
+def _payload(text: str) -> dict[str, Any]:
+    """A checkpoint's content: the top level, or the JSON string in ``data`` of the versions
+    that keep the authoritative copy there (the CPU manager's V4, the memory manager's V2).
+    ValueError when it is not a JSON object."""
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    if isinstance(document.get("data"), str) and document["data"]:
+        payload = json.loads(document["data"])
+        if not isinstance(payload, dict):
+            raise ValueError("data is not a JSON object")
+        return payload
+    return document
 
 
 def parse_cpu_manager_state(text: str) -> CpuEntries:
     """``entries`` (and V3/V4 ``podEntries``, kept under container ``""``) of any version.
     ValueError when it is not such a file."""
-    document = json.loads(text)
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object")
-    payload = document
-    if isinstance(document.get("data"), str) and document["data"]:
-        payload = json.loads(document["data"])  # V4: the authoritative copy
-        if not isinstance(payload, dict):
-            raise ValueError("data is not a JSON object")
+    payload = _payload(text)
     entries: dict[str, dict[str, frozenset[int]]] = {}
     for uid, containers in (payload.get("entries") or {}).items():
         if isinstance(containers, dict):
@@ -77,13 +140,55 @@ def parse_cpu_manager_state(text: str) -> CpuEntries:
     return entries
 
 
-def parse_device_checkpoint(text: str) -> DeviceEntries:
+def _blocks(value: object) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    for block in value if isinstance(value, list) else ():
+        if isinstance(block, dict):
+            numa = block.get("numaAffinity") or []
+            blocks.append((str(block.get("type", "")), int(block.get("size", 0)),
+                           tuple(int(n) for n in numa)))
+    return tuple(blocks)
+
+
+def parse_memory_manager_state(text: str) -> MemoryManagerState:
+    """``machineState`` and ``entries``/``podEntries`` of any version (V2: ``data``).
+    ValueError when it is not such a file."""
+    payload = _payload(text)
+    machine: dict[int, MemoryCell] = {}
+    for numa, node in (payload.get("machineState") or {}).items():
+        if not isinstance(node, dict):
+            raise ValueError(f"machineState {numa} is not an object")
+        tables = {str(kind): MemoryTable(int(t.get("allocatable", 0)), int(t.get("reserved", 0)),
+                                         int(t.get("free", 0)))
+                  for kind, t in (node.get("memoryMap") or {}).items() if isinstance(t, dict)}
+        cells = frozenset(int(c) for c in node.get("cells") or [numa])
+        machine[int(numa)] = MemoryCell(tables, cells, int(node.get("numberOfAssignments", 0)))
+    entries: dict[str, dict[str, tuple[Block, ...]]] = {}
+    for uid, containers in (payload.get("entries") or {}).items():
+        if isinstance(containers, dict):
+            entries[str(uid)] = {str(name): _blocks(blocks)
+                                 for name, blocks in containers.items()}
+    for uid, pod in (payload.get("podEntries") or {}).items():
+        if isinstance(pod, dict):
+            entries.setdefault(str(uid), {})[POD_LEVEL] = _blocks(pod.get("memoryBlocks"))
+    return MemoryManagerState(str(payload.get("policyName", "")), machine, entries)
+
+
+def parse_device_checkpoint(text: str) -> DeviceCheckpoint:
     """``Data.PodDeviceEntries``: per pod UID, container and resource, each device id with
-    its NUMA nodes (none for ``-1``). ValueError when it is not such a file."""
+    its NUMA nodes (none for ``-1``); ``Data.RegisteredDevices``: each registered resource's
+    healthy device ids. ValueError when it is not such a file."""
     document = json.loads(text)
     data = document.get("Data") if isinstance(document, dict) else None
     if not isinstance(data, dict):
         raise ValueError("no Data object")
+    registered: dict[str, frozenset[str]] = {}
+    listed = data.get("RegisteredDevices") or {}
+    if isinstance(listed, dict):
+        for resource, ids in listed.items():
+            if resource:
+                registered[str(resource)] = frozenset(
+                    i for i in (ids if isinstance(ids, list) else ()) if isinstance(i, str))
     entries: dict[str, dict[str, dict[str, dict[str, frozenset[int]]]]] = {}
     for entry in data.get("PodDeviceEntries") or ():
         if not isinstance(entry, dict):
@@ -99,7 +204,7 @@ def parse_device_checkpoint(text: str) -> DeviceEntries:
             for device in ids or ():
                 known = devices.get(str(device), frozenset())
                 devices[str(device)] = known | ({node} if node >= 0 else set())
-    return entries
+    return DeviceCheckpoint(entries, registered)
 
 
 @dataclass
@@ -115,9 +220,14 @@ class StateFiles:
     def current(self) -> KubeletState:
         """The files as they are now; the same object while neither changed."""
         cpus = self._read(CPU_MANAGER_STATE, parse_cpu_manager_state)
-        devices = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
-        if cpus is not self._last.cpus or devices is not self._last.devices:
-            self._last = KubeletState(cpus, devices)
+        checkpoint = self._read(DEVICE_CHECKPOINT, parse_device_checkpoint)
+        memory = self._read(MEMORY_MANAGER_STATE, parse_memory_manager_state)
+        devices = checkpoint.entries if checkpoint is not None else None
+        last = self._last
+        if cpus is not last.cpus or devices is not last.devices or memory is not last.memory:
+            self._last = KubeletState(cpus, devices,
+                                      checkpoint.registered if checkpoint is not None else None,
+                                      memory)
         return self._last
 
     def _read(self, name: str, parse: Any) -> Any:

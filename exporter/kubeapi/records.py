@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..podcontext import PodContext, node_allocatable, pod_context
+from ..podcontext import PodContext, node_allocatable, node_kubelet_version, pod_context
 from ..podspec import Amounts, Rejection, add_amounts, extended_amounts, pod_requests, rejection
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -25,6 +25,7 @@ class NodeRecord:
     allocatable: Amounts
     # the whole status.allocatable (cpu, memory, pods, hugepages...), for the fit answers
     resources: tuple[tuple[str, int], ...] = ()
+    kubelet_version: str = ""  # status.nodeInfo.kubeletVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,8 @@ def node_record(obj: dict[str, Any]) -> tuple[str, NodeRecord]:
     status = obj.get("status") or {}
     return _name(obj), NodeRecord(extended_amounts(status.get("capacity")),
                                   extended_amounts(status.get("allocatable")),
-                                  tuple(sorted(node_allocatable(obj).items())))
+                                  tuple(sorted(node_allocatable(obj).items())),
+                                  node_kubelet_version(obj))
 
 
 def pod_record(obj: dict[str, Any]) -> tuple[tuple[str, str], PodRecord]:

@@ -223,7 +223,8 @@ class KubeView:
             node = self._records[NODE].get(self.node_name)
             pods = tuple(r.context for r in self.pod_records().values() if r.context is not None)
             value = NodeContext("pods-api" if external else "kube-api", pods,
-                                dict(node.resources) if node else None)
+                                dict(node.resources) if node else None,
+                                node.kubelet_version if node else "")
             if cached is not None and cached[1] == value:
                 value = cached[1]
             self._context = cached = (self.version, value)

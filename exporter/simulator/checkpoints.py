@@ -49,7 +49,7 @@ def write_state_files(state: NodeState, directory: Path) -> None:
         "cpu_manager_state": {"policyName": state.spec.cpu_manager_policy,
                               "defaultCpuSet": format_cpulist(free), "entries": cpus},
         "memory_manager_state": {"policyName": state.spec.memory_manager_policy,
-                                 "entries": memory},
+                                 "machineState": _machine_state(state), "entries": memory},
         "dra_manager_state": {"claims": claims},
         "device-plugins/kubelet_internal_checkpoint": {"Data": {"PodDeviceEntries": devices}},
     }
@@ -63,3 +63,14 @@ def write_state_files(state: NodeState, directory: Path) -> None:
         os.replace(scratch, path)
 
 
+def _machine_state(state: NodeState) -> dict[str, Any]:
+    """The memory manager's ``machineState`` (``memorymanager/state``): per NUMA node its
+    assignments, group (``cells``) and, per memory type, allocatable, reserved and free."""
+    nodes = state.managers().memory or {}
+    return {str(numa): {
+        "numberOfAssignments": node.assignments, "cells": sorted(node.group),
+        "memoryMap": {kind: {"total": amount, "systemReserved": 0, "allocatable": amount,
+                             "reserved": amount - node.free.get(kind, 0),
+                             "free": node.free.get(kind, 0)}
+                      for kind, amount in sorted(node.allocatable.items())}}
+        for numa, node in sorted(nodes.items())}

@@ -154,6 +154,8 @@ class PodSpec:
     admitted_under: dict[str, Any] = field(default_factory=dict)
     phase: str = "Running"  # Pending | Running | Succeeded | Failed (PHASES)
     terminating: bool = False  # deleted, the kubelet still tearing it down
+    # the reason the kubelet rejects this pod with at admission ("": it admits it)
+    rejected_with: str = ""
 
     @property
     def uses_pod_level(self) -> bool:
@@ -501,6 +503,7 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         admitted_under=_admitted_under(data),
         phase=_phase(data.get("phase", "Running")),
         terminating=bool(data.get("terminating", False)),
+        rejected_with=str(data.get("rejected_with", "")),
     )
 
 

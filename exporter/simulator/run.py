@@ -73,7 +73,7 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
 
 
 # The demo's fit shapes. On the dual-socket-gpu node, as the kubelet placed its pods, NUMA node
-# 0 has no free CPU and node 1 four; the pods request 60.8 of the Node's 62 CPUs, so
+# 0 has no free CPU and node 1 four; the pods request 60.3 of the Node's 62 CPUs, so
 # dpdk-upf-small and inmem-cache, which fit node 1, are refused by the resource-fit predicate
 # (OutOfcpu); gpu-infer finds no free GPU; vf-pair (Burstable) takes 12 of node 1's VFs.
 # Filling the node through the control endpoint (POST /pods) moves them all.

@@ -49,10 +49,13 @@ class NodeState:
             raise ProfileError(f"profile {spec.name}: {error}") from None
         for pod in spec.pods:
             result = self.admit(pod, self._config_of(pod))
-            if not result:
+            said = f"{result.reason}: {result.message}" if not result else "admits it"
+            if pod.rejected_with and result.reason != pod.rejected_with:
+                raise ProfileError(f"profile {spec.name}: pod {pod.namespace}/{pod.name} "
+                                   f"says rejected_with {pod.rejected_with}; the kubelet {said}")
+            if not result and not pod.rejected_with:
                 raise ProfileError(f"profile {spec.name}: the kubelet rejects pod "
-                                   f"{pod.namespace}/{pod.name}: {result.reason}: "
-                                   f"{result.message}")
+                                   f"{pod.namespace}/{pod.name}: {said}")
         if spec.generate:
             admitted = attempts = 0
             while admitted < spec.generate.count and attempts < 3 * spec.generate.count:

@@ -65,8 +65,12 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
 def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
     """The simulated kubelet's ``KubeletConfiguration`` file (as ``/var/lib/kubelet/config.yaml``
     holds it), with the profile's resource-manager policies, their options and feature gates:
-    the configuration the simulator's admission follows."""
+    the configuration the simulator's admission follows; and what it reserves, as the Node's
+    allocatable it shows is computed (the reserved memory in ``systemReserved``, no eviction
+    threshold)."""
     path = Path(path)
+    reserved = sum(amount for (_, kind), amount in spec.reserved_memory.items()
+                   if kind == "memory")
     text = ("apiVersion: kubelet.config.k8s.io/v1beta1\n"
             "kind: KubeletConfiguration\n"
             f"cpuManagerPolicy: {spec.cpu_manager_policy}\n"
@@ -74,6 +78,8 @@ def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:
             f"topologyManagerPolicy: {spec.topology_manager_policy}\n"
             f"topologyManagerScope: {spec.topology_manager_scope}\n"
             f"reservedSystemCPUs: \"{format_cpulist(spec.reserved_cpus)}\"\n"
+            f"systemReserved:\n  memory: \"{reserved}\"\n"
+            "evictionHard: {}\n"
             f"maxPods: {spec.max_pods}\n")
     for key, options in (("cpuManagerPolicyOptions", spec.cpu_manager_policy_options),
                          ("topologyManagerPolicyOptions", spec.topology_manager_policy_options)):

@@ -4,8 +4,9 @@ ResourceSlices, so /metrics has DRA devices per NUMA node (profile: dual-socket-
 By hand from the profile: fpga-0 (driver's own numaNode 0) is prepared for encoder-0; fpga-3
 (numaNode 1) is tainted NoSchedule; mlx5_0 (dra.net/numaNode 0) is shared by rdma-bench-0 and
 rdma-probe-0; gpu-8 (numaNode list [0, 1]) is prepared for llm-infer-1, whose CPUs and memory
-the kubelet put on node 1; gpu-9 (PCI address, sysfs numa_node 1) serves dra-infer-0's
-nvidia.com/gpu through DRA.
+the kubelet put on node 1; gpu-9 (PCI address, sysfs numa_node 1) would serve dra-infer-0's
+nvidia.com/gpu through DRA, but the kubelet rejected that pod (its device manager still wants a
+free plugin GPU on one NUMA node), so nothing prepared it.
 """
 
 from __future__ import annotations
@@ -46,4 +47,4 @@ async def test_the_demo_shows_dra_devices_per_numa_node():
     assert s.value("podresources_container_numa_nodes", namespace="ml", pod="llm-infer-1",
                    container="server") == 2
     assert s.by("podresources_dra_devices_allocated", "numa_node", driver="gpu.nvidia.com") == {
-        "0": 1, "1": 1}
+        "0": 1, "1": 0}

@@ -13,8 +13,10 @@ The profile's drivers publish every locality form (dual-socket-gpu.json, ``dra_p
   address whose sysfs ``numa_node`` is 1.
 
 The kubelet prepared fpga-0 for encoder-0, mlx5_0 for rdma-bench-0 and rdma-probe-0 (a shared
-claim each: two share_ids), gpu-8 for llm-infer-1 (its CPUs 24-31 are on node 1) and gpu-9 for
-dra-infer-0 (its nvidia.com/gpu, served by DRA).
+claim each: two share_ids) and gpu-8 for llm-infer-1 (its CPUs 24-31 are on node 1). gpu-9 was
+allocated by the scheduler for dra-infer-0's nvidia.com/gpu, which DRA serves, but the kubelet
+rejected that pod (its device manager still wants a free plugin GPU on one NUMA node, and none
+is free): nothing prepared it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def publish(server: FakeApiServer, kubelet: Node) -> None:
     for obj in resource_slices(kubelet.spec, parts=2):
         server.put("resourceslices", obj)
     server.put("nodes", node(name, {"nvidia.com/gpu": "8"}))
-    served = pod("ml", "dra-infer-0", name, [container("server", {"nvidia.com/gpu": "1"})])
+    served = pod("ml", "dra-infer-0", name, [container("server", {"nvidia.com/gpu": "1"})],
+                 phase="Failed")
+    served["status"].update(reason="TopologyAffinityError",
+                            message="Pod was rejected: Resources cannot be allocated with "
+                                    "Topology locality")
     served["status"]["extendedResourceClaimStatus"] = {
         "resourceClaimName": "dra-infer-0-extended-resources-7c2qd",
         "requestMappings": [{"containerName": "server", "resourceName": "nvidia.com/gpu",
@@ -71,12 +77,12 @@ async def test_dra_devices_per_numa_node_with_shares_taints_and_alignment(api):
     assert s.by("podresources_dra_devices_allocated", "driver", "pool", "numa_node") == {
         (FPGA, FPGA_POOL, "0"): 1, (FPGA, FPGA_POOL, "1"): 0, (FPGA, FPGA_POOL, "unknown"): 0,
         (RDMA, RDMA_POOL, "0"): 1, (RDMA, RDMA_POOL, "1"): 0,
-        (GPU, GPU_POOL, "0"): 1, (GPU, GPU_POOL, "1"): 1}
+        (GPU, GPU_POOL, "0"): 1, (GPU, GPU_POOL, "1"): 0}
     # mlx5_0 is one device with two shares
     assert s.by("podresources_dra_device_shares", "driver", "pool", "numa_node") == {
         (RDMA, RDMA_POOL, "0"): 2}
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) == \
-        {"0": 1.0, "1": 1.0}
+        {"0": 1.0, "1": 0.0}
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=FPGA) == \
         {"0": 1.0, "1": 0.0}
     # llm-infer-1: CPUs and memory on node 1, its DRA GPU on node 0
@@ -87,7 +93,8 @@ async def test_dra_devices_per_numa_node_with_shares_taints_and_alignment(api):
     assert s.value("podresources_dra_device_info", driver=GPU, pool=GPU_POOL, device="gpu-8",
                    numa_node="0", claim="llm-infer-1-gpu", namespace="ml", pod="llm-infer-1",
                    container="server") == 1
-    # dra-infer-0's GPU is served by DRA: only llm-infer-1's counts as a device-plugin request
+    # dra-infer-0 was rejected (and its GPU is served by DRA): only llm-infer-1's counts as a
+    # device-plugin request
     assert s.value("podresources_extended_resource_requested", resource="nvidia.com/gpu") == 1
 
 
@@ -109,13 +116,13 @@ async def test_a_new_pool_generation_moves_devices_and_taints_apply_at_once(api)
                               "taints": [{"key": "k", "effect": "NoExecute"}]}]}})
             s = await exporter.wait_for(
                 lambda s: s.get("podresources_dra_devices_allocated", driver=GPU,
-                                pool=GPU_POOL, numa_node="1") == 2, what="generation 2")
+                                pool=GPU_POOL, numa_node="1") == 1, what="generation 2")
     assert s.by("podresources_dra_devices_allocatable", "numa_node", driver=GPU) == {"1": 1}
     assert s.by("podresources_dra_devices_tainted", "numa_node", "effect", driver=GPU) == {
         ("1", "NoExecute"): 1}
     assert s.value("podresources_container_numa_nodes", namespace="ml", pod="llm-infer-1",
                    container="server") == 1
-    # node 1: gpu-8 prepared and allocatable, gpu-9 prepared but tainted: 1 of 1
+    # node 1: gpu-8 prepared and allocatable, gpu-9 tainted: 1 of 1
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) == {"1": 1.0}
 
 

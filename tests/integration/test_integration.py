@@ -62,11 +62,12 @@ async def test_dual_socket_gpu_profile_per_numa_figures():
         assert s.value("podresources_numa_utilization_ratio", numa_node="1",
                        resource="memory") == pytest.approx(172 / 192)
         # without the Kubernetes-API view DRA devices are of unknown NUMA node and align
-        # nothing: llm-infer-1's DRA GPU does not count
+        # nothing: llm-infer-1's DRA GPU does not count (dra-infer-0's was never prepared: the
+        # kubelet rejected the pod)
         assert s.by("podresources_dra_devices_allocated", "driver", "pool", "numa_node") == {
             ("fpga.example.com", "gpu-node-01", "unknown"): 1,
             ("rdma.example.com", "gpu-node-01-mlx", "unknown"): 1,
-            ("gpu.nvidia.com", "gpu-node-01-dra", "unknown"): 2}
+            ("gpu.nvidia.com", "gpu-node-01-dra", "unknown"): 1}
         assert s.value("podresources_misaligned_containers") == 1  # mpi-rank-0/rank
         assert s.value("podresources_node_info", node="gpu-node-01", kubelet_api="v1") == 1
         assert s.value("podresources_kubelet_api_info", api_version="v1", get_allocatable="true",
@@ -99,10 +100,10 @@ async def test_dual_socket_gpu_profile_workload_series():
         assert len(gpus) == 7
         assert {dict(k)["pod"] for k in gpus} == {"llm-train-0", "llm-infer-0", "llm-infer-1"}
         # one fpga claim shared by two containers; one shared (consumable) NIC with a share_id
-        # per pod; two DRA GPUs, one of them serving dra-infer-0's nvidia.com/gpu
+        # per pod; one DRA GPU (dra-infer-0, whose nvidia.com/gpu DRA serves, was rejected: the
+        # device manager still wants a free plugin GPU on one NUMA node)
         dra = s.series("podresources_dra_device_info")
         assert sorted((dict(k)["pod"], dict(k)["container"], dict(k)["device"]) for k in dra) == [
-            ("dra-infer-0", "server", "gpu-9"),
             ("encoder-0", "encoder", "fpga-0"), ("encoder-0", "monitor", "fpga-0"),
             ("llm-infer-1", "server", "gpu-8"),
             ("rdma-bench-0", "bench", "mlx5_0"), ("rdma-probe-0", "probe", "mlx5_0")]

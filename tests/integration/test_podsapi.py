@@ -429,9 +429,10 @@ async def test_the_fit_answers_rest_on_the_pods_api_and_say_so(tmp_path):
                 lambda s: source(s)["pods_api"] == "watching"
                 and s.series("podresources_shape_assumption_info"), what="the answers")
             # pod context from the kubelet: no "no_pod_context"; no Node object without the
-            # view, so the predicate's allocatable is derived
+            # view, so the predicate's allocatable is derived; no --watch-path, so no state
+            # files (the CPU and memory managers')
             assert set(s.by("podresources_shape_assumption_info", "assumption",
-                            shape="two")) == {"no_cpu_manager_state",
+                            shape="two")) == {"no_cpu_manager_state", "no_memory_manager_state",
                                               "node_allocatable_derived"}
         async with Exporter(kubelet.settings(fit_shapes=str(shapes),
                                              pods_api=False)) as exporter:

@@ -6,6 +6,11 @@ The expected figures are worked out here from the dump with plain counting (whic
 which NUMA node comes from the node description), never from the exporter's accounting. DRA is
 outside the real component: the profiles' DRA claims are not there, and a device plugin
 resource the scheduler served through DRA is left to DRA (1.37) as the kubelet does.
+
+The simulator admits the same pods by the fit engine's rules: the real kubelet rejects the
+pods it rejects, with the same reasons, and places every other pod's containers where it
+places them (CPU ids, memory NUMA nodes, device NUMA nodes where the policy aligns), but for
+the named pods admitted under another configuration (PLACED_ELSEWHERE).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from exporter.simulator.profile import NodeSpec, PodSpec
 
 from ..support.realkubelet import (
     RELEASES,
+    Admission,
     RealKubelet,
     node_description,
     pod_manifest,
@@ -41,40 +47,53 @@ PROFILES = ("small", "dual-socket-gpu", "gb200-tray") + (
 # container, so the real kubelet never finishes admitting the first pod; run with the memory
 # manager None instead
 OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
-# pods the real kubelet rejects and the simulator admits, both releases (the simulator's
-# allocator places profile pods without the kubelet's admission):
-# - inmem-db-0 asks for 150Gi, more than one NUMA node has left: the simulator spreads its
-#   memory over both nodes, which single-numa-node never allows (the memory manager: "failed
-#   to find NUMA nodes to extend the current topology hint");
-# - dra-infer-0's nvidia.com/gpu is served by DRA, but the node's device plugin serves that
-#   name too: the device manager's GetTopologyHints does not skip a DRA-backed extended resource
-#   (only its Allocate does, topology_hints.go / manager.go isDRAExtendedResource), so the pod
-#   needs a free plugin GPU on one NUMA node, and there is none
-REAL_ONLY_REJECTIONS = {"dual-socket-gpu": {"analytics/inmem-db-0": "UnexpectedAdmissionError",
-                                            "ml/dra-infer-0": "TopologyAffinityError"}}
-# - large's generated pods ask for more CPU than the node's allocatable once shared-pool and
-#   Burstable requests are counted, as the predicate admit handler counts them: 80 of the pods
-#   the simulator admits are OutOfcpu for the kubelet (on both releases)
-REAL_ONLY_OUT_OF_CPU = {"large": 80}
+# feature gates a release does not have: its kubelet refuses a configuration naming them
+# ("unrecognized feature gate"), so the profile runs there without them (1.34 has no
+# PodLevelResourceManagers: a pod with pod-level resources gets no exclusive CPUs or memory)
+MISSING_GATES = {"1.34": ("PodLevelResourceManagers",)}
+# pods the real kubelet rejects and the simulator admits: none. (dra-infer-0's nvidia.com/gpu
+# is served by DRA, but the node's device plugin serves that name too: the device manager's
+# GetTopologyHints does not skip a DRA-backed extended resource, only its Allocate does
+# (topology_hints.go / manager.go isDRAExtendedResource), so the pod needs a free plugin GPU on
+# one NUMA node when it is admitted: the profile admits it while llm-infer-1's GPU is free.)
+REAL_ONLY_REJECTIONS: dict[str, dict[str, str]] = {}
+# pods the real kubelet places elsewhere than the simulator. The component runs one
+# configuration: a pod the profile admitted under another (admitted_under) is admitted under
+# the node's, as a kubelet restarted with the new configuration admits it again, so
+# - mpi-rank-0 (admitted under policy none: CPUs on node 1, memory and VF on node 0) is
+#   aligned on node 1 by single-numa-node;
+# - 1.37, PodLevelResourceManagers on: pipeline-0 (admitted under scope pod, which allocates
+#   its pod-level pool of 2 more CPUs) gets its container's CPUs only under scope container,
+#   so the next pods' whole cores come one core earlier (inmem-db-0: 28,60, not 29,61;
+#   etl-job: 29,61, not 30,62). On 1.34 pod-level resources get no exclusive CPUs at all.
+PLACED_ELSEWHERE = {
+    ("dual-socket-gpu", "1.37"): {"hpc/mpi-rank-0", "analytics/inmem-db-0",
+                                  "batch/etl-job-28391-x7k2p"},
+    ("dual-socket-gpu", "1.34"): {"hpc/mpi-rank-0"},
+}
 
 
-def tried_pods(spec: NodeSpec) -> tuple[list[PodSpec], dict[str, str]]:
-    """The pods the simulator puts on the node, in the order it admits them, and the ones it
-    rejects (``namespace/name`` -> reason)."""
-    state = NodeState(spec)
-    rejected = dict(line.split(": ", 1) for line in state.rejected)
-    return [sim.spec for sim in state.pods.values()], rejected
+def simulated_pods(state: NodeState) -> list[PodSpec]:
+    """The pods the simulator tried on the node, in the order it admitted them: the
+    profile's, rejected ones included, then the generated ones it admitted."""
+    named = {(p.namespace, p.name) for p in state.spec.pods}
+    generated = [sim.spec for key, sim in state.pods.items() if key not in named]
+    return list(state.spec.pods) + generated
 
 
-def run_pods(kubelet: RealKubelet, spec: NodeSpec, pods: list[PodSpec]) -> dict[str, str]:
+def run_pods(kubelet: RealKubelet, spec: NodeSpec, pods: list[PodSpec],
+             admitted: dict[str, Admission] | None = None) -> dict[str, str]:
     """Each pod admitted, then taken through its life as the profile says (started, ended,
-    terminating, or still Pending); returns the rejections (``namespace/name`` -> reason)."""
+    terminating, or still Pending); returns the rejections (``namespace/name`` -> reason),
+    and puts each admitted pod's verdict in ``admitted``."""
     rejected = {}
     for pod in pods:
         verdict = kubelet.admit(pod_manifest(pod, spec.name))
         if not verdict.admitted:
             rejected[f"{pod.namespace}/{pod.name}"] = verdict.reason
             continue
+        if admitted is not None:
+            admitted[f"{pod.namespace}/{pod.name}"] = verdict
         if pod.phase != "Pending":
             kubelet.start_containers(pod.namespace, pod.name)
         if pod.phase in ("Succeeded", "Failed") or pod.terminating:
@@ -218,10 +237,14 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
     spec = load_profile(profile)
     for key, value in OVERRIDES.get(profile, {}).items():
         setattr(spec, key, value)
-    pods, simulator_rejected = tried_pods(spec)
+    for gate in MISSING_GATES.get(kubelet.release, ()):
+        spec.feature_gates.pop(gate, None)
+    state = NodeState(spec)
+    simulator_rejected = dict(line.split(": ", 1) for line in state.rejected)
     description = node_description(spec)
     node = kubelet.reset(description)
-    real_rejected = run_pods(kubelet, spec, pods)
+    admitted: dict[str, Admission] = {}
+    real_rejected = run_pods(kubelet, spec, simulated_pods(state), admitted)
     dump = kubelet.dump()
     document = snapshot(node.socket, node.sysfs_root)
 
@@ -231,10 +254,40 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
         assert reported[kind] == expected[kind], f"{kind} ({profile}, {kubelet.release})"
     assert reported_holdings(document) == expected_holdings(dump, description)
     assert document["data_issues"] == [], document["data_issues"]
-    if profile in REAL_ONLY_OUT_OF_CPU:
-        extra = {pod: reason for pod, reason in real_rejected.items()
-                 if pod not in simulator_rejected}
-        assert set(extra.values()) == {"OutOfcpu"}
-        assert len(extra) == REAL_ONLY_OUT_OF_CPU[profile]
-        return
     assert real_rejected == {**simulator_rejected, **REAL_ONLY_REJECTIONS.get(profile, {})}
+    placed_elsewhere = {pod for pod, container in placement_differences(state, admitted,
+                                                                        description)}
+    assert placed_elsewhere == PLACED_ELSEWHERE.get((profile, kubelet.release), set()), \
+        placement_differences(state, admitted, description)
+
+
+def placement_differences(state: NodeState, admitted: dict[str, Admission],
+                          node: dict[str, Any]) -> list[tuple[str, str]]:
+    """(pod, container) of every listed container the simulator and the real kubelet placed
+    differently: CPU ids; each memory block's type and NUMA nodes (memory manager Static);
+    each device's NUMA nodes where the Topology Manager aligns (under policy none the device
+    manager takes devices in map order: only how many of each resource)."""
+    aligned = node["kubelet"]["topology_manager_policy"] != "none"
+    static_memory = node["kubelet"]["memory_manager_policy"] == "Static"
+    device_numa = {(d["resource"], d["id"]): tuple(d["numa"] or ()) for d in node["devices"]}
+    differ = []
+    for key, verdict in admitted.items():
+        namespace, name = key.split("/")
+        sim = state.pods[(namespace, name)]
+        simulated = {c.name: c for c in sim.assignment.containers}
+        for container in verdict.containers.values():
+            if container.kind == "init":
+                continue
+            mine = simulated[container.name]
+            real_devices = sorted((r, device_numa[(r, i)] if aligned else ())
+                                  for r, ids in container.devices.items() for i in ids)
+            sim_devices = sorted((e.resource, tuple(sorted(e.numa_ids or ())) if aligned else ())
+                                 for e in mine.devices for _ in e.device_ids)
+            real_memory = sorted((t, tuple(sorted(n))) for t, _, n in container.memory
+                                 ) if static_memory else []
+            sim_memory = sorted((b.memory_type, tuple(sorted(b.numa_ids or ())))
+                                for b in mine.memory) if static_memory else []
+            if (sorted(container.cpus) != sorted(mine.cpu_ids) or real_memory != sim_memory
+                    or real_devices != sim_devices):
+                differ.append((key, container.name))
+    return differ

@@ -109,7 +109,7 @@ async def test_config_endpoint_refuses_bad_values():
 
 
 async def test_full_pcpus_only_set_at_run_time_gives_smt_alignment_error():
-    # dual-socket-gpu: 2 threads per core, CPUs 30, 31, 62, 63 free; 1.2 CPUs of the Node's
+    # dual-socket-gpu: 2 threads per core, CPUs 30, 31, 62, 63 free; 1.7 CPUs of the Node's
     # allocatable left unrequested (the resource-fit predicate)
     async with Node(load_profile("dual-socket-gpu")) as node, controlled(node) as call:
         await call("POST", "/config", {"topologyManagerPolicy": "none",

@@ -11,7 +11,8 @@ Figures worked out by hand from the profile, its pods placed as the kubelet plac
 llm-infer-0 (2) and llm-infer-1 (1); one GPU on node 1 is unhealthy and free. Free CPUs: node 0
 none (30 allocatable - 1 - 16 - 6 - 6 - 1), node 1 4 (32 - 8 - 8 - 4 - 2 - 4 - 2); free
 memory: node 0 73.9375Gi, node 1 20Gi; free VFs: node 0 5, node 1 15. The pods request
-60.8 of the Node's 62 allocatable CPUs (the resource-fit predicate counts every request).
+60.3 of the Node's 62 allocatable CPUs (the resource-fit predicate counts every request;
+dra-infer-0, rejected, holds nothing).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
 
             # 4. would the kubelet admit one more pod of a shape? The demo ships four. By hand
             #    from the profile: dpdk-upf-small and inmem-cache fit NUMA node 1 (4 free CPUs,
-            #    20Gi), but their 2 CPUs exceed the 1.2 CPUs the Node has left unrequested:
+            #    20Gi), but their 2 CPUs exceed the 1.7 CPUs the Node has left unrequested:
             #    OutOfcpu (the predicate runs after the Topology Manager); gpu-infer finds no
             #    free GPU; vf-pair (Burstable, 1 CPU requested) takes 12 of node 1's 15 VFs
             #    (node 0 has 5): admitted, on node 1 alone, and no second pod fits.
@@ -153,9 +154,11 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
                          "devices": {GPU: 1}}]}) as response:
                 assert response.status == 409
                 assert (await response.json())["reason"] == "TopologyAffinityError"
+            # counted with the profile's own: dra-infer-0 (its GPU served by DRA, yet the
+            # device manager wants a free plugin GPU on one NUMA node)
             await until(lambda s: s.by("podresources_admission_failures_total", "reason",
                                        "blocking_resource") == {
-                                           ("TopologyAffinityError", GPU): 1},
+                                           ("TopologyAffinityError", GPU): 2},
                         "the rejection counted")
             async with session.get(base + "/state") as response:
                 state = await response.json()

@@ -54,7 +54,10 @@ type node struct {
 
 	mu       sync.Mutex
 	statuses map[types.UID]*podStatus
-	admitted []*v1.Pod // every pod seen since reset, in admission order (dump, removed pods)
+	// told of every status the cache takes, as the status manager tells its notifiers
+	// (podsapi.go: the Pods API's watchers); nil when nobody listens
+	statusNotifier func(pod *v1.Pod, status v1.PodStatus, isAdded, finished bool)
+	admitted       []*v1.Pod // every pod seen since reset, in admission order (dump, removed pods)
 }
 
 // cpuManager is the CPU manager's interface in both releases (an alias of cpumanager.Manager).
@@ -105,7 +108,7 @@ func newNode(desc nodeDescription) (*node, error) {
 }
 
 func (n *node) build() error {
-	for _, sub := range []string{"state", "device-plugins", "pod-resources"} {
+	for _, sub := range []string{"device-plugins", "pod-resources"} {
 		if err := os.MkdirAll(n.socketDir(sub), 0o750); err != nil {
 			return err
 		}
@@ -128,7 +131,7 @@ func (n *node) build() error {
 	}
 	addHintProvider(n.ctx, n.topology, n.devices)
 	reservation := n.desc.allocatableReservation()
-	stateDir := n.socketDir("state")
+	stateDir := n.dir // the kubelet's root directory: cpu_manager_state, memory_manager_state
 	n.cpus, err = newCPUManager(n.ctx, kc, period, n.machine, n.desc.reservedCPUSet(), reservation, stateDir, n.topology)
 	if err != nil {
 		return fmt.Errorf("cpu manager: %w", err)
@@ -231,6 +234,18 @@ func (n *node) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return status, true
 }
 
+// notify tells the status notifier of the pod's status now (isAdded: the first one).
+func (n *node) notify(pod *v1.Pod, isAdded, finished bool) {
+	if n.statusNotifier == nil {
+		return
+	}
+	if status, ok := n.GetPodStatus(pod.UID); ok {
+		n.statusNotifier(pod, status, isAdded, finished)
+	} else if finished {
+		n.statusNotifier(pod, v1.PodStatus{}, false, true)
+	}
+}
+
 // fakeRuntime accepts the CPU and memory managers' cpuset updates (no containers run here).
 type fakeRuntime struct{}
 
@@ -293,6 +308,7 @@ func (n *node) admit(pod *v1.Pod) (*admitResult, error) {
 			result.Admitted, result.Reason, result.Message = false, reason, message
 		}
 	}
+	n.notify(pod, true, false) // rejectPod's status, or the first sync's (Pending)
 	result.Containers = n.containerResults(pod)
 	return result, nil
 }
@@ -358,6 +374,7 @@ func (n *node) start(namespace, name string, names []string) error {
 	n.mu.Lock()
 	s.phase = v1.PodRunning
 	n.mu.Unlock()
+	n.notify(pod, false, false)
 	return nil
 }
 
@@ -404,12 +421,16 @@ func (n *node) setPhase(namespace, name string, phase v1.PodPhase, terminating b
 		return err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	s := n.statuses[pod.UID]
 	if phase != "" {
 		s.phase = phase
 	}
 	s.terminationRequested = terminating
+	n.mu.Unlock()
+	n.notify(pod, false, false)
+	if phase == v1.PodSucceeded || phase == v1.PodFailed {
+		n.notify(pod, false, !terminating) // TerminatePod: finished
+	}
 	return nil
 }
 
@@ -431,6 +452,12 @@ func (n *node) remove(namespace, name string) error {
 			}
 		}
 	}
+	finished := n.statuses[pod.UID] != nil
+	n.mu.Unlock()
+	if finished {
+		n.notify(pod, false, true) // killed and terminated: TerminatePod
+	}
+	n.mu.Lock()
 	delete(n.statuses, pod.UID)
 	n.mu.Unlock()
 	for _, id := range ids {

@@ -5,6 +5,7 @@ package main
 // import path differs between releases.
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 
@@ -74,6 +75,14 @@ func v1ResourceName(name string) v1.ResourceName { return v1.ResourceName(name) 
 var gateDefaults = map[string]bool{}
 
 func setFeatureGates(gates map[string]bool) error {
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
+	for name := range gates {
+		// the kubelet refuses a config naming a gate its release does not have (Enabled
+		// would panic on it)
+		if _, ok := known[featureName(name)]; !ok {
+			return fmt.Errorf("unrecognized feature gate: %s (Kubernetes %s)", name, kubernetesVersion)
+		}
+	}
 	for name := range gates {
 		if _, known := gateDefaults[name]; !known {
 			gateDefaults[name] = utilfeature.DefaultFeatureGate.Enabled(featureName(name))

@@ -108,7 +108,7 @@ func handle(current *node, req *request) (*node, reply, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		answer := reply{"kubernetes_version": kubernetesVersion, "sysfs_root": fresh.SysfsRoot(), "state_dir": fresh.socketDir("state")}
+		answer := reply{"kubernetes_version": kubernetesVersion, "sysfs_root": fresh.SysfsRoot(), "root_dir": fresh.dir}
 		sockets := map[string]string{}
 		for _, s := range fresh.services {
 			sockets[s.Name] = s.Socket
@@ -152,6 +152,12 @@ func handle(current *node, req *request) (*node, reply, error) {
 			return current, nil, err
 		}
 		return current, reply{"containers": current.containerResults(pod)}, nil
+	case "objects":
+		node, pods, err := current.apiObjects()
+		if err != nil {
+			return current, nil, err
+		}
+		return current, reply{"node": node, "pods": pods}, nil
 	case "dump":
 		d, err := current.dump()
 		if err != nil {

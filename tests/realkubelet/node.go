@@ -88,6 +88,14 @@ func (d *nodeDescription) check() error {
 			return fmt.Errorf("node description: CPU %d on unknown NUMA node %d", cpu.ID, cpu.NUMA)
 		}
 	}
+	for _, r := range d.ReservedMemory {
+		// the reservation the memory manager must match is systemReserved + kubeReserved +
+		// the eviction threshold, none of which takes hugepages (server.go parseResourceList:
+		// "cannot reserve"): a kubelet with reserved hugepages does not start
+		if r.Type != "memory" {
+			return fmt.Errorf("node description: cannot reserve %q resource", r.Type)
+		}
+	}
 	if d.Name == "" {
 		d.Name = "node"
 	}

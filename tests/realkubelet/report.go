@@ -249,3 +249,32 @@ func (n *node) dump() (*dump, error) {
 	}
 	return d, nil
 }
+
+// apiObjects is what the API server holds for this node, as the kubelet keeps it there: the
+// Node with the status the node status setters compute (capacity, allocatable, the kubelet's
+// version), and every pod of the pod manager with
+// the status the status manager syncs (a rejected pod: phase Failed, reason and message), in
+// admission order.
+func (n *node) apiObjects() (*v1.Node, []v1.Pod, error) {
+	node, err := n.nodeObject()
+	if err != nil {
+		return nil, nil, err
+	}
+	// nodestatus.VersionInfo: the kubelet's own version
+	node.Status.NodeInfo.KubeletVersion = "v" + kubernetesVersion
+	n.mu.Lock()
+	seen := append([]*v1.Pod(nil), n.admitted...)
+	n.mu.Unlock()
+	pods := []v1.Pod{}
+	for _, pod := range seen {
+		if current, ok := n.pods.GetPodByUID(pod.UID); !ok || current != pod {
+			continue
+		}
+		object := *pod.DeepCopy()
+		if status, ok := n.GetPodStatus(pod.UID); ok {
+			object.Status = status
+		}
+		pods = append(pods, object)
+	}
+	return node, pods, nil
+}

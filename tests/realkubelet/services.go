@@ -46,6 +46,9 @@ func (n *node) startServices() error {
 		if err != nil {
 			return err
 		}
+		if s.Name == "" {
+			continue // not served on this node (its feature gate is off)
+		}
 		n.services = append(n.services, s)
 	}
 	return nil

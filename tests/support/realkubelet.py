@@ -14,8 +14,9 @@ podresources server with its rate limiter) for one node, built for two releases:
     kubelet.dump()                               # the managers' own state, as JSON
     kubelet.close()
 
-``node.socket`` and ``node.sysfs_root`` are what the exporter reads (``--socket``,
-``--sysfs-root``). ``RealKubelet`` is a context manager too. Binaries come from
+``node.socket``, ``node.sysfs_root``, ``node.pods_api_socket`` (1.37) and ``node.root_dir``
+are what the exporter reads (``--socket``, ``--sysfs-root``, ``--pods-api-socket``,
+``--watch-path``). ``RealKubelet`` is a context manager too. Binaries come from
 ``tests/realkubelet/build.sh`` (``bash tests/run.sh`` runs it): ``.tools/realkubelet/
 realkubelet-<release>``, with the build's error, when it failed, beside it.
 """
@@ -43,7 +44,7 @@ RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the feature gates of a profile that are the real kubelet's (the others describe the
 # simulator's podresources API, e.g. ListActivePodsOnly)
-KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources")
+KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI")
 DEFAULT_MAX_PODS = 110
 SHARED_MEMORY = "/dev/shm"
 
@@ -106,12 +107,20 @@ class Admission:
 
 @dataclass(frozen=True)
 class NodeHandle:
-    """What a reset gives: the sockets and sysfs tree of the fresh node."""
+    """What a reset gives: the sockets, sysfs tree and state directory of the fresh node."""
 
     release: str
     socket: str
     sysfs_root: str
     sockets: dict[str, str]
+    # the kubelet's root directory: cpu_manager_state, memory_manager_state,
+    # device-plugins/kubelet_internal_checkpoint, the sockets' directories
+    root_dir: str = ""
+
+    @property
+    def pods_api_socket(self) -> str | None:
+        """The kubelet's local Pods API (1.37, gate PodsAPI on); ``None`` where not served."""
+        return self.sockets.get("pods_api")
 
 
 class RealKubelet:
@@ -169,9 +178,9 @@ class RealKubelet:
 
     def reset(self, node: dict[str, Any]) -> NodeHandle:
         reply = self.call("reset", node=node)
-        self._node_dir = str(Path(reply["state_dir"]).parent)
+        self._node_dir = reply["root_dir"]
         return NodeHandle(self.release, reply["podresources_socket"], reply["sysfs_root"],
-                          reply["sockets"])
+                          reply["sockets"], reply["root_dir"])
 
     def admit(self, pod: dict[str, Any], timeout: float | None = None) -> Admission:
         result = self.call("admit", timeout=timeout, pod=pod)["result"]
@@ -201,6 +210,12 @@ class RealKubelet:
 
     def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
         self.call("health", resource=resource, device=device_id, healthy=healthy)
+
+    def api_objects(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The Node and the pods as the API server holds them for this node (the kubelet's
+        node status and pod statuses), for a Kubernetes-API view."""
+        reply = self.call("objects")
+        return reply["node"], reply["pods"]
 
     def dump(self) -> dict[str, Any]:
         dumped: dict[str, Any] = self.call("dump")["dump"]
@@ -285,3 +300,37 @@ def pod_manifest(pod: PodSpec, node_name: str) -> dict[str, Any]:
     if served:
         manifest["status"]["extendedResourceClaimStatus"] = served
     return manifest
+
+
+def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
+    """The ``KubeletConfiguration`` file of the component as ``description`` configures it
+    (what a deployed exporter reads with ``--kubelet-config``): the Topology Manager's policy,
+    scope and options, the CPU manager's policy and options, the memory manager's policy, the
+    reserved CPUs and memory, ``maxPods`` and the feature gates. JSON is YAML."""
+    kubelet = description["kubelet"]
+    reserved_memory: dict[int, dict[str, str]] = {}
+    for entry in description["reserved_memory"]:
+        reserved_memory.setdefault(entry["numa"], {})[entry["type"]] = str(entry["bytes"])
+    # the component's reservation (GetNodeAllocatableReservation) is the reserved CPUs and the
+    # reserved memory, with no eviction threshold: systemReserved holds the memory, and
+    # evictionHard is empty (no kubelet default of 100Mi)
+    system_reserved = {"memory": str(sum(e["bytes"] for e in description["reserved_memory"]))}
+    document: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "topologyManagerPolicy": kubelet["topology_manager_policy"],
+        "topologyManagerScope": kubelet["topology_manager_scope"],
+        "topologyManagerPolicyOptions": kubelet["topology_manager_policy_options"],
+        "cpuManagerPolicy": kubelet["cpu_manager_policy"],
+        "cpuManagerPolicyOptions": kubelet["cpu_manager_policy_options"],
+        "memoryManagerPolicy": kubelet["memory_manager_policy"],
+        "reservedSystemCPUs": ",".join(map(str, description["reserved_cpus"])),
+        "reservedMemory": [{"numaNode": numa, "limits": limits}
+                           for numa, limits in sorted(reserved_memory.items())],
+        "systemReserved": system_reserved,
+        "evictionHard": {},
+        "maxPods": kubelet["max_pods"],
+        "featureGates": kubelet["feature_gates"],
+    }
+    path = Path(path)
+    path.write_text(json.dumps(document, indent=1))
+    return path

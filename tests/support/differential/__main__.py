@@ -10,6 +10,7 @@ import sys
 from ..realkubelet import RealKubelet
 from .cases import draw_case
 from .classify import classify
+from .exceptions import EXCEPTIONS
 from .runner import run_case, workdir
 from .summary import run_many
 
@@ -61,6 +62,10 @@ def replay(seed: int, index: int, release: str, verbose: bool) -> int:
                   f"{sorted(placement.cpus)}, memory {sorted(placement.memory)}, devices "
                   f"{ {r: sorted(n) for r, n in placement.devices.items()} }")
         print("unlisted holdings:", outcome.held)
+    if outcome.exception:
+        print(f"named exception [{outcome.exception}]: {EXCEPTIONS[outcome.exception]}; "
+              + "; ".join(outcome.excepted))
+        return 0
     if outcome.differences:
         print(f"DISAGREE [{classify(outcome)}]: " + "; ".join(outcome.details))
         return 1

@@ -172,9 +172,6 @@ def _node(rng: random.Random) -> dict[str, Any]:
         reserved_memory: dict[str, dict[str, str]] = {"0": {"memory": reserved_size}}
         if numa_count > 2 and rng.random() < 0.3:
             reserved_memory[str(numa_count - 1)] = {"memory": "256Mi"}
-        pages = numa_nodes[0]["hugepages"]
-        if "2Mi" in pages and rng.random() < 0.3:
-            reserved_memory["0"]["hugepages-2Mi"] = "64Mi"
         profile["reserved_memory"] = reserved_memory
     cpu_options = {}
     if cpu_static and rng.random() < 0.3:

@@ -2,10 +2,15 @@
 
 The real side: the case's node reset in the real kubelet, its pods admitted (and started, as
 drawn), then copies of the candidate admitted one after another until the kubelet refuses one
-(``shape_capacity``). The exporter's side, driven exactly as the running exporter drives it: a
-refresh read over the real podresources socket and the node's sysfs tree, the kubelet's
-configuration from ``--kubelet-config`` (the file the simulator writes for the profile), and
-the candidate as a ``--fit-shapes`` shape answered on that snapshot.
+(``shape_capacity``). The exporter's side, asked exactly as a deployed exporter answers
+``snapshot --shape ... --format json`` (:func:`exporter.commands.snapshot.read_once`, the
+functions it calls): the kubelet over the real podresources socket and the node's sysfs tree;
+the kubelet's state files under its root directory (``--watch-path``: ``cpu_manager_state``,
+``device-plugins/kubelet_internal_checkpoint``); the kubelet's config file as the component is
+configured (``--kubelet-config``); pod context from the kubelet's real Pods API socket (1.37),
+or, where the release has none (1.34), from the Kubernetes-API view (``--kube-api``) of an API
+server holding the Node and the pods as the kubelet keeps them there. The candidate is then
+answered as a ``--fit-shapes`` shape on that read.
 
 Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
 where it has none, the NUMA nodes of the container's CPUs, memory and devices), and the capacity
@@ -16,27 +21,31 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from exporter.commands.serve import build_refresher
-from exporter.fit.admission import Placement
+from exporter.commands.snapshot import read_once
+from exporter.fit.admission import Placement, Rules
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.nodestate import NodeState
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
-from exporter.simulator.sysfs import write_kubelet_config
+from exporter.simulator.apiserver import FakeApiServer
 
 from ..realkubelet import (
     Admission,
     Container,
+    NodeHandle,
     RealKubelet,
     RealKubeletError,
     RealKubeletTimeout,
     node_description,
+    write_kubelet_config,
 )
 from .cases import Case
+from .exceptions import UNSEEN_UNHEALTHY_DEVICE, told, unseen_unhealthy_devices
 
 # The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
 # four aligned resources one admission can take minutes (policy.go mergePermutation). A case
@@ -59,6 +68,8 @@ class Outcome:
     skipped: str = ""  # the node cannot be built as drawn (the kubelet refuses the config)
     slow: str = ""  # an admission took longer than ADMISSION_SECONDS
     seconds: float = 0.0
+    exception: str = ""  # the named exception the differences were excluded by (exceptions.py)
+    excepted: list[str] = field(default_factory=list)  # their details
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
@@ -83,24 +94,55 @@ def fit_numa(placement: Placement, with_devices: bool) -> frozenset[int] | None:
     return frozenset(found) if found else None
 
 
-async def fit_answer(case: Case, socket: str, sysfs_root: str, config_file: str) -> ShapeAnswer:
-    """The candidate answered as ``serve --kubelet-config`` answers it after a refresh."""
-    settings = Settings(socket=socket, sysfs_root=sysfs_root, kubelet_config=config_file)
-    refresher = build_refresher(settings)
+@dataclass(frozen=True)
+class FitRead:
+    """The fit engine's answer, and what it answered on (for a named exception's check)."""
+
+    answer: ShapeAnswer
+    state: NodeState
+    rules: Rules
+
+
+async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: str,
+                     api_objects: tuple[dict[str, Any], list[dict[str, Any]]] | None,
+                     workdir: Path) -> FitRead:
+    """The candidate answered as a deployed exporter answers it: one read of everything it
+    reads, then the shape. ``api_objects``: the Node and pods for an API server (the
+    Kubernetes-API view), where the release serves no Pods API."""
+    settings = Settings(socket=node.socket, sysfs_root=node.sysfs_root, node_name=node_name,
+                        kubelet_config=config_file, watch_path=node.root_dir,
+                        pods_api=node.pods_api_socket is not None,
+                        pods_api_socket=node.pods_api_socket or "",
+                        kube_api=api_objects is not None)
+    server = None
+    environ: dict[str, str] = {}
+    if api_objects is not None:
+        server = await FakeApiServer().start()
+        node_object, pods = api_objects
+        server.put("nodes", node_object)
+        for pod in pods:
+            server.put("pods", pod)
+        environ["KUBECONFIG"] = str(server.write_kubeconfig(workdir / "kubeconfig"))
     try:
         for _ in range(50):  # the kubelet's rate limit is shared: wait for a token
-            await refresher.refresh_once()
+            refresher, _pods = await read_once(settings, kube_environ=environ)
             error = refresher.last_error
             if error is None or error.kind != ErrorKind.RATE_LIMITED:
                 break
             await asyncio.sleep(0.05)
     finally:
-        await refresher.client.close()
+        if server is not None:
+            await server.stop()
     fit = refresher.fit
     if fit is None or fit.state is None or fit.config is None:
         raise RuntimeError(f"no fit state from the real kubelet: {refresher.last_error}")
+    if api_objects is not None and (fit.context is None or fit.context.source != "kube-api"):
+        raise RuntimeError("no pod context from the Kubernetes-API view")
+    if api_objects is None and (fit.context is None or fit.context.source != "pods-api"):
+        raise RuntimeError("no pod context from the kubelet's Pods API")
     shape = build_shape(case.candidate.name, case.candidate.shape())
-    return answer(shape, fit.state, fit.config.rules())
+    rules = fit.config.rules()
+    return FitRead(fit.answer(shape, rules), fit.state, rules)
 
 
 def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
@@ -145,9 +187,13 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
         verdict = kubelet.admit(pod.manifest(), timeout=ADMISSION_SECONDS)
         if verdict.admitted and pod.start:
             kubelet.start_containers("default", pod.name)
-    outcome.held = unlisted_holdings(kubelet.dump())
-    config_file = str(write_kubelet_config(spec, workdir / "kubelet-config.yaml"))
-    outcome.fit = asyncio.run(fit_answer(case, node.socket, node.sysfs_root, config_file))
+    dump = kubelet.dump()
+    outcome.held = unlisted_holdings(dump)
+    config_file = str(write_kubelet_config(description, workdir / "kubelet-config.yaml"))
+    api_objects = kubelet.api_objects() if node.pods_api_socket is None else None
+    read = asyncio.run(fit_answer(case, node, description["name"], config_file, api_objects,
+                                  workdir))
+    outcome.fit = read.answer
 
     first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
     outcome.real = first
@@ -162,6 +208,24 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
     outcome.real_capacity = admitted
     outcome.stop_reason = "" if last.admitted else last.reason
     compare(outcome, description)
+    if outcome.differences:
+        except_unseen(outcome, description, dump, read)
+
+
+def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],
+                  read: FitRead) -> None:
+    """The named exception ``unseen-unhealthy-device``: the candidate asks for a resource with
+    unhealthy devices no container holds, and the fit engine told of them agrees."""
+    asked = {r for c in outcome.case.candidate.containers for r in c.devices}
+    unseen = unseen_unhealthy_devices(dump, asked)
+    if not unseen:
+        return
+    trial = replace(outcome, fit=answer(read.answer.shape, told(read.state, unseen),
+                                        read.rules), differences=[], details=[])
+    compare(trial, description)
+    if not trial.differences:
+        outcome.exception = UNSEEN_UNHEALTHY_DEVICE
+        outcome.excepted, outcome.differences, outcome.details = outcome.details, [], []
 
 
 def compare(outcome: Outcome, description: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ class CaseResult:
     differences: tuple[str, ...] = ()
     details: tuple[str, ...] = ()
     kind_class: str = ""  # the class of a disagreement
+    exception: str = ""  # the named exception its differences were excluded by
 
 
 @dataclass
@@ -51,6 +52,8 @@ class Summary:
     kinds: Counter[str] = field(default_factory=Counter)
     classes: Counter[str] = field(default_factory=Counter)
     disagreements: list[CaseResult] = field(default_factory=list)
+    exceptions: list[CaseResult] = field(default_factory=list)
+    slow_cases: list[int] = field(default_factory=list)
 
     @property
     def disagreeing(self) -> int:
@@ -63,6 +66,9 @@ class Summary:
             self.skipped += 1
         elif result.slow:
             self.slow += 1
+            self.slow_cases.append(result.index)
+        elif result.exception:
+            self.exceptions.append(result)
         elif result.differences:
             self.kinds.update(result.differences)
             self.classes[result.kind_class] += 1
@@ -70,11 +76,18 @@ class Summary:
 
     def lines(self, each: bool = True) -> list[str]:
         rate = self.cases / self.seconds if self.seconds else 0.0
+        named = Counter(r.exception for r in self.exceptions)
         out = [f"differential fit, real kubelet {self.release}, seed {self.seed}: "
                f"{self.cases} cases ({self.skipped} nodes the kubelet refused, {self.slow} with an "
                f"admission over {ADMISSION_SECONDS:g}s), "
-               f"{self.disagreeing} disagreements, {self.seconds:.1f}s ({rate:.1f} cases/s; "
+               f"{self.disagreeing} disagreements, {len(self.exceptions)} named exceptions"
+               + "".join(f" ({n} {c})" for n, c in sorted(named.items()))
+               + f", {self.seconds:.1f}s ({rate:.1f} cases/s; "
                f"slowest: case {self.slowest[1]}, {self.slowest[0]:.1f}s)"]
+        if self.slow_cases:
+            out.append(f"  not judged (an admission over {ADMISSION_SECONDS:g}s, the Topology "
+                       "Manager merging every permutation of its hints): cases "
+                       + ", ".join(map(str, self.slow_cases)))
         if self.kinds:
             out.append("  by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items())))
         for name, count in self.classes.most_common():
@@ -82,6 +95,10 @@ class Summary:
             out.append(f"  class {name}: {count} — {CLASSES[name]}; e.g. "
                        + replay_command(self.seed, first.index, self.release))
         if each:
+            for result in self.exceptions:
+                out.append(f"  case {result.index} named exception [{result.exception}]: "
+                           f"{'; '.join(result.details)} — "
+                           f"{replay_command(self.seed, result.index, self.release)}")
             for result in sorted(self.disagreements, key=lambda r: r.index):
                 out.append(f"  case {result.index} [{result.kind_class}] "
                            f"{'; '.join(result.details)} — "
@@ -100,7 +117,8 @@ def run_share(release: str, seed: int, indices: list[int]) -> list[CaseResult]:
             kind_class = classify(outcome) if outcome.differences else ""
             results.append(CaseResult(index, time.perf_counter() - started, outcome.skipped,
                                       outcome.slow, tuple(outcome.differences),
-                                      tuple(outcome.details), kind_class))
+                                      tuple(outcome.details or outcome.excepted), kind_class,
+                                      outcome.exception))
     return results
 
 

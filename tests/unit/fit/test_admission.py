@@ -3,6 +3,8 @@ every expected verdict worked out by hand from the kubelet's rules (SPEC 7.2).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from exporter.fit.admission import Rules, admit
 from exporter.fit.pod import BURSTABLE, ContainerShape, Managers, PodShape, single_container
 
@@ -182,9 +184,12 @@ def test_devices_outside_the_hint_come_before_devices_without_topology():
     narrowest hint is 1 wide, so {0} (VF {0} AND GPU {0,1}). The device manager takes GPUs
     meeting {0} (none), then those with topology outside it (node 1), and only then the one
     without topology (devicemanager filterByAffinity, devicesToAllocate): the topology-less GPU
-    stays free."""
-    node = state(None, None, {"example.com/vf": devices({frozenset({0}): 2}),
-                              "nvidia.com/gpu": devices({frozenset({1}): 1, frozenset(): 1})})
+    stays free. (A 1.34 kubelet: since 1.37 the hints are built over the devices' own NUMA
+    nodes, tests/unit/fit/test_kubelet_rules.py.)"""
+    node = replace(state(None, None, {"example.com/vf": devices({frozenset({0}): 2}),
+                                      "nvidia.com/gpu": devices({frozenset({1}): 1,
+                                                                 frozenset(): 1})}),
+                   kubelet_minor=34)
     pod = PodShape("p", (ContainerShape("c", {"example.com/vf": 1, "nvidia.com/gpu": 1}),),
                    qos=BURSTABLE)
     verdict = admit(pod, node, Rules("best-effort"))

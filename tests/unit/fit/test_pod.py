@@ -45,10 +45,13 @@ def test_pod_level_resources_without_the_gate_get_nothing_exclusive():
     assert gated.cpus == 4
 
 
-def test_dra_served_extended_resources_are_never_aligned():
+def test_dra_served_extended_resources_are_never_allocated_but_still_ask_for_hints():
+    """The device manager's Allocate skips them; its GetTopologyHints does not."""
     ask = one({"nvidia.com/gpu": 1, "deviceclass.resource.kubernetes.io/gpu": 1},
               dra_resources=frozenset({"nvidia.com/gpu"}))
     assert dict(ask.devices) == {}
+    assert dict(ask.hint_devices) == {"nvidia.com/gpu": 1,
+                                      "deviceclass.resource.kubernetes.io/gpu": 1}
 
 
 def test_pod_effective_request_counts_sidecars_and_the_largest_init():

@@ -421,6 +421,9 @@ def test_the_kubelet_config_file_says_what_admission_follows(tmp_path):
     written = yaml.safe_load(write_kubelet_config(spec, tmp_path / "config.yaml").read_text())
     assert written["featureGates"] == {"PodLevelResourceManagers": True}
     assert written["maxPods"] == 250
+    # the Node's allocatable the simulator shows reserves no memory here and has no eviction
+    # threshold (the kubelet's default would reserve 100Mi)
+    assert (written["systemReserved"], written["evictionHard"]) == ({"memory": "0"}, {})
     settings = {k: written[k] for k in ("topologyManagerPolicy", "topologyManagerScope",
                                         "cpuManagerPolicyOptions",
                                         "topologyManagerPolicyOptions", "featureGates")}
@@ -468,3 +471,27 @@ def test_the_cpu_manager_state_holds_the_finished_init_containers_cpus(tmp_path)
     entries = parse_cpu_manager_state((tmp_path / "cpu_manager_state").read_text())
     assert entries == {uid: {"setup": frozenset({0, 1}), "app": frozenset({0})}}
     assert free(state) == {2, 3, 4, 5, 6, 7}
+
+
+def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
+    """Without a Node object the exporter computes the Node's allocatable from sysfs and the
+    config file as the kubelet's node status does: for dual-socket-gpu it is the Node the
+    simulator shows (62 CPUs: 64 less CPUs 0 and 32; memory: 380Gi, each node's memory less the
+    4Gi reserved on node 0; the hugepages)."""
+    import yaml
+
+    from exporter.fit.allocatable import derived_allocatable, parse_reservation
+    from exporter.model import Allocatable, KubeletSnapshot
+    from exporter.simulator import write_sysfs
+    from exporter.simulator.admitting import node_allocatable
+    from exporter.simulator.sysfs import write_kubelet_config
+    from exporter.topology import read_topology
+
+    spec = load_profile("dual-socket-gpu")
+    config = yaml.safe_load(write_kubelet_config(spec, tmp_path / "config.yaml").read_text())
+    derived = derived_allocatable(KubeletSnapshot((), Allocatable()),
+                                  read_topology(write_sysfs(spec, tmp_path / "sys")),
+                                  config["maxPods"], parse_reservation(config))
+    shown = node_allocatable(spec, (), frozenset())
+    assert derived == shown
+    assert (derived["cpu"], derived["memory"]) == (62000, 380 * GiB)

@@ -1,0 +1,51 @@
+"""The differential test's named exceptions (tests/support/differential/exceptions.py), each
+shown on a case of its own against the real kubelet: the fit engine, as a deployed exporter
+asks it, differs from the kubelet for a reason no source it reads can show, and, told what it
+could not see, agrees.
+
+``unseen-unhealthy-device``: 2 NUMA nodes of 4 CPUs (CPU 0 reserved), Topology Manager policy
+restricted, scope container, static CPU manager. example.com/nic has two devices: nx-0 without
+topology (healthy) and n-0 on NUMA node 1, unhealthy and held by no container. The candidate,
+Guaranteed, asks for 1 CPU and 1 NIC. The kubelet's device manager counts n-0: the resource is
+NUMA-aware (deviceHasTopologyAlignment reads allDevices) and its hints span node 1 only
+(deviceNUMANodes); the one available NIC, nx-0, has no topology and meets no mask, so there is
+no hint: TopologyAffinityError. Neither podresources API nor the checkpoint's registry names
+n-0, so the exporter sees a NIC resource without topology, which "does not care": it admits.
+Told of n-0, the fit engine rejects with TopologyAffinityError too.
+"""
+
+from __future__ import annotations
+
+from ..support.differential.cases import Case, ContainerDraw, PodDraw
+from ..support.differential.exceptions import UNSEEN_UNHEALTHY_DEVICE
+from ..support.differential.runner import run_case, workdir
+from ..support.realkubelet import RealKubelet
+
+PROFILE = {
+    "name": "differential", "node_name": "differential-node", "kubernetes_version": "1.37",
+    "numa_nodes": [{"id": 0, "cpus": "0,1,2,3", "memory": "8Gi"},
+                   {"id": 1, "cpus": "4,5,6,7", "memory": "8Gi"}],
+    "threads_per_core": 1, "cpu_manager_policy": "static", "reserved_cpus": "0",
+    "memory_manager_policy": "None", "topology_manager_policy": "restricted",
+    "topology_manager_scope": "container",
+    "devices": [{"resource": "example.com/nic", "id_prefix": "nx-", "count": 1},
+                {"resource": "example.com/nic", "id_prefix": "n-", "per_numa": {"1": 1},
+                 "unhealthy": 1}],
+}
+# the candidate asks for 1 CPU, 1Gi and one NIC; only nx-0 can serve it, so 1 copy at most
+CANDIDATE = PodDraw("candidate", "Guaranteed", (
+    ContainerDraw("app", "app", 1000, 1 << 30, {}, {"example.com/nic": 1}),), start=False)
+
+
+def test_an_unseen_unhealthy_device_is_a_named_exception() -> None:
+    case = Case(0, 0, PROFILE, (), CANDIDATE)
+    with RealKubelet.start("1.37") as kubelet:
+        outcome = run_case(kubelet, case, workdir())
+    assert outcome.real is not None and outcome.fit is not None
+    assert (outcome.real.admitted, outcome.real.reason) == (False, "TopologyAffinityError")
+    assert outcome.fit.verdict.admitted  # what the exporter can see
+    assert outcome.exception == UNSEEN_UNHEALTHY_DEVICE
+    assert outcome.differences == []
+    assert outcome.excepted == [
+        "verdict: kubelet rejects (TopologyAffinityError: Resources cannot be allocated with "
+        "Topology locality), fit engine admits", "capacity: kubelet 0, fit engine 1.0"]

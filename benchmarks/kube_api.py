@@ -52,6 +52,7 @@ from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
 
 from .harness import (
+    IMAGE_ENVIRONMENT,
     REPO,
     Simulator,
     free_port,
@@ -142,6 +143,7 @@ async def exporter_rss(sim: Simulator, session: aiohttp.ClientSession,
             "--node-name", node_name]
     env = {k: v for k, v in os.environ.items()
            if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env.update(IMAGE_ENVIRONMENT)
     if api is not None:
         args.append("--kube-api")
         env["KUBECONFIG"] = str(api.kubeconfig)

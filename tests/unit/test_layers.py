@@ -170,7 +170,8 @@ DEFAULT_ENTRY = ("exporter.cli", "exporter.commands.serve", "exporter.refresh.lo
 NOT_BY_DEFAULT = ("exporter.fit", "exporter.kubeapi", "exporter.simulator",
                   "exporter.web.webconfig", "exporter.web.basicauth", "yaml", "bcrypt",
                   "kubernetes", "exporter.podsapi.client", "exporter.podsapi.decode",
-                  "exporter._proto.k8s", "exporter._proto.pods")
+                  "exporter._proto.k8s", "exporter._proto.pods",
+                  "google.protobuf.descriptor_pb2")
 
 
 def eager_imports(path: Path) -> set[str]:

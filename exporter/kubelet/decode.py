@@ -12,8 +12,9 @@ entries of each container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -98,6 +99,16 @@ def order_free_key_v1alpha1(pod: Any) -> tuple[Any, ...]:
                   for c in pod.containers))
 
 
+def digest(key: tuple[Any, ...], entries: Sequence[bytes] = ()) -> bytes:
+    """What a cache keeps of an order-free key: its 128-bit BLAKE2b digest (the key repeats a
+    pod's encoded entries; an allocatable reply's, all of its devices). The key's parts are
+    strings, bytes, integers and tuples of them, whose ``repr`` tells any two keys apart;
+    ``entries`` (thousands of encoded devices) are hashed as they are, after their lengths."""
+    hashed = hashlib.blake2b(repr((key, tuple(map(len, entries)))).encode(), digest_size=16)
+    hashed.update(b"".join(entries))
+    return hashed.digest()
+
+
 # ---- decoders -----------------------------------------------------------------------------
 
 def split_repeated_field(raw: bytes, field_number: int = 1) -> list[bytes]:
@@ -168,7 +179,7 @@ class ListDecoder:
         self._capped = capped
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
-        self._by_key: dict[tuple[Any, ...], PodAssignment] = {}
+        self._by_key: dict[bytes, PodAssignment] = {}  # order-free key's digest -> pod
         self._cpus: dict[int, int] = {}  # id of a kept pod -> its CPU ids, for the reply limit
         self._pruned_at = time.monotonic()
 
@@ -258,7 +269,7 @@ class ListDecoder:
             # no order-free key: it would build what is capped
             pod = self._capped(message)
         else:
-            key = self._order_free_key(message)
+            key = digest(self._order_free_key(message))
             found = self._by_key.get(key)
             if found is None:
                 found = self._by_key[key] = self._convert(message)
@@ -286,7 +297,7 @@ class AllocatableDecoder:
     """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
 
     def __init__(self) -> None:
-        self._key: tuple[Any, ...] | None = None
+        self._key: bytes | None = None  # the digest of the reply's order-free key
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:
@@ -297,12 +308,12 @@ class AllocatableDecoder:
         # the size checks first, then the order-free key (linear in the reply): the same
         # entries in another order are the same allocatable, already checked in full
         if not allocatable_exceeds_sizes(reply):
-            key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
-                   tuple(sorted(map(_device_bytes, reply.devices))))
+            key = digest((tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory)))),
+                         sorted(map(_device_bytes, reply.devices)))
             if key == self._key and self._value is not None:
                 return self._value
         if allocatable_exceeds_limits(reply):
-            self._key, self._value = (raw,), capped_allocatable_from_v1(reply)
+            self._key, self._value = None, capped_allocatable_from_v1(reply)
             return self._value
         self._key, self._value = key, allocatable_from_v1(reply)
         return self._value

@@ -123,9 +123,11 @@ class Simulator:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_exporter(sim: Simulator, *extra: str, naive: bool = False,
-                   tree: Path = REPO) -> tuple[subprocess.Popen, int]:
-    """The exporter of source tree ``tree`` (default this one), or the naive design."""
+def start_exporter(sim: Simulator, *extra: str, naive: bool = False, tree: Path = REPO,
+                   environment: dict[str, str] = IMAGE_ENVIRONMENT,
+                   ) -> tuple[subprocess.Popen, int]:
+    """The exporter of source tree ``tree`` (default this one), or the naive design, with
+    ``environment`` added to this process's (default: the image's)."""
     port = free_port()
     if naive:  # always this tree's
         args, tree = [sys.executable, "-m", "benchmarks.naive"], REPO
@@ -134,7 +136,7 @@ def start_exporter(sim: Simulator, *extra: str, naive: bool = False,
     args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
              "--listen-address", f"127.0.0.1:{port}", *extra]
     proc = subprocess.Popen(args, cwd=tree,
-                            env={**os.environ, **IMAGE_ENVIRONMENT, "PYTHONPATH": str(tree)},
+                            env={**os.environ, **environment, "PYTHONPATH": str(tree)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, port
 

@@ -123,6 +123,19 @@ class Simulator:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+_COMPILED: set[Path] = set()
+
+
+def compile_bytecode(tree: Path) -> None:
+    """Compile the tree's modules once, as the image's install does: without bytecode on disk
+    (``PYTHONDONTWRITEBYTECODE``, a read-only tree) every start compiles them in memory,
+    which leaves about 1 MiB more RSS than loading them."""
+    if tree not in _COMPILED:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "exporter"),
+                        str(tree / "benchmarks")], check=True, stdout=subprocess.DEVNULL)
+        _COMPILED.add(tree)
+
+
 def start_exporter(sim: Simulator, *extra: str, naive: bool = False, tree: Path = REPO,
                    environment: dict[str, str] = IMAGE_ENVIRONMENT,
                    ) -> tuple[subprocess.Popen, int]:
@@ -133,6 +146,7 @@ def start_exporter(sim: Simulator, *extra: str, naive: bool = False, tree: Path 
         args, tree = [sys.executable, "-m", "benchmarks.naive"], REPO
     else:
         args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
+    compile_bytecode(tree)
     args += ["--socket", str(sim.socket), "--sysfs-root", str(sim.sysfs),
              "--listen-address", f"127.0.0.1:{port}", *extra]
     proc = subprocess.Popen(args, cwd=tree,

@@ -55,6 +55,7 @@ from .harness import (
     IMAGE_ENVIRONMENT,
     REPO,
     Simulator,
+    compile_bytecode,
     free_port,
     print_and_save,
     rss_mib,
@@ -147,6 +148,7 @@ async def exporter_rss(sim: Simulator, session: aiohttp.ClientSession,
     if api is not None:
         args.append("--kube-api")
         env["KUBECONFIG"] = str(api.kubeconfig)
+    compile_bytecode(REPO)
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

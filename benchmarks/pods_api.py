@@ -160,6 +160,7 @@ async def run_variant(sim: Simulator, proxy: CountingProxy, kubeconfig: Path, no
     env.update(harness.IMAGE_ENVIRONMENT, KUBECONFIG=str(kubeconfig))
     proxy.reset()
     started = time.monotonic()
+    harness.compile_bytecode(REPO)
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

@@ -272,9 +272,10 @@ def report(result: dict) -> str:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="large")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--profile", default="large", help="the simulator's profile")
+    parser.add_argument("--runs", type=int, default=2,
+                        help="exporter processes per allocator setting (median)")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here too")
     args = parser.parse_args()
     result = await measure(args.profile, args.runs)
     return print_and_save(report(result), result, args.json)

@@ -181,50 +181,6 @@ def render_text(families: Sequence[Metric]) -> bytes:
     return rendered
 
 
-def sample_lines(families: Sequence[Metric], openmetrics: bool = False,
-                 ) -> list[tuple[bytes, list[bytes]]]:
-    """Each family's comment lines and its sample lines, as ``prometheus_client`` writes them:
-    the one place that cuts its output apart, for the caches that reuse the pieces.
-
-    The format assumption, for both the text format 0.0.4 and OpenMetrics: a family is written
-    as its comment lines (``# HELP``, ``# TYPE``, OpenMetrics' ``# UNIT``) followed by exactly
-    one line per sample, in the order of ``family.samples``; a line ends at its first ``\n``
-    (a newline in a help text or label value is written escaped); a sample line is its name and
-    labels, one space and the value (no timestamp or exemplar is ever set here), so the value
-    follows the line's last space. The text format moves ``_created`` samples into extra
-    families, which is why they are disabled (``disable_created_metrics``). A mismatch raises
-    ``ValueError`` rather than serve a shifted exposition.
-    """
-    from prometheus_client import generate_latest
-    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
-    registry: Any = _Families(families)  # the duck-typed registry both generators accept
-    rendered: bytes = (generate_openmetrics if openmetrics else generate_latest)(registry)
-    lines = rendered.splitlines(keepends=True)
-    if openmetrics and lines and lines[-1] == b"# EOF\n":
-        lines.pop()
-    result = []
-    position = 0
-    for family in families:
-        header_start = position
-        while position < len(lines) and lines[position].startswith(b"#"):
-            position += 1
-        header = b"".join(lines[header_start:position])
-        samples = lines[position:position + len(family.samples)]
-        position += len(family.samples)
-        if not header or len(samples) != len(family.samples) \
-                or any(line.startswith(b"#") for line in samples):
-            raise ValueError(f"unexpected exposition of {family.name}")
-        result.append((header, samples))
-    if position != len(lines):
-        raise ValueError("unexpected lines after the last family")
-    return result
-
-
-def value_prefix(line: bytes) -> bytes:
-    """A sample line up to its value (see :func:`sample_lines`): ``name{labels} ``."""
-    return line[:line.rindex(b" ") + 1]
-
-
 class FamilyWriter:
     """Writes collected families in one format, reusing each family's header and each sample's
     ``name{labels} `` prefix (written the first time a label set appears) and formatting only

@@ -52,8 +52,10 @@ from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
 
 from .harness import (
+    IMAGE_ENVIRONMENT,
     REPO,
     Simulator,
+    compile_bytecode,
     free_port,
     print_and_save,
     rss_mib,
@@ -142,9 +144,11 @@ async def exporter_rss(sim: Simulator, session: aiohttp.ClientSession,
             "--node-name", node_name]
     env = {k: v for k, v in os.environ.items()
            if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env.update(IMAGE_ENVIRONMENT)
     if api is not None:
         args.append("--kube-api")
         env["KUBECONFIG"] = str(api.kubeconfig)
+    compile_bytecode(REPO)
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

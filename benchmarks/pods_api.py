@@ -157,9 +157,10 @@ async def run_variant(sim: Simulator, proxy: CountingProxy, kubeconfig: Path, no
             "--pods-api-socket", str(sim.pods_api_socket), *extra]
     env = {k: v for k, v in os.environ.items()
            if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    env["KUBECONFIG"] = str(kubeconfig)
+    env.update(harness.IMAGE_ENVIRONMENT, KUBECONFIG=str(kubeconfig))
     proxy.reset()
     started = time.monotonic()
+    harness.compile_bytecode(REPO)
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..issues import IssueKind, Issues
 from ..model import (
@@ -62,6 +62,7 @@ class PodFigures:
 
 
 NO_DRA_NUMA: dict[DraKey, tuple[int, ...]] = {}
+_NOTHING: frozenset[Any] = frozenset()
 
 
 def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True,
@@ -207,8 +208,8 @@ def _dra_figures(figures: PodFigures, pod: PodAssignment, issues: Issues,
                 local.setdefault(container.name, []).append(shared(frozenset(ids)))
             info.add((item.driver, item.pool, item.device, group_label(ids), item.claim_name,
                       pod.namespace, pod.name, container.name, item.share_id or None))
-    figures.dra = frozenset(dra)
-    figures.dra_shares = frozenset(shares)
+    figures.dra = _frozen(dra)
+    figures.dra_shares = _frozen(shares)
     figures.dra_device_info = sorted(info, key=lambda row: tuple(x or "" for x in row))
     return local
 
@@ -247,7 +248,13 @@ def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[in
             figures.container_cpus[(namespace, name, ctr, label)] = count
     for label, count in Counter(_cpu_labels(pod_level, view)).items():
         figures.pod_cpus[(namespace, name, label)] = count
-    figures.cpus = frozenset(every_cpu)
+    figures.cpus = _frozen(every_cpu)
+
+
+def _frozen(items: set[T]) -> frozenset[T]:
+    """``items`` frozen; every empty set is one object (an empty frozenset is 216 bytes,
+    and most pods hold no DRA device, many no exclusive CPU)."""
+    return frozenset(items) if items else _NOTHING
 
 
 def _unique(values: tuple[T, ...], issues: Issues, what: str) -> tuple[T, ...]:

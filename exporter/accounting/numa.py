@@ -6,6 +6,7 @@ Group labels and ``"unknown"`` are plain strings, used as ``numa_node`` label va
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 
@@ -19,8 +20,10 @@ UNKNOWN = "unknown"
 CPU_RESOURCE = "cpu"
 
 
+@functools.lru_cache(maxsize=1024)
 def group_label(numa_ids: tuple[int, ...]) -> str:
-    """``()`` -> ``"unknown"``, ``(0,)`` -> ``"0"``, ``(0, 1)`` -> ``"0,1"`` (ids sorted)."""
+    """``()`` -> ``"unknown"``, ``(0,)`` -> ``"0"``, ``(0, 1)`` -> ``"0,1"`` (ids sorted).
+    Cached: one string per group for every row and key that names it, not one per row."""
     if not numa_ids:
         return UNKNOWN
     return ",".join(str(i) for i in numa_ids)

@@ -1,9 +1,12 @@
 """From figures to /metrics bodies, every format and coding finished before a scrape asks.
 
 - ``rendering``: the kubelet figures as metric families and text (:class:`Renderer`, per pod;
-  ``gauge_family``, ``render_text``, ``sample_lines``: the helpers every section uses);
+  ``gauge_family``, ``render_text``: the helpers the optional sections use);
+- ``textformat``: the text format and OpenMetrics as ``prometheus_client`` writes them, for
+  the sections a default run writes without importing it;
 - ``health``: the exporter's own metrics (:class:`Health`), rendered from
-  :mod:`exporter.kubelet.status`; ``instruments``: its counters and histograms;
+  :mod:`exporter.kubelet.status`; ``instruments``: its counters and histograms; ``process``:
+  the ``process_*`` figures;
 - ``bodies``: :class:`Exposition`, the four /metrics variants assembled from sections,
   per-section gzip;
 - ``sections``: :class:`Sections`, which sections are due again (fit answers, the

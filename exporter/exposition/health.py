@@ -10,7 +10,8 @@ builds those families from it each time, so an old label set never lingers.
 The section is rendered after every refresh attempt, in both formats. The ``process_*`` figures,
 the gauges and what others register in :attr:`Health.registry` (the fit answers' admission counter)
 are collected each time and written by :class:`exporter.exposition.rendering.FamilyWriter`, which
-reuses each header and label prefix ``prometheus_client`` rendered the first time. What a scrape
+reuses each header and label prefix it wrote the first time. ``prometheus_client`` is imported
+only when another module asks for the registry (``--fit-shapes``). What a scrape
 sees is therefore as of the last refresh attempt (or change of the Kubernetes-API view),
 ``process_*`` figures included: at most one ``--interval`` old.
 """
@@ -19,9 +20,7 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-
-from prometheus_client import CollectorRegistry, ProcessCollector, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..catalog import (
@@ -43,7 +42,13 @@ from ..issues import IssueKind
 from ..kubelet import client as kubelet
 from ..kubelet.status import Capabilities, KubeletStatus
 from .instruments import Counter, Histogram
+from .process import ProcessFigures
 from .rendering import FamilyWriter
+from .textformat import Family, gauge
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 # The source revision an image was built from: the Dockerfile writes it here (build argument
 # REVISION); a source checkout has none and reports "unknown".
@@ -63,15 +68,12 @@ class Health:
     """The instruments behind the health section of /metrics, and its rendering."""
 
     def __init__(self, node_name: str):
-        disable_created_metrics()
         self.node_name = node_name
         self.kube_api_up: dict[str, int] | None = None  # set by track_kube_api
         # where pod context comes from, and the state of the kubelet's Pods API; set by the
         # refresh loop
         self.pods_source = ("none", "off")
-        # for instruments of other modules (the fit answers' admission counter), written after
-        # the exporter's own
-        self.registry = CollectorRegistry(auto_describe=False)
+        self._registry: CollectorRegistry | None = None
         self.requests = Counter(API_REQUESTS)
         self.request_duration = Histogram(API_REQUEST_DURATION, _CALL_BUCKETS)
         self.refresh_duration = Histogram(REFRESH_DURATION, _REFRESH_BUCKETS)
@@ -83,9 +85,20 @@ class Health:
         for kind in ISSUE_KINDS:
             self.data_issues.labels(kind)
         # process_* (memory, CPU, open files, start time), as every exporter has them.
-        self.process = ProcessCollector(registry=None)
+        self.process = ProcessFigures()
         self.revision = build_revision()
         self._writers = (FamilyWriter(openmetrics=False), FamilyWriter(openmetrics=True))
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """A ``prometheus_client`` registry for instruments of other modules (the fit answers'
+        admission counter), written after the exporter's own; the package is imported here,
+        with ``_created`` samples turned off (the writer leaves them out)."""
+        if self._registry is None:
+            from prometheus_client import CollectorRegistry, disable_created_metrics
+            disable_created_metrics()
+            self._registry = CollectorRegistry(auto_describe=False)
+        return self._registry
 
     def track_kube_api(self) -> None:
         """Export the Kubernetes-API view's health; only with --kube-api."""
@@ -110,7 +123,9 @@ class Health:
         others registered, the gauges."""
         own = (self.requests, self.request_duration, self.refresh_duration, self.data_issues)
         process = list(self.process.collect())
-        others = [*self.registry.collect(), *self._state_families(status)]
+        others: list[Family | Metric] = [
+            *(self._registry.collect() if self._registry is not None else ()),
+            *self._state_families(status)]
         rendered = []
         for writer in self._writers:
             openmetrics = writer.openmetrics
@@ -127,29 +142,23 @@ class Health:
         defaults to the state before the first refresh."""
         return self.render_both(status or KubeletStatus())[openmetrics]
 
-    def _state_families(self, status: KubeletStatus) -> list[Metric]:
-        up = GaugeMetricFamily(UP.name, UP.help)
-        up.add_metric([], status.up)
-        last = GaugeMetricFamily(LAST_REFRESH.name, LAST_REFRESH.help)
-        last.add_metric([], status.last_success)
-        backoff = GaugeMetricFamily(BACKOFF.name, BACKOFF.help)
-        backoff.add_metric([], round(status.backoff_seconds, 3))
+    def _state_families(self, status: KubeletStatus) -> list[Family]:
         capabilities: Capabilities = status.capabilities
-        api = GaugeMetricFamily(KUBELET_API_INFO.name, KUBELET_API_INFO.help,
-                                labels=KUBELET_API_INFO.labels)
-        api.add_metric(list(capabilities.labels()), 1)
-        node = GaugeMetricFamily(NODE_INFO.name, NODE_INFO.help, labels=NODE_INFO.labels)
-        node.add_metric([self.node_name, capabilities.api_version], 1)
-        build = GaugeMetricFamily(BUILD_INFO.name, BUILD_INFO.help, labels=BUILD_INFO.labels)
-        build.add_metric([__version__, self.revision, platform.python_version()], 1)
-        pods = GaugeMetricFamily(PODS_SOURCE_INFO.name, PODS_SOURCE_INFO.help,
-                                 labels=PODS_SOURCE_INFO.labels)
-        pods.add_metric(list(self.pods_source), 1)
-        families: list[Metric] = [up, last, backoff, api, node, build, pods]
+        families = [gauge(UP.name, UP.help, status.up),
+                    gauge(LAST_REFRESH.name, LAST_REFRESH.help, status.last_success),
+                    gauge(BACKOFF.name, BACKOFF.help, round(status.backoff_seconds, 3))]
+        for metric, values in (
+                (KUBELET_API_INFO, capabilities.labels()),
+                (NODE_INFO, (self.node_name, capabilities.api_version)),
+                (BUILD_INFO, (__version__, self.revision, platform.python_version())),
+                (PODS_SOURCE_INFO, self.pods_source)):
+            family = Family(metric.name, metric.help)
+            family.add(dict(zip(metric.labels, values, strict=True)), 1)
+            families.append(family)
         if self.kube_api_up is not None:
-            kube = GaugeMetricFamily(KUBE_API_UP.name, KUBE_API_UP.help, labels=KUBE_API_UP.labels)
+            kube = Family(KUBE_API_UP.name, KUBE_API_UP.help)
             for resource, value in self.kube_api_up.items():
-                kube.add_metric([resource], value)
+                kube.add(dict(zip(KUBE_API_UP.labels, (resource,), strict=True)), value)
             families.append(kube)
         return families
 

@@ -7,12 +7,10 @@ counter or histogram keeps plain numbers per label set and a version that moves 
 a label set's lines are written again only after its values changed, so a steady refresh
 rewrites the few label sets its own calls touched.
 
-The bytes are ``prometheus_client``'s: the first time a label set appears, a throwaway
-``prometheus_client`` instrument with that one label set is rendered in the format asked for,
-and its header and each line's ``name{labels} `` prefix are kept (see
-:func:`exporter.exposition.rendering.sample_lines`); values are formatted by its
-``floatToGoString``.
-Label sets are written in the order they first appeared, as ``prometheus_client`` does.
+The bytes are ``prometheus_client``'s (a test feeds both the same events and compares): the
+first time a label set appears, its lines' ``name{labels} `` prefixes are written by
+:mod:`exporter.exposition.textformat` and kept; only values are formatted again. Label sets are
+written in the order they first appeared, as ``prometheus_client`` does.
 
 Unlike ``prometheus_client``'s, these instruments take no lock: they are changed on the event
 loop only (the kubelet client's hook, the refresh loop, the Kubernetes-API view), and the
@@ -22,14 +20,8 @@ with the next rendering, as its version is read before its values.
 
 from __future__ import annotations
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter as _ClientCounter,
-    Histogram as _ClientHistogram,
-)
-
 from ..catalog import MetricDef
-from .rendering import float_to_go_string, sample_lines, value_prefix
+from .textformat import float_text, header, line_prefix
 
 LabelValues = tuple[str, ...]
 
@@ -117,65 +109,66 @@ class _Instrument:
 
     def write(self, openmetrics: bool) -> bytes:
         """The family as ``prometheus_client`` writes it (OpenMetrics without ``# EOF``)."""
-        header = self._headers.get(openmetrics)
-        if header is None:
-            header = self._headers[openmetrics] = self._reference(openmetrics, None)[0]
+        family_header = self._headers.get(openmetrics)
+        if family_header is None:
+            family_header = self._headers[openmetrics] = header(
+                self.family_name, self.metric.help, self.kind, openmetrics)
         written = self._written[openmetrics]
-        parts = [header]
+        parts = [family_header]
         # a copy: the event loop may add a label set while a worker thread writes
         for key, child in list(self._children.items()):
             version = child.version  # before the values: a change in between is written later
             entry = written.get(key)
             if entry is None:
-                prefixes = self._reference(openmetrics, key)[1]
+                prefixes = self._prefixes(dict(zip(self.metric.labels, key)))
             elif entry[1] == version:
                 parts.append(entry[2])
                 continue
             else:
                 prefixes = entry[0]
-            lines = b"".join(prefix + float_to_go_string(value).encode() + b"\n"
+            lines = b"".join(prefix + float_text(value).encode() + b"\n"
                              for prefix, value in zip(prefixes, child.values()))
             written[key] = (prefixes, version, lines)
             parts.append(lines)
         return b"".join(parts)
 
-    def _reference(self, openmetrics: bool, key: LabelValues | None,
-                   ) -> tuple[bytes, list[bytes]]:
-        """Header and line prefixes as ``prometheus_client`` renders this family with the one
-        label set ``key`` (None: no label set)."""
-        registry = CollectorRegistry(auto_describe=False)
-        reference = self._client_instrument(registry)
-        if key is not None and self.metric.labels:
-            reference.labels(*key)
-        (family,) = reference.collect()
-        ((header, lines),) = sample_lines([family], openmetrics)
-        if key is not None and len(lines) != len(self._new_child().values()):
-            raise ValueError(f"unexpected exposition of {self.metric.name}")
-        return header, [value_prefix(line) for line in lines]
+    @property
+    def family_name(self) -> str:
+        """The name ``prometheus_client`` gives the family (a counter's without ``_total``)."""
+        return self.metric.name
+
+    kind = "untyped"
+
+    def _prefixes(self, labels: dict[str, str]) -> list[bytes]:
+        """The ``name{labels} `` prefix of each of a label set's lines, in line order."""
+        raise NotImplementedError
 
     def _new_child(self) -> _Child:
         raise NotImplementedError
 
-    def _client_instrument(self, registry: CollectorRegistry,
-                           ) -> _ClientCounter | _ClientHistogram:
-        raise NotImplementedError
-
 
 class Counter(_Instrument):
+    kind = "counter"
+
     def labels(self, *values: object) -> CounterChild:
         child = super().labels(*values)
         assert isinstance(child, CounterChild)
         return child
 
+    @property
+    def family_name(self) -> str:
+        return self.metric.name.removesuffix("_total")  # catalogued with _total
+
+    def _prefixes(self, labels: dict[str, str]) -> list[bytes]:
+        return [line_prefix(self.family_name + "_total", labels.items())]
+
     def _new_child(self) -> CounterChild:
         return CounterChild()
 
-    def _client_instrument(self, registry: CollectorRegistry) -> _ClientCounter:
-        metric = self.metric  # a counter's catalogued name ends in _total, accepted as is
-        return _ClientCounter(metric.name, metric.help, metric.labels, registry=registry)
-
 
 class Histogram(_Instrument):
+    kind = "histogram"
+
     def __init__(self, metric: MetricDef, buckets: tuple[float, ...]):
         super().__init__(metric)
         self.bounds = (*buckets, float("inf"))
@@ -191,10 +184,12 @@ class Histogram(_Instrument):
         """Observe an unlabelled histogram."""
         self.labels().observe(amount)
 
+    def _prefixes(self, labels: dict[str, str]) -> list[bytes]:
+        """Each bucket's line (``le`` among the labels), then ``_count`` and ``_sum``."""
+        name, pairs = self.metric.name, list(labels.items())
+        buckets = [line_prefix(f"{name}_bucket", [*pairs, ("le", float_text(bound))])
+                   for bound in self.bounds]
+        return [*buckets, line_prefix(f"{name}_count", pairs), line_prefix(f"{name}_sum", pairs)]
+
     def _new_child(self) -> HistogramChild:
         return HistogramChild(self.bounds)
-
-    def _client_instrument(self, registry: CollectorRegistry) -> _ClientHistogram:
-        metric = self.metric
-        return _ClientHistogram(metric.name, metric.help, metric.labels,
-                                buckets=self.bounds, registry=registry)

@@ -12,26 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
-from prometheus_client.utils import floatToGoString as _float_to_go_string
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import catalog
 from ..accounting import Accounting
 from ..catalog import CATALOG, HELP, MetricDef
 from ..model import Topology
+from .textformat import float_text, header, line_prefix
+
+if TYPE_CHECKING:
+    from prometheus_client.core import GaugeMetricFamily, Metric
+
+    from .textformat import Family
 
 # label values -> value; a single label's value may stand alone instead of a 1-tuple
 SeriesValues = Mapping[Any, float]
-
-
-def float_to_go_string(value: float) -> str:
-    """A sample value as ``prometheus_client`` (and Go) writes it."""
-    text: str = _float_to_go_string(value)
-    return text
+# one family's samples: (label name, value) pairs and the sample's value
+Rows = list[tuple[list[tuple[str, str]], float]]
 
 
 class WorkloadFigures(Protocol):
@@ -63,11 +60,19 @@ class RenderOptions:
 
 def gauge_family(metric: MetricDef, values: SeriesValues) -> GaugeMetricFamily:
     """The gauge family of ``metric`` with one sample per ``{label values: value}`` item (a
-    single label's value may stand alone), in label order."""
+    single label's value may stand alone), in label order, as a ``prometheus_client`` family
+    (for the sections of optional parts: the fit answers, the Kubernetes-API view)."""
+    from prometheus_client.core import GaugeMetricFamily
     family = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
     for key in sorted(values):
         family.add_metric(list(key) if isinstance(key, tuple) else [key], values[key])
     return family
+
+
+def gauge_rows(metric: MetricDef, values: SeriesValues) -> Rows:
+    """The samples :func:`gauge_family` makes, as label pairs and values."""
+    return [(list(zip(metric.labels, key if isinstance(key, tuple) else (key,))), values[key])
+            for key in sorted(values)]
 
 
 def node_series(accounting: Accounting, topology: Topology,
@@ -106,28 +111,46 @@ def node_families(accounting: Accounting, topology: Topology) -> list[Metric]:
     return [gauge_family(metric, values) for metric, values in node_series(accounting, topology)]
 
 
-def workload_families(source: WorkloadFigures,
-                      options: RenderOptions = RenderOptions()) -> list[Metric]:
-    """Workload families from an :class:`Accounting` or one pod's :class:`PodFigures`."""
-    families: list[Metric] = [
-        gauge_family(catalog.CONTAINER_CPUS, source.container_cpus),
-        gauge_family(catalog.CONTAINER_MEMORY, source.container_memory),
-        gauge_family(catalog.CONTAINER_DEVICES, source.container_devices),
-        gauge_family(catalog.CONTAINER_NUMA_NODES, source.container_numa_nodes),
-        gauge_family(catalog.POD_CPUS, source.pod_cpus),
-        gauge_family(catalog.POD_MEMORY, source.pod_memory),
+def workload_rows(source: WorkloadFigures,
+                  options: RenderOptions = RenderOptions()) -> list[tuple[MetricDef, Rows]]:
+    """Workload samples of an :class:`Accounting` or one pod's :class:`PodFigures`, per
+    family."""
+    families = [
+        (catalog.CONTAINER_CPUS, gauge_rows(catalog.CONTAINER_CPUS, source.container_cpus)),
+        (catalog.CONTAINER_MEMORY,
+         gauge_rows(catalog.CONTAINER_MEMORY, source.container_memory)),
+        (catalog.CONTAINER_DEVICES,
+         gauge_rows(catalog.CONTAINER_DEVICES, source.container_devices)),
+        (catalog.CONTAINER_NUMA_NODES,
+         gauge_rows(catalog.CONTAINER_NUMA_NODES, source.container_numa_nodes)),
+        (catalog.POD_CPUS, gauge_rows(catalog.POD_CPUS, source.pod_cpus)),
+        (catalog.POD_MEMORY, gauge_rows(catalog.POD_MEMORY, source.pod_memory)),
     ]
     if options.device_info:
-        families.append(gauge_family(catalog.DEVICE_INFO, {row: 1 for row in source.device_info}))
+        families.append((catalog.DEVICE_INFO, gauge_rows(
+            catalog.DEVICE_INFO, {row: 1 for row in source.device_info})))
         metric = catalog.DRA_DEVICE_INFO
-        dra = Metric(metric.name, metric.help, metric.type)
         *names, share_id = metric.labels  # share_id only on the series of shared devices
+        dra: Rows = []
         for *values, shared in source.dra_device_info:
-            labels = {name: value or "" for name, value in zip(names, values)}
+            labels = [(name, value or "") for name, value in zip(names, values)]
             if shared is not None:
-                labels[share_id] = shared
-            dra.add_sample(metric.name, labels, 1)
-        families.append(dra)
+                labels.append((share_id, shared))
+            dra.append((labels, 1))
+        families.append((metric, dra))
+    return families
+
+
+def workload_families(source: WorkloadFigures,
+                      options: RenderOptions = RenderOptions()) -> list[Metric]:
+    """:func:`workload_rows` as ``prometheus_client`` families."""
+    from prometheus_client.core import Metric
+    families = []
+    for metric, rows in workload_rows(source, options):
+        family = Metric(metric.name, metric.help, metric.type)
+        for labels, value in rows:
+            family.add_sample(metric.name, dict(labels), value)
+        families.append(family)
     return families
 
 
@@ -152,59 +175,18 @@ class _Families:
 
 def render_text(families: Sequence[Metric]) -> bytes:
     """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families)."""
+    from prometheus_client import generate_latest
     registry: Any = _Families(families)  # the duck-typed registry generate_latest accepts
     rendered: bytes = generate_latest(registry)
     return rendered
 
 
-def sample_lines(families: Sequence[Metric], openmetrics: bool = False,
-                 ) -> list[tuple[bytes, list[bytes]]]:
-    """Each family's comment lines and its sample lines, as ``prometheus_client`` writes them:
-    the one place that cuts its output apart, for the caches that reuse the pieces.
-
-    The format assumption, for both the text format 0.0.4 and OpenMetrics: a family is written
-    as its comment lines (``# HELP``, ``# TYPE``, OpenMetrics' ``# UNIT``) followed by exactly
-    one line per sample, in the order of ``family.samples``; a line ends at its first ``\n``
-    (a newline in a help text or label value is written escaped); a sample line is its name and
-    labels, one space and the value (no timestamp or exemplar is ever set here), so the value
-    follows the line's last space. The text format moves ``_created`` samples into extra
-    families, which is why they are disabled (``disable_created_metrics``). A mismatch raises
-    ``ValueError`` rather than serve a shifted exposition.
-    """
-    registry: Any = _Families(families)  # the duck-typed registry both generators accept
-    rendered: bytes = (generate_openmetrics if openmetrics else generate_latest)(registry)
-    lines = rendered.splitlines(keepends=True)
-    if openmetrics and lines and lines[-1] == b"# EOF\n":
-        lines.pop()
-    result = []
-    position = 0
-    for family in families:
-        header_start = position
-        while position < len(lines) and lines[position].startswith(b"#"):
-            position += 1
-        header = b"".join(lines[header_start:position])
-        samples = lines[position:position + len(family.samples)]
-        position += len(family.samples)
-        if not header or len(samples) != len(family.samples) \
-                or any(line.startswith(b"#") for line in samples):
-            raise ValueError(f"unexpected exposition of {family.name}")
-        result.append((header, samples))
-    if position != len(lines):
-        raise ValueError("unexpected lines after the last family")
-    return result
-
-
-def value_prefix(line: bytes) -> bytes:
-    """A sample line up to its value (see :func:`sample_lines`): ``name{labels} ``."""
-    return line[:line.rindex(b" ") + 1]
-
-
 class FamilyWriter:
     """Writes collected families in one format, reusing each family's header and each sample's
-    ``name{labels} `` prefix (rendered by ``prometheus_client`` the first time a label set
-    appears) and formatting only the values. For instruments whose label sets persist while
-    their values change: the exporter's own health metrics. Byte-for-byte what
-    ``prometheus_client`` writes (OpenMetrics without ``# EOF``)."""
+    ``name{labels} `` prefix (written the first time a label set appears) and formatting only
+    the values. For instruments whose label sets persist while their values change: the
+    exporter's own health metrics, gauges and counters, ours or ``prometheus_client``'s.
+    Byte-for-byte what ``prometheus_client`` writes (OpenMetrics without ``# EOF``)."""
 
     _CACHE_LIMIT = 10_000
 
@@ -213,44 +195,38 @@ class FamilyWriter:
         self._headers: dict[tuple[str, str, str], bytes] = {}
         self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
-    def write(self, families: Iterable[Metric]) -> bytes:
-        parts: list[bytes] = []
-        for family in families:
-            header = self._headers.get((family.name, family.type, family.documentation))
-            found = [self._prefixes.get((s.name, tuple(sorted(s.labels.items()))))
-                     for s in family.samples]
-            prefixes = [p for p in found if p is not None]
-            if header is None or len(prefixes) != len(found):
-                header, prefixes = self._learn(family)
-            parts.append(header)
-            for prefix, sample in zip(prefixes, family.samples):
-                parts.append(prefix)
-                parts.append(float_to_go_string(sample.value).encode())
-                parts.append(b"\n")
-        return b"".join(parts)
-
-    def _learn(self, family: Metric) -> tuple[bytes, list[bytes]]:
+    def write(self, families: Iterable[Family | Metric]) -> bytes:
         if len(self._prefixes) > self._CACHE_LIMIT:
             self._prefixes = {}
-        ((header, lines),) = sample_lines([family], self.openmetrics)
-        self._headers[(family.name, family.type, family.documentation)] = header
-        prefixes: list[bytes] = []
-        for sample, line in zip(family.samples, lines):
-            prefix = value_prefix(line)
-            self._prefixes[(sample.name, tuple(sorted(sample.labels.items())))] = prefix
-            prefixes.append(prefix)
-        return header, prefixes
+        parts: list[bytes] = []
+        for family in families:
+            key = (family.name, family.type, family.documentation)
+            family_header = self._headers.get(key)
+            if family_header is None:
+                family_header = self._headers[key] = header(
+                    family.name, family.documentation, family.type, self.openmetrics)
+            parts.append(family_header)
+            for sample in family.samples:
+                labels = tuple(sorted(sample.labels.items()))
+                prefix = self._prefixes.get((sample.name, labels))
+                if prefix is None:
+                    prefix = self._prefixes[(sample.name, labels)] = line_prefix(
+                        sample.name, labels)
+                parts.append(prefix)
+                parts.append(float_text(sample.value).encode())
+                parts.append(b"\n")
+        return b"".join(parts)
 
 
 class Renderer:
     """Renders the data section of /metrics, doing as little as the change requires.
 
-    A pod's workload series depend only on that pod, so they are rendered (by
-    ``prometheus_client``, in one call per pod) when the pod first appears or changes, and kept
-    with its :class:`PodFigures`; each workload family is those blocks joined under one
-    HELP/TYPE header. Node series keep their label sets from one snapshot to the next, so each
-    one's ``name{labels} `` prefix is rendered by ``prometheus_client`` once and the value is
-    formatted with its ``floatToGoString``.
+    A pod's workload series depend only on that pod, so they are rendered when the pod first
+    appears or changes, and kept with its :class:`PodFigures`; each workload family is those
+    blocks joined under one HELP/TYPE header. Node series keep their label sets from one
+    snapshot to the next, so each one's ``name{labels} `` prefix is written once and only the
+    value is formatted. The bytes are ``prometheus_client``'s (:mod:`.textformat`; a property
+    test compares them with :func:`render_text` of :func:`data_families`).
     """
 
     _PREFIX_CACHE_LIMIT = 100_000
@@ -298,7 +274,7 @@ class Renderer:
             lines = [self._header(name)]
             for key in sorted(values):
                 lines.append(self._prefix(name, metric.labels, key))
-                lines.append(float_to_go_string(values[key]))
+                lines.append(float_text(values[key]))
                 lines.append("\n")
             text = "".join(lines)
             self._node_cache[name] = (values, text)
@@ -309,27 +285,23 @@ class Renderer:
         key = (name, values)
         prefix = self._prefixes.get(key)
         if prefix is None:
-            family = GaugeMetricFamily(name, "", labels=list(labels))
-            family.add_metric(list(values), 0)
-            ((_, (line,)),) = sample_lines([family])
-            prefix = self._prefixes[key] = value_prefix(line).decode()
+            prefix = self._prefixes[key] = line_prefix(name, zip(labels, values)).decode()
         return prefix
 
     def _render_pod(self, pod: WorkloadFigures) -> tuple[bytes, ...]:
-        families = [f for f in workload_families(pod, self.options) if f.samples]
         blocks: dict[str, bytes] = {}
-        if families:
-            # one rendering for the pod, cut into per-family blocks without HELP/TYPE lines
-            for family, (_, lines) in zip(families, sample_lines(families)):
-                blocks[family.name] = b"".join(lines)
+        for metric, rows in workload_rows(pod, self.options):
+            if rows:
+                blocks[metric.name] = b"".join(
+                    line_prefix(metric.name, labels) + float_text(value).encode() + b"\n"
+                    for labels, value in rows)
         row = tuple(blocks.get(name, b"") for name in self._names)
         self._rows[id(pod)] = row
         self._held[id(pod)] = pod
         return row
 
     def _header(self, name: str) -> str:
-        header = self._headers.get(name)
-        if header is None:
-            ((text, _),) = sample_lines([Metric(name, HELP[name], "gauge")])
-            header = self._headers[name] = text.decode()
-        return header
+        text = self._headers.get(name)
+        if text is None:
+            text = self._headers[name] = header(name, HELP[name], "gauge", False).decode()
+        return text

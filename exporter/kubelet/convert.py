@@ -65,10 +65,10 @@ def _dra(dynamic_resources: Any) -> tuple[DraDevice, ...]:
 
 def pod_from_v1(pod: Any) -> PodAssignment:
     return PodAssignment(
-        namespace=pod.namespace,
+        namespace=shared(pod.namespace),
         name=pod.name,
         containers=tuple(ContainerAssignment(
-            name=c.name,
+            name=shared(c.name),  # the same few names (app, istio-proxy) in many pods
             cpu_ids=tuple(c.cpu_ids),
             memory=_memory(c.memory),
             devices=_devices(c.devices),
@@ -81,10 +81,10 @@ def pod_from_v1(pod: Any) -> PodAssignment:
 
 def pod_from_v1alpha1(pod: Any) -> PodAssignment:
     return PodAssignment(
-        namespace=pod.namespace,
+        namespace=shared(pod.namespace),
         name=pod.name,
         containers=tuple(ContainerAssignment(
-            name=c.name,
+            name=shared(c.name),
             devices=tuple(DeviceEntry(d.resource_name, tuple(d.device_ids), None)
                           for d in c.devices),
         ) for c in pod.containers),

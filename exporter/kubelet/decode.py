@@ -12,12 +12,13 @@ entries of each container) catches the same pod in a new order. The accounting's
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from .._proto.v1 import api_pb2 as v1
@@ -98,6 +99,16 @@ def order_free_key_v1alpha1(pod: Any) -> tuple[Any, ...]:
                   for c in pod.containers))
 
 
+def digest(key: tuple[Any, ...], entries: Sequence[bytes] = ()) -> bytes:
+    """What a cache keeps of an order-free key: its 128-bit BLAKE2b digest (the key repeats a
+    pod's encoded entries; an allocatable reply's, all of its devices). The key's parts are
+    strings, bytes, integers and tuples of them, whose ``repr`` tells any two keys apart;
+    ``entries`` (thousands of encoded devices) are hashed as they are, after their lengths."""
+    hashed = hashlib.blake2b(repr((key, tuple(map(len, entries)))).encode(), digest_size=16)
+    hashed.update(b"".join(entries))
+    return hashed.digest()
+
+
 # ---- decoders -----------------------------------------------------------------------------
 
 def split_repeated_field(raw: bytes, field_number: int = 1) -> list[bytes]:
@@ -119,16 +130,37 @@ def split_repeated_field(raw: bytes, field_number: int = 1) -> list[bytes]:
 @functools.cache
 def _chunk_message(field_number: int) -> Any:
     """A message type with one field, ``repeated bytes chunks = field_number``."""
-    file = descriptor_pb2.FileDescriptorProto(
-        name=f"podresources_exporter_chunks_{field_number}.proto",
-        package="podresources_exporter", syntax="proto3")
-    file.message_type.add(name=f"Chunks{field_number}").field.add(
-        name="chunks", number=field_number, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
-        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED)
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
+    pool.AddSerializedFile(chunks_file_descriptor(field_number))
     descriptor = pool.FindMessageTypeByName(f"podresources_exporter.Chunks{field_number}")
     return message_factory.GetMessageClass(descriptor)
+
+
+def chunks_file_descriptor(field_number: int) -> bytes:
+    """The encoded ``FileDescriptorProto`` declaring ``Chunks<n>``, written out field by field:
+    building it with ``descriptor_pb2`` would import descriptor.proto's whole schema (about
+    0.6 MiB of memory) for five fields."""
+    def field(number: int, value: bytes | int) -> bytes:
+        if isinstance(value, int):  # a varint field
+            return _varint(number << 3) + _varint(value)
+        return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+    repeated, type_bytes = 3, 12  # FieldDescriptorProto.LABEL_REPEATED, .TYPE_BYTES
+    chunks = (field(1, b"chunks") + field(3, field_number) + field(4, repeated)
+              + field(5, type_bytes))  # name, number, label, type
+    message = field(1, f"Chunks{field_number}".encode()) + field(2, chunks)  # name, field
+    return (field(1, f"podresources_exporter_chunks_{field_number}.proto".encode())
+            + field(2, b"podresources_exporter") + field(4, message)
+            + field(12, b"proto3"))  # name, package, message_type, syntax
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class ListDecoder:
@@ -147,7 +179,7 @@ class ListDecoder:
         self._capped = capped
         self._method = method
         self._by_bytes: dict[bytes, PodAssignment] = {}
-        self._by_key: dict[tuple[Any, ...], PodAssignment] = {}
+        self._by_key: dict[bytes, PodAssignment] = {}  # order-free key's digest -> pod
         self._cpus: dict[int, int] = {}  # id of a kept pod -> its CPU ids, for the reply limit
         self._pruned_at = time.monotonic()
 
@@ -237,7 +269,7 @@ class ListDecoder:
             # no order-free key: it would build what is capped
             pod = self._capped(message)
         else:
-            key = self._order_free_key(message)
+            key = digest(self._order_free_key(message))
             found = self._by_key.get(key)
             if found is None:
                 found = self._by_key[key] = self._convert(message)
@@ -265,7 +297,7 @@ class AllocatableDecoder:
     """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
 
     def __init__(self) -> None:
-        self._key: tuple[Any, ...] | None = None
+        self._key: bytes | None = None  # the digest of the reply's order-free key
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:
@@ -276,12 +308,12 @@ class AllocatableDecoder:
         # the size checks first, then the order-free key (linear in the reply): the same
         # entries in another order are the same allocatable, already checked in full
         if not allocatable_exceeds_sizes(reply):
-            key = (tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory))),
-                   tuple(sorted(map(_device_bytes, reply.devices))))
+            key = digest((tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory)))),
+                         sorted(map(_device_bytes, reply.devices)))
             if key == self._key and self._value is not None:
                 return self._value
         if allocatable_exceeds_limits(reply):
-            self._key, self._value = (raw,), capped_allocatable_from_v1(reply)
+            self._key, self._value = None, capped_allocatable_from_v1(reply)
             return self._value
         self._key, self._value = key, allocatable_from_v1(reply)
         return self._value

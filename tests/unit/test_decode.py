@@ -80,6 +80,20 @@ def test_split_matches_protobuf_and_skips_other_fields():
             split_repeated_field(broken)
 
 
+def test_the_chunks_descriptor_is_the_one_protobuf_encodes():
+    from google.protobuf import descriptor_pb2
+
+    from exporter.kubelet.decode import chunks_file_descriptor
+    for number in (1, 15, 16, 2047, 70000):  # one-, two- and three-byte varints
+        file = descriptor_pb2.FileDescriptorProto(
+            name=f"podresources_exporter_chunks_{number}.proto",
+            package="podresources_exporter", syntax="proto3")
+        file.message_type.add(name=f"Chunks{number}").field.add(
+            name="chunks", number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED)
+        assert chunks_file_descriptor(number) == file.SerializeToString()
+
+
 def test_a_reply_that_does_not_split_is_left_to_protobuf():
     pods = [v1.PodResources(namespace="ns", name="p")]
     raw = v1.ListPodResourcesResponse(pod_resources=pods).SerializeToString()

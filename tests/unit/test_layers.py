@@ -161,16 +161,19 @@ def test_no_import_circle_in_the_benchmarks():
 
 
 # What a default run (serve, no flag beyond the defaults) imports when it starts: the modules
-# its entry points import at module level, and theirs. The fit engine (--fit-shapes), YAML and
-# bcrypt (files and the web configuration), the Kubernetes-API view (--kube-api), its optional
-# official client, the simulator, and the Pods API's client and v1.Pod schema (loaded only
-# where its socket exists) are imported inside the functions that need them.
+# its entry points import at module level, and theirs. YAML and bcrypt (files and the web
+# configuration), the Kubernetes-API view (--kube-api), its optional official client, the
+# simulator, and the Pods API's client and v1.Pod schema (loaded only where its socket exists)
+# are imported inside the functions that need them. The fit engine, and prometheus_client
+# through it, is imported when the refresh loop is built (the fit view is on by default): not
+# by these modules themselves.
 DEFAULT_ENTRY = ("exporter.cli", "exporter.commands.serve", "exporter.refresh.loop",
                  "exporter.web.server")
 NOT_BY_DEFAULT = ("exporter.fit", "exporter.kubeapi", "exporter.simulator",
                   "exporter.web.webconfig", "exporter.web.basicauth", "yaml", "bcrypt",
                   "kubernetes", "exporter.podsapi.client", "exporter.podsapi.decode",
-                  "exporter._proto.k8s", "exporter._proto.pods")
+                  "exporter._proto.k8s", "exporter._proto.pods",
+                  "google.protobuf.descriptor_pb2", "prometheus_client")
 
 
 def eager_imports(path: Path) -> set[str]:

@@ -49,7 +49,7 @@ class PodSources:
     """The node's pods from the source in use; :meth:`choose` decides which."""
 
     def __init__(self, pods_api: PodsApi | None, view: KubeView | None,
-                 fallback_seconds: float = FALLBACK_SECONDS):
+                 fallback_seconds: float = FALLBACK_SECONDS, now: float | None = None):
         self.pods_api = pods_api
         self.view = view
         self.fallback_seconds = fallback_seconds
@@ -58,7 +58,8 @@ class PodSources:
         self._context: tuple[int, NodeContext] | None = None  # by the Pods API's version
         if pods_api is not None:
             pods_api.on_change = self._pods_api_changed
-        self.source = self._wanted(time.monotonic())  # said at start, when it counts
+        # said at start, when it counts; ``now`` (monotonic seconds) only for tests' clocks
+        self.source = self._wanted(time.monotonic() if now is None else now)
         if view is not None and self.source == Source.PODS_API:
             view.take_pods_from(self._records)
 

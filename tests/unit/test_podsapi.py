@@ -118,7 +118,7 @@ def pods_api(tmp_path: Path, present: bool) -> PodsApi:
 
 
 def test_a_kubelet_without_the_pods_api_leaves_it_to_the_view(tmp_path, view):
-    context = PodSources(pods_api(tmp_path, present=False), view, fallback_seconds=60)
+    context = PodSources(pods_api(tmp_path, present=False), view, fallback_seconds=60, now=0)
     assert context.source == Source.KUBE_API
     assert context.labels() == ("kube_api", "absent")
     assert view.pod_records() is view._records["pods"]  # the view watches pods
@@ -128,7 +128,7 @@ def test_a_kubelet_without_the_pods_api_leaves_it_to_the_view(tmp_path, view):
 
 def test_the_pods_api_wins_and_hands_over_after_the_fallback_delay(tmp_path, view):
     api = pods_api(tmp_path, present=True)
-    context = PodSources(api, view, fallback_seconds=60)
+    context = PodSources(api, view, fallback_seconds=60, now=0)
     assert context.source == Source.PODS_API  # starting: the view does not watch pods
     api.records[("ml", "p")] = pod_entry(rejected_pod())[1]
     assert set(view.pod_records()) == {("ml", "p")}
@@ -148,7 +148,7 @@ def test_the_pods_api_wins_and_hands_over_after_the_fallback_delay(tmp_path, vie
 
 def test_without_the_view_a_failing_pods_api_keeps_its_last_pods(tmp_path):
     api = pods_api(tmp_path, present=True)
-    context = PodSources(api, None, fallback_seconds=60)
+    context = PodSources(api, None, fallback_seconds=60, now=0)
     api.records[("ml", "p")] = pod_entry(rejected_pod())[1]
     api.state, api.synced_once = State.FAILING, True
     assert context.choose(now=0) == Source.PODS_API

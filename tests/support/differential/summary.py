@@ -39,6 +39,10 @@ class CaseResult:
     kind_class: str = ""  # the class of a disagreement
     exception: str = ""  # the named exception its differences were excluded by
 
+    @property
+    def judged(self) -> bool:
+        return not (self.skipped or self.slow)
+
 
 @dataclass
 class Summary:
@@ -54,6 +58,10 @@ class Summary:
     disagreements: list[CaseResult] = field(default_factory=list)
     exceptions: list[CaseResult] = field(default_factory=list)
     slow_cases: list[int] = field(default_factory=list)
+
+    @property
+    def judged(self) -> int:
+        return self.cases - self.skipped - self.slow
 
     @property
     def disagreeing(self) -> int:
@@ -78,8 +86,8 @@ class Summary:
         rate = self.cases / self.seconds if self.seconds else 0.0
         named = Counter(r.exception for r in self.exceptions)
         out = [f"differential fit, real kubelet {self.release}, seed {self.seed}: "
-               f"{self.cases} cases ({self.skipped} nodes the kubelet refused, {self.slow} with an "
-               f"admission over {ADMISSION_SECONDS:g}s), "
+               f"{self.judged} cases judged of {self.cases} ({self.skipped} nodes the kubelet "
+               f"refused, {self.slow} with an admission over {ADMISSION_SECONDS:g}s), "
                f"{self.disagreeing} disagreements, {len(self.exceptions)} named exceptions"
                + "".join(f" ({n} {c})" for n, c in sorted(named.items()))
                + f", {self.seconds:.1f}s ({rate:.1f} cases/s; "
@@ -124,20 +132,31 @@ def run_share(release: str, seed: int, indices: list[int]) -> list[CaseResult]:
 
 def run_many(release: str, seed: int, count: int, first: int = 0,
              progress: Callable[[Summary], None] | None = None,
-             workers: int = WORKERS) -> Summary:
+             workers: int = WORKERS, judged: bool = False) -> Summary:
+    """Cases ``first`` … ``first + count - 1``; with ``judged``, more cases after them until
+    ``count`` were judged (neither refused by the kubelet nor over its admission time), so a
+    slower machine judges as many cases as a faster one."""
     summary = Summary(release, seed)
     started = time.perf_counter()
-    indices = list(range(first, first + count))
-    shares = [indices[w::workers] for w in range(workers)]
-    if workers <= 1:
-        results = [run_share(release, seed, indices)]
-    else:
-        # spawned, not forked: the parent may have gRPC threads running
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            results = list(pool.map(run_share, [release] * workers, [seed] * workers, shares))
-    for result in sorted((r for share in results for r in share), key=lambda r: r.index):
+    results = run_indices(release, seed, list(range(first, first + count)), workers)
+    wanted, end = count, first + count
+    while judged and (missing := wanted - sum(1 for r in results if r.judged)) > 0:
+        results += run_indices(release, seed, list(range(end, end + missing)), workers)
+        end += missing
+    for result in sorted(results, key=lambda r: r.index):
         summary.add(result)
     summary.seconds = time.perf_counter() - started
     if progress is not None:
         progress(summary)
     return summary
+
+
+def run_indices(release: str, seed: int, indices: list[int], workers: int) -> list[CaseResult]:
+    workers = max(1, min(workers, len(indices)))
+    shares = [indices[w::workers] for w in range(workers)]
+    if workers == 1:
+        return run_share(release, seed, indices)
+    # spawned, not forked: the parent may have gRPC threads running
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [r for share in pool.map(run_share, [release] * workers, [seed] * workers, shares)
+                for r in share]

@@ -8,10 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import ssl
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -25,6 +23,7 @@ from ..support.harness import Exporter, Node
 from ..support.kubeapi import DONGLE, cluster, kubelet_profile, synced, until
 from ..support.kubeconfig import PLUGIN
 from ..support.pki import CA, server_pki
+from ..support.volumes import update_volume
 
 RESOURCES = ("node", "pods", "resourceslices", "devicetaintrules")
 COLLECTIONS = ("nodes", "pods", "resourceslices", "devicetaintrules")
@@ -33,22 +32,6 @@ COLLECTIONS = ("nodes", "pods", "resourceslices", "devicetaintrules")
 def all_up(value: int):
     return lambda s: s.by("podresources_kube_api_up", "resource") == dict.fromkeys(RESOURCES,
                                                                                    value)
-
-
-def project(directory: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` as the kubelet writes a projected service-account volume: into a new
-    directory, then the ``..data`` link swapped to it at once; each name links through
-    ``..data``, so a reader sees the old files or the new ones, never a mix."""
-    directory.mkdir(exist_ok=True)
-    stamp = directory / f"..{time.time_ns()}"
-    stamp.mkdir()
-    for name, data in files.items():
-        (stamp / name).write_bytes(data)
-    (directory / "..data_tmp").symlink_to(stamp.name)
-    os.replace(directory / "..data_tmp", directory / "..data")
-    for name in files:
-        if not (directory / name).is_symlink():
-            (directory / name).symlink_to(f"..data/{name}")
 
 
 def b64(path: Path) -> str:
@@ -73,7 +56,7 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
     caplog.set_level(logging.INFO, logger="exporter.kubeapi")
     ca, cert, key = pki
     account = tmp_path / "serviceaccount"
-    project(account, {"token": b"token-1", "ca.crt": ca.path.read_bytes()})
+    update_volume(account, {"token": b"token-1", "ca.crt": ca.path.read_bytes()})
     monkeypatch.setattr(config, "SERVICE_ACCOUNT_DIR", account)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     server = FakeApiServer(tokens={"token-1"}, ssl_context=tls_context(cert, key))
@@ -86,7 +69,7 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
                 Exporter(kubelet.settings(kube_api=True)) as exporter:
             await exporter.wait_for(synced, what="the view to sync over TLS")
             # the kubelet renews the token; the API server takes only the new one from now on
-            project(account, {"token": b"token-2", "ca.crt": ca.path.read_bytes()})
+            update_volume(account, {"token": b"token-2", "ca.crt": ca.path.read_bytes()})
             server.tokens = {"token-2"}
             renewed = len(server.identities)
             assert server.end_watches() == 4
@@ -104,7 +87,7 @@ async def test_in_cluster_a_renewed_token_is_used_from_the_next_request(
             server.end_watches()
             s = await exporter.wait_for(all_up(0), what="the view to notice the 401s")
             assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
-            project(account, {"token": b"token-3", "ca.crt": ca.path.read_bytes()})
+            update_volume(account, {"token": b"token-3", "ca.crt": ca.path.read_bytes()})
             await exporter.wait_for(synced, timeout=15, what="the view back with the new token")
     finally:
         await server.stop()

@@ -13,22 +13,15 @@ import bcrypt
 import pytest
 
 from ..support.harness import Node, small_profile
-from ..support.webconfig import (
-    HASH,
-    PASSWORD,
-    Served,
-    auth,
-    client_context,
-    secret_volume,
-    write_config,
-)
+from ..support.volumes import update_volume
+from ..support.webconfig import HASH, PASSWORD, Served, auth, client_context, write_config
 
 
 async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
     ca, cert, key = pki
     volume = tmp_path / "secret"
     config = b"tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
-    secret_volume(volume, {"web-config.yml": config, "tls.crt": cert.read_bytes(),
+    update_volume(volume, {"web-config.yml": config, "tls.crt": cert.read_bytes(),
                            "tls.key": key.read_bytes()})
     async with Node(small_profile()) as node, Served(node, volume / "web-config.yml") as served:
         def presented() -> str:
@@ -37,7 +30,7 @@ async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
         before = await asyncio.to_thread(presented)
         assert before == cert.read_text()
         new_cert, new_key = ca.issue("server-renewed")
-        secret_volume(volume, {"web-config.yml": config, "tls.crt": new_cert.read_bytes(),
+        update_volume(volume, {"web-config.yml": config, "tls.crt": new_cert.read_bytes(),
                                "tls.key": new_key.read_bytes()})
         after = await asyncio.to_thread(presented)
         assert after == new_cert.read_text() and after != before
@@ -50,14 +43,14 @@ async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, 
     other = "new password for prometheus"
     other_hash = bcrypt.hashpw(other.encode(), bcrypt.gensalt(rounds=4)).decode()
     volume = tmp_path / "secret"
-    secret_volume(volume, {"web-config.yml": f"basic_auth_users: {{prometheus: '{HASH}'}}\n"
+    update_volume(volume, {"web-config.yml": f"basic_auth_users: {{prometheus: '{HASH}'}}\n"
                                              .encode()})
     async with Node(small_profile()) as node, \
             Served(node, volume / "web-config.yml") as served:
         status, headers, _ = await served.get("/metrics", scheme="http",
                                               headers=auth("prometheus", PASSWORD))
         assert status == 200 and "X-Frame-Options" not in headers
-        secret_volume(volume, {"web-config.yml": (
+        update_volume(volume, {"web-config.yml": (
             f"basic_auth_users: {{prometheus: '{other_hash}'}}\n"
             "http_server_config: {headers: {X-Frame-Options: deny}}\n").encode()})
         status, headers, _ = await served.get("/metrics", scheme="http",
@@ -67,7 +60,7 @@ async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, 
                                         headers=auth("prometheus", other))
         assert status == 200
         # a broken version is refused, once, and the last good one stays in force
-        secret_volume(volume, {"web-config.yml": b"basic_auth_users: {prometheus: plain}\n"})
+        update_volume(volume, {"web-config.yml": b"basic_auth_users: {prometheus: plain}\n"})
         for _ in range(3):
             status, _, _ = await served.get("/metrics", scheme="http",
                                             headers=auth("prometheus", other))

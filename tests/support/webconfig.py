@@ -1,15 +1,11 @@
 """A running exporter behind a web config, and what the tests of --web-config-file share: a
-password and its (cheap) bcrypt hash, the config file, Basic headers, a client's TLS context,
-and a Secret volume updated as the kubelet updates it."""
+password and its (cheap) bcrypt hash, the config file, Basic headers, a client's TLS context."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import shutil
 import ssl
-import tempfile
 from pathlib import Path
 
 import aiohttp
@@ -68,19 +64,3 @@ def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) ->
     if cert:
         context.load_cert_chain(cert, key)
     return context
-
-
-def secret_volume(volume: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` the way the kubelet updates a Secret volume: a new timestamped directory,
-    an atomic swap of the ``..data`` link, the old directory deleted; names link via ``..data``."""
-    volume.mkdir(exist_ok=True)
-    old = os.readlink(volume / "..data") if (volume / "..data").is_symlink() else None
-    fresh = Path(tempfile.mkdtemp(prefix="..20", dir=volume))
-    for name, content in files.items():
-        (fresh / name).write_bytes(content)
-        if not (volume / name).is_symlink():
-            (volume / name).symlink_to(Path("..data") / name)
-    (volume / "..data_tmp").symlink_to(fresh.name)
-    os.replace(volume / "..data_tmp", volume / "..data")
-    if old:
-        shutil.rmtree(volume / old)

@@ -5,8 +5,8 @@
     tests/spec/         the SPEC's rules, black box: simulated kubelet in, /metrics out
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
-                        fake API server, the real kubelet's driver and the differential fit
-                        runner); test modules never import each other
+                        Kubernetes-API view's cluster, the web config, the real kubelet's driver
+                        and the differential fit runner); test modules never import each other
     tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
 
 Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
@@ -26,12 +26,13 @@ Changing ...                              run (besides ``pytest tests/unit``)
   tests/realkubelet/ (the real kubelet)    tests/integration/test_real_kubelet_*.py
                                            test_differential_fit.py
   exporter/web/                            tests/integration/test_http.py test_http_fuzz.py
-                                           test_listener.py test_webconfig.py
-  exporter/kubeapi/                        tests/integration/test_kubeapi.py
-                                           test_kubeapi_plugins.py test_podsapi.py
+                                           test_listener.py test_webconfig*.py
+                                           test_basicauth.py
+  exporter/kubeapi/                        tests/integration/test_kubeapi*.py test_podsapi.py
   exporter/podsapi/, protos/               tests/integration/test_podsapi.py
                                            test_podsapi_faults.py test_demo_api.py
   exporter/simulator/                      tests/integration/test_simulator.py test_rejections.py
+                                           test_kubeapi*.py (the fake API server)
                                            test_podsapi.py tests/spec
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
   exporter/nodemap/                        tests/integration/test_numa_page.py

@@ -19,7 +19,8 @@ The work is split so that a refresh costs little when little changed:
 * :mod:`.figures` — what one pod contributes (:func:`pod_figures`, computed once per distinct
   pod) and what ``GetAllocatableResources`` offers;
 * :mod:`.ledger` — the node-wide aggregates (:class:`Ledger`), updated with the pods that
-  changed, and :func:`account`, the same computation from scratch.
+  changed, and :func:`account`, the same computation from scratch;
+* :mod:`.listings` — a pod listed more than once, merged into one before the ledger counts it.
 """
 
 from .figures import AllocatableFigures, PodFigures, allocatable_figures, pod_figures

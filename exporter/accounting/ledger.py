@@ -12,13 +12,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
 from ..issues import IssueKind, Issues
 from ..model import (
     Allocatable,
     ApiVersion,
-    ContainerAssignment,
     DraInventory,
     DraKey,
     KubeletSnapshot,
@@ -39,6 +38,7 @@ from .figures import (
     dra_figures,
     pod_figures,
 )
+from .listings import merge_listings
 from .numa import (
     CPU_RESOURCE,
     UNKNOWN,
@@ -47,8 +47,6 @@ from .numa import (
     group_label,
     label_ids,
 )
-
-T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -272,7 +270,7 @@ class Ledger:
             identity = tuple(map(id, parts))
             cached = self._merged.get(identity)
             if cached is None:  # the parts are kept with the result: their ids are the key
-                cached = (tuple(parts), _merge_pods(parts))
+                cached = (tuple(parts), merge_listings(parts))
             used[identity] = cached
             current[key] = cached[1]
         self._merged = used
@@ -459,42 +457,6 @@ class Ledger:
                 _set_ratio(result, issues, str(node), driver,
                            self._dra_use.get((node, driver), 0), capacity)
         result.dra_devices_allocated = allocated
-
-
-def _merge_pods(parts: list[PodAssignment]) -> PodAssignment:
-    """One pod from several listings of it: what a later listing repeats is not added again.
-
-    Linear in the listings' size: a pod listed many times must not make a refresh quadratic.
-    """
-    by_name: dict[str, list[ContainerAssignment]] = {}
-    for part in parts:
-        for container in part.containers:
-            by_name.setdefault(container.name, []).append(container)
-    containers = tuple(
-        listed[0] if len(listed) == 1 else ContainerAssignment(
-            name,
-            _extend([c.cpu_ids for c in listed]),
-            _extend([c.memory for c in listed]),
-            _extend([c.devices for c in listed]),
-            _extend([c.dra_devices for c in listed]))
-        for name, listed in by_name.items())
-    first = parts[0]
-    return PodAssignment(first.namespace, first.name, containers,
-                         _extend([part.cpu_ids for part in parts]),
-                         _extend([part.memory for part in parts]),
-                         _extend([part.oversized for part in parts]))
-
-
-def _extend(listings: list[tuple[T, ...]]) -> tuple[T, ...]:
-    """The first listing, then what each later one adds that no earlier one had (repeats
-    within one listing are kept: the figures count them as duplicated entries)."""
-    items = list(listings[0])
-    known = set(items)
-    for listing in listings[1:]:
-        added = [item for item in listing if item not in known]
-        items.extend(added)
-        known.update(added)
-    return tuple(items)
 
 
 def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:

@@ -13,8 +13,10 @@ Every pod is admitted by the fit engine's rules (:mod:`exporter.fit`, the model 
 fit answers use; the simulator keeps none of its own): ``admitting`` feeds it the simulator's
 books and applies what it picks, under the configuration of ``admissionconfig``.
 ``apiserver`` is a small Kubernetes API server (list, watch and get) that the demo and the
-tests point the exporter's Kubernetes-API view at; ``podobjects`` writes simulated pods as the
-API shows them (and as admission reads them).
+tests point the exporter's Kubernetes-API view at: ``apistore`` holds its objects, versions and
+open watches, ``apiauth`` decides who a request comes as, ``apiobjects`` builds the objects and
+``apicluster`` shows a simulated node in it; ``podobjects`` writes simulated pods as the API
+shows them (and as admission reads them).
 """
 
 from .faults import Faults

@@ -8,12 +8,14 @@ scoped), with field selectors, paged lists
 streaming newline-delimited JSON events in chunks: a watch replays the history after its
 ``resourceVersion``, then follows changes until its ``timeoutSeconds``.
 
-Every request is authenticated first, as the real server does: a bearer token must be one of
-``tokens`` (an unknown token is refused even beside a good certificate); without one, a client
-certificate verified by the server's TLS context whose common name is in ``client_names``;
-anything else gets 401 Unauthorized (``tokens=None`` admits anonymous requests).
-``identities`` records who each admitted request came as (``token:...``, ``cert:...``),
-``rejected`` the path and Authorization header of each refused one.
+This module is the protocol; the objects, their versions and the open watches are the
+:class:`~.apistore.ClusterStore` a :class:`FakeApiServer` is, who a request comes as is
+:mod:`.apiauth`, the objects' builders are :mod:`.apiobjects`, and a simulated node shown in
+the API is :mod:`.apicluster` (all re-exported here, where callers have always found them).
+
+Every request is authenticated first (:func:`.apiauth.request_identity`; ``tokens=None`` admits
+anonymous requests); ``identities`` records who each admitted request came as (``token:...``,
+``cert:...``), ``rejected`` the path and Authorization header of each refused one (401).
 
 Controls for tests: :meth:`FakeApiServer.put` / :meth:`delete` objects (each change bumps the
 resourceVersion and reaches open watches), :meth:`bookmark`, :meth:`end_watches` (as their
@@ -22,11 +24,6 @@ from older versions get 410 Gone, as an ERROR event or, with ``gone_as_status``,
 status), ``expire_next_continue`` (a paged list's token expires), ``served_slice_versions``
 (which resource.k8s.io versions exist), ``fail_status`` (answer every request with that
 status), and :meth:`stop` / :meth:`start` on the same port (an unreachable API server).
-
-:class:`SimulatedCluster` keeps such a server showing a running simulator's node and pods,
-admitted and rejected, and the ResourceSlices its DRA drivers publish (the ``demo`` command does
-this). The object kinds served are listed in
-``COLLECTIONS``, one entry per kind.
 
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
 
@@ -38,63 +35,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import copy
 import json
 import ssl
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
-from ..topology import hugepage_resource_name
-from .admitting import node_allocatable
-from .podobjects import pod_object
-from .profile import ContainerSpec, PodSpec
-from .slices import resource_slices
-from .state import NodeState
+from .apiauth import TOKEN, request_identity, tls_context
+from .apicluster import SimulatedCluster, cluster_from_profile, simulated_node
+from .apiobjects import Obj, container, device_taint_rule, node, pod, resource_slice, status
+from .apistore import (
+    COLLECTIONS,
+    SLICE_VERSIONS,
+    ClusterStore,
+    Collection,
+    Terms,
+    Watcher,
+    api_version,
+    matches,
+    shown,
+)
 
-SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+__all__ = [
+    "COLLECTIONS", "SLICE_VERSIONS", "TOKEN", "Collection", "FakeApiServer", "Obj",
+    "SimulatedCluster", "cluster_from_profile", "container", "device_taint_rule", "node", "pod",
+    "resource_slice", "simulated_node", "status", "tls_context",
+]
 
-
-@dataclass(frozen=True)
-class Collection:
-    """An object kind the server lists and watches: in the core API (``/api/v1/<name>``) when
-    ``group`` is None, else at ``/apis/<group>/<version>/<name>`` for each of ``versions``."""
-
-    kind: str
-    group: str | None = None
-    versions: tuple[str, ...] = ("v1",)
-
-
-# The object kinds served, by collection name. Another kind is one more entry here; its objects
-# are then put, deleted, listed and watched like the others (builders below, under "objects").
-COLLECTIONS: dict[str, Collection] = {
-    "nodes": Collection("Node"),
-    "pods": Collection("Pod"),
-    "resourceslices": Collection("ResourceSlice", "resource.k8s.io", SLICE_VERSIONS),
-    "devicetaintrules": Collection("DeviceTaintRule", "resource.k8s.io", ("v1",)),
-}
 SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
-SLICES_PER_POOL = 4
-TOKEN = "fake-token"
-
-Obj = dict[str, Any]  # a Kubernetes object as JSON
-Terms = list[tuple[str, str]]
-
-
-def status(code: int, reason: str, message: str) -> Obj:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
-
-
-def _field(obj: Obj, path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = (value or {}).get(part)
-    return "" if value is None else str(value)
 
 
 def _selector(text: str) -> Terms:
@@ -110,24 +79,19 @@ def _selector(text: str) -> Terms:
     return terms
 
 
-class _Watcher:
-    def __init__(self, collection: str, terms: Terms, version: str | None,
-                 response: web.StreamResponse, request: web.Request):
-        self.collection = collection
-        self.terms = terms
-        self.version = version  # resource.k8s.io version the watcher sees objects as
-        self.response = response
-        self.request = request
-        self.queue: asyncio.Queue[tuple[str, Obj] | None] = asyncio.Queue()
+def _abort(request: web.Request) -> None:
+    if request.transport is not None:
+        request.transport.abort()
 
 
-class FakeApiServer:
-    """The state of a tiny cluster and an HTTP server answering list and watch on it."""
+class FakeApiServer(ClusterStore):
+    """A tiny cluster's store and an HTTP server answering list, watch and get on it."""
 
     def __init__(self, served_slice_versions: Iterable[str] = SLICE_VERSIONS,
                  gone_as_status: bool = False,
                  tokens: Iterable[str] | None = (TOKEN,), client_names: Iterable[str] = (),
                  ssl_context: ssl.SSLContext | None = None):
+        super().__init__()
         self.served_slice_versions = set(served_slice_versions)
         self.tokens = None if tokens is None else set(tokens)
         self.client_names = set(client_names)
@@ -137,11 +101,6 @@ class FakeApiServer:
         self.gone_as_status = gone_as_status
         self.fail_status: int | None = None
         self.expire_next_continue = False  # answer the next continued list with 410
-        self.resource_version = 1
-        self.compacted = 0  # watches from a resourceVersion below this get 410 Gone
-        self.objects: dict[str, dict[tuple[str, str], Obj]] = {c: {} for c in COLLECTIONS}
-        self.history: list[tuple[int, str, str, Obj]] = []  # rv, collection, type, object
-        self.watchers: list[_Watcher] = []
         self.requests: list[tuple[str, dict[str, str]]] = []  # path and query of each request
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -193,71 +152,10 @@ class FakeApiServer:
         }))
         return path
 
-    # ---- controls -------------------------------------------------------------------------
-
-    def put(self, collection: str, obj: Obj) -> Obj:
-        """Create or replace an object (ADDED or MODIFIED to watchers); returns the stored copy."""
-        obj = copy.deepcopy(obj)
-        meta = obj.setdefault("metadata", {})
-        key = (meta.get("namespace", ""), meta["name"])
-        old = self.objects[collection].get(key)
-        meta.setdefault("uid", old["metadata"]["uid"] if old else str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", "2026-11-21T12:00:00Z")
-        self.resource_version += 1
-        meta["resourceVersion"] = str(self.resource_version)
-        self.objects[collection][key] = obj
-        self._event(collection, "MODIFIED" if old else "ADDED", obj)
-        return obj
-
-    def delete(self, collection: str, name: str, namespace: str = "") -> None:
-        obj = copy.deepcopy(self.objects[collection].pop((namespace, name)))
-        self.resource_version += 1
-        obj["metadata"]["resourceVersion"] = str(self.resource_version)
-        self._event(collection, "DELETED", obj)
-
-    def bookmark(self, collection: str) -> None:
-        """A BOOKMARK to the collection's watchers: 'nothing for you up to this version'."""
-        self.resource_version += 1
-        mark = {"kind": "", "apiVersion": "",
-                "metadata": {"resourceVersion": str(self.resource_version)}}
-        for watcher in self.watchers:
-            if watcher.collection == collection:
-                watcher.queue.put_nowait(("BOOKMARK", mark))
-
-    def compact(self) -> None:
-        """Forget the history so far: a watch resuming from an older version gets 410 Gone."""
-        self.compacted = self.resource_version
-        self.history.clear()
-
-    def end_watches(self, collection: str | None = None) -> int:
-        """End open watches cleanly, as their timeoutSeconds would; returns how many."""
-        return self._close_watches(collection, abort=False)
-
-    def drop_watches(self, collection: str | None = None) -> int:
-        """Cut open watch connections mid-reply (a network failure); returns how many."""
-        return self._close_watches(collection, abort=True)
-
-    def _close_watches(self, collection: str | None, abort: bool) -> int:
-        closed = 0
-        for watcher in list(self.watchers):
-            if collection in (None, watcher.collection):
-                if abort and watcher.request.transport is not None:
-                    watcher.request.transport.abort()
-                watcher.queue.put_nowait(None)
-                self.watchers.remove(watcher)
-                closed += 1
-        return closed
-
     def watches(self, collection: str) -> list[dict[str, str]]:
         """Queries of the watch requests received for a collection, in order."""
         return [query for path, query in self.requests
                 if path.endswith("/" + collection) and query.get("watch") in ("true", "1")]
-
-    def _event(self, collection: str, kind: str, obj: Obj) -> None:
-        self.history.append((self.resource_version, collection, kind, obj))
-        for watcher in self.watchers:
-            if watcher.collection == collection and self._matches(obj, watcher.terms):
-                watcher.queue.put_nowait((kind, obj))
 
     # ---- HTTP -----------------------------------------------------------------------------
 
@@ -265,25 +163,12 @@ class FakeApiServer:
     async def _authenticate(self, request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                             ) -> web.StreamResponse:
-        identity = self._identity(request)
+        identity = request_identity(request, self.tokens, self.client_names)
         if identity is None:
             self.rejected.append((request.path, request.headers.get("Authorization", "")))
             return web.json_response(status(401, "Unauthorized", "Unauthorized"), status=401)
         self.identities.append(identity)
         return await handler(request)
-
-    def _identity(self, request: web.Request) -> str | None:
-        authorization = request.headers.get("Authorization", "")
-        if authorization:
-            scheme, _, token = authorization.partition(" ")
-            known = scheme == "Bearer" and (self.tokens is None or token in self.tokens)
-            return f"token:{token}" if known else None
-        peer = request.transport.get_extra_info("peercert") if request.transport else None
-        names = [value for rdn in (peer or {}).get("subject", ()) for key, value in rdn
-                 if key == "commonName"]
-        if names and names[0] in self.client_names:
-            return f"cert:{names[0]}"
-        return "anonymous" if self.tokens is None else None
 
     async def _core(self, request: web.Request) -> web.StreamResponse:
         collection = request.match_info["collection"]
@@ -299,7 +184,7 @@ class FakeApiServer:
         if obj is None:
             return web.json_response(status(404, "NotFound", f'pods "{name}" not found'),
                                      status=404)
-        return web.json_response(self._shown(obj, "pods", None))
+        return web.json_response(shown(obj, "pods", None))
 
     async def _resource(self, request: web.Request) -> web.StreamResponse:
         version, collection = request.match_info["version"], request.match_info["collection"]
@@ -332,7 +217,7 @@ class FakeApiServer:
     def _list(self, collection: str, version: str | None, terms: Terms,
               query: Mapping[str, str]) -> web.Response:
         items = sorted((k, o) for k, o in self.objects[collection].items()
-                       if self._matches(o, terms))
+                       if matches(o, terms))
         start, list_rv = 0, self.resource_version
         if query.get("continue"):
             token = json.loads(base64.b64decode(query["continue"]))
@@ -350,8 +235,8 @@ class FakeApiServer:
             meta["remainingItemCount"] = len(items) - start - limit
         return web.json_response({
             "kind": COLLECTIONS[collection].kind + "List",
-            "apiVersion": self._api_version(collection, version),
-            "metadata": meta, "items": [self._shown(o, collection, version) for _, o in page]})
+            "apiVersion": api_version(collection, version),
+            "metadata": meta, "items": [shown(o, collection, version) for _, o in page]})
 
     async def _watch(self, request: web.Request, collection: str, version: str | None,
                      terms: Terms) -> web.StreamResponse:
@@ -367,15 +252,15 @@ class FakeApiServer:
             await response.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
             await response.write_eof()
             return response
-        watcher = _Watcher(collection, terms, version, response, request)
+        watcher = Watcher(collection, terms, version, abort=lambda: _abort(request))
         if since in ("", "0"):  # from "any" version: the current objects first
             for obj in self.objects[collection].values():
-                if self._matches(obj, terms):
+                if matches(obj, terms):
                     watcher.queue.put_nowait(("ADDED", obj))
         else:
             for rv, kind_collection, kind, obj in self.history:
                 if rv > int(since) and kind_collection == collection \
-                        and self._matches(obj, terms):
+                        and matches(obj, terms):
                     watcher.queue.put_nowait((kind, obj))
         self.watchers.append(watcher)
         deadline = asyncio.get_running_loop().time() + int(request.query.get("timeoutSeconds",
@@ -392,8 +277,8 @@ class FakeApiServer:
                 if item is None:  # ended or dropped
                     break
                 kind, obj = item
-                shown = obj if kind == "BOOKMARK" else self._shown(obj, collection, version)
-                await response.write(json.dumps({"type": kind, "object": shown}).encode() + b"\n")
+                sent = obj if kind == "BOOKMARK" else shown(obj, collection, version)
+                await response.write(json.dumps({"type": kind, "object": sent}).encode() + b"\n")
             await response.write_eof()
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -401,245 +286,6 @@ class FakeApiServer:
             if watcher in self.watchers:
                 self.watchers.remove(watcher)
         return response
-
-    @staticmethod
-    def _matches(obj: Obj, terms: Terms) -> bool:
-        return all(_field(obj, name) == value for name, value in terms)
-
-    @staticmethod
-    def _api_version(collection: str, version: str | None) -> str:
-        group = COLLECTIONS[collection].group
-        return "v1" if group is None else f"{group}/{version}"
-
-    def _shown(self, obj: Obj, collection: str, version: str | None) -> Obj:
-        """The object as the requested API version spells it."""
-        shown = {"kind": COLLECTIONS[collection].kind,
-                 "apiVersion": self._api_version(collection, version), **obj}
-        if collection == "resourceslices" and version == "v1beta1":
-            # v1beta1 wraps each device's attributes and capacity in "basic"
-            spec = dict(shown.get("spec") or {})
-            spec["devices"] = [{"name": d["name"], "basic": {k: v for k, v in d.items()
-                                                             if k != "name"}}
-                               for d in spec.get("devices") or ()]
-            shown["spec"] = spec
-        return shown
-
-
-def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
-    """The server side of TLS; with ``client_ca``, client certificates are verified against
-    it when presented (a client without one is then judged by its token)."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    if client_ca is not None:
-        context.load_verify_locations(client_ca)
-        context.verify_mode = ssl.CERT_OPTIONAL
-    return context
-
-
-# ---- objects ------------------------------------------------------------------------------
-
-def node(name: str, capacity: dict[str, str], allocatable: dict[str, str] | None = None) -> Obj:
-    base = {"cpu": "64", "memory": "263856064Ki", "pods": "110",
-            "ephemeral-storage": "936484380Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {"podCIDR": "10.244.1.0/24"},
-            "status": {"capacity": {**base, **capacity},
-                       "allocatable": {**base, **(capacity if allocatable is None
-                                                  else allocatable)},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-def container(name: str, requests: dict[str, str] | None = None,
-              restart_policy: str | None = None) -> Obj:
-    result: Obj = {"name": name, "image": f"registry.example.com/{name}:1.0",
-              "resources": {"requests": dict(requests or {}), "limits": dict(requests or {})}}
-    if restart_policy:
-        result["restartPolicy"] = restart_policy
-    return result
-
-
-def pod(namespace: str, name: str, node_name: str, containers: Sequence[Obj],
-        init_containers: Sequence[Obj] = (), phase: str = "Running",
-        overhead: dict[str, str] | None = None) -> Obj:
-    spec: Obj = {"nodeName": node_name, "containers": list(containers), "restartPolicy": "Always"}
-    if init_containers:
-        spec["initContainers"] = list(init_containers)
-    if overhead:
-        spec["overhead"] = dict(overhead)
-    return {"metadata": {"namespace": namespace, "name": name}, "spec": spec,
-            "status": {"phase": phase}}
-
-
-def resource_slice(name: str, node_name: str, driver: str, pool: str, devices: list[str],
-                   generation: int = 1, slice_count: int = 1) -> Obj:
-    return {"metadata": {"name": name},
-            "spec": {"driver": driver, "nodeName": node_name,
-                     "pool": {"name": pool, "generation": generation,
-                              "resourceSliceCount": slice_count},
-                     "devices": [{"name": d, "attributes": {"index": {"int": i}}}
-                                 for i, d in enumerate(devices)]}}
-
-
-# ---- a simulated kubelet's node and pods ----------------------------------------------------
-
-def device_taint_rule(name: str, effect: str, driver: str = "", pool: str = "",
-                      device: str = "", key: str = "example.com/taint") -> Obj:
-    """A DeviceTaintRule putting a taint on the devices its selector names (KEP-5055)."""
-    selector = {k: v for k, v in (("driver", driver), ("pool", pool), ("device", device)) if v}
-    return {"metadata": {"name": name},
-            "spec": {"deviceSelector": selector, "taint": {"key": key, "effect": effect}}}
-
-
-def simulated_node(state: NodeState) -> Obj:
-    """The simulated node as the API shows it: CPUs, memory and hugepages of every NUMA node
-    and each device-plugin resource's devices in capacity; in allocatable what the kubelet's
-    resource-fit predicate counts against (less the reserved CPUs and memory, ``maxPods``, the
-    healthy devices)."""
-    spec = state.spec
-    capacity = {"cpu": str(len(spec.all_cpus)),
-                "memory": f"{sum(n.memory_bytes for n in spec.numa_nodes) // 1024}Ki",
-                "pods": str(spec.max_pods)}
-    for numa in spec.numa_nodes:
-        for size, pages in numa.hugepages.items():
-            name = hugepage_resource_name(size)
-            capacity[name] = str(int(capacity.get(name, "0")) + size * pages)
-    for device in state.devices:
-        capacity[device.resource] = str(int(capacity.get(device.resource, "0")) + 1)
-    allocatable = node_allocatable(spec, state.devices, state.unregistered)
-    shown = {name: (f"{amount}m" if name == "cpu" else str(amount))
-             for name, amount in allocatable.items()}
-    return node(spec.name, capacity, shown)
-
-
-class SimulatedCluster:
-    """Keeps a :class:`FakeApiServer` showing what a simulated kubelet has: its node, one
-    ResourceSlice per DRA pool, every pod it knows (admitted ones in their phase, ``Running``
-    by default) and the pods it rejected at admission (phase ``Failed``, ``status.reason`` the
-    kubelet's reason), as the kubelet reports them to the API server. Each pod keeps its uid
-    while it exists."""
-
-    def __init__(self, server: FakeApiServer, state: NodeState, pods: bool = True):
-        self.server = server
-        self.state = state
-        self.pods = pods  # False: the node and its ResourceSlices only (the kubelet's Pods
-        # API serves the pods)
-        self._shown: dict[tuple[str, str], str] = {}  # pod key -> the JSON last put
-        self._uids: dict[tuple[str, str], str] = {}
-        self._version = -1
-
-    def sync(self) -> bool:
-        """Bring the server up to date; False when nothing changed since the last call."""
-        if self.state.version == self._version:
-            return False
-        self._version = self.state.version
-        if not self.server.objects["nodes"]:
-            self.server.put("nodes", simulated_node(self.state))
-            for obj in resource_slices(self.state.spec):  # what its DRA drivers publish
-                self.server.put("resourceslices", obj)
-        wanted: dict[tuple[str, str], Obj] = {}
-        for key, sim in self.state.pods.items() if self.pods else ():
-            uid = self._uids.setdefault(key, sim.uid or str(uuid.uuid4()))
-            wanted[key] = pod_object(sim.spec, self.state.spec.name, sim.spec.phase, uid=uid)
-        for key, obj in self.state.rejected_pods.items() if self.pods else ():
-            wanted[key] = copy.deepcopy(obj)
-        for key in set(self._shown) - set(wanted):
-            del self._shown[key]
-            self._uids.pop(key, None)
-            self.server.delete("pods", key[1], key[0])
-        for key, obj in wanted.items():
-            text = json.dumps(obj, sort_keys=True)
-            if self._shown.get(key) != text:
-                self._shown[key] = text
-                self.server.put("pods", obj)
-        return True
-
-    async def follow(self, interval: float = 0.5) -> None:
-        """Sync every ``interval`` seconds until cancelled."""
-        while True:
-            self.sync()
-            await asyncio.sleep(interval)
-
-
-def cluster_from_profile(server: FakeApiServer, profile: str) -> str:
-    """Put a simulator profile's node in the API as a cluster would show it: its pods with
-    their requests (sidecars as restartable init containers), managed fields and statuses; the
-    device resources plus a patched ``example.com/dongle: 4`` and two dead Akri entries at 0;
-    each DRA pool in a few ResourceSlices. Returns the node name."""
-    from .profile import load_profile
-
-    spec = load_profile(profile)
-    state = NodeState(spec)
-    extended: dict[str, str] = {}
-    for device in spec.devices:
-        extended[device.resource] = str(int(extended.get(device.resource, "0")) + 1)
-    extended.update({"example.com/dongle": "4", "akri.sh/zeroconf-a1b2c3": "0",
-                     "akri.sh/zeroconf-d4e5f6": "0"})
-    server.put("nodes", node(spec.name, extended))
-    for index, sim in enumerate(state.pods.values()):
-        server.put("pods", _realistic_pod(sim.spec, spec.name, index))
-    for index, pool in enumerate(spec.dra_pools):
-        for part in range(SLICES_PER_POOL):  # as drivers split big pools
-            server.put("resourceslices", resource_slice(
-                f"{spec.name}-{index}-{part}", spec.name, pool.driver, pool.pool,
-                pool.devices[part::SLICES_PER_POOL], slice_count=SLICES_PER_POOL))
-    return spec.name
-
-
-def _requests_of(sim_container: ContainerSpec, dongles: int) -> dict[str, str]:
-    requests = {"cpu": str(sim_container.cpus or 1), "memory": "512Mi"}
-    for memory_type, size in sim_container.memory.items():
-        requests[memory_type] = str(size)
-    for resource, count in sim_container.devices.items():
-        requests[resource] = str(count)
-    if dongles:
-        requests["example.com/dongle"] = str(dongles)
-    return requests
-
-
-def _realistic_pod(spec: PodSpec, node_name: str, index: int) -> Obj:
-    """A pod about the size the API server returns (labels, owner, managed fields, status)."""
-    containers = [container(c.name, _requests_of(c, 1 if index < 3 and not n else 0))
-                  for n, c in enumerate(spec.containers)]
-    inits = [container(c.name, _requests_of(c, 0), "Always") for c in spec.sidecars]
-    inits += [container(c.name, _requests_of(c, 0)) for c in spec.init_containers]
-    obj = pod(spec.namespace, spec.name, node_name, containers, inits, spec.phase)
-    for entry in obj["spec"]["containers"] + obj["spec"].get("initContainers", []):
-        entry.update({"env": [{"name": f"VAR_{i}", "value": "x" * 24} for i in range(6)],
-                      "volumeMounts": [{"name": "kube-api-access", "readOnly": True,
-                                        "mountPath": "/var/run/secrets/kubernetes.io/"
-                                                     "serviceaccount"}],
-                      "imagePullPolicy": "IfNotPresent",
-                      "terminationMessagePath": "/dev/termination-log"})
-    obj["metadata"].update({
-        "labels": {"app.kubernetes.io/name": spec.name.rsplit("-", 1)[0],
-                   "pod-template-hash": "7d9f8c6b5"},
-        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
-                             "name": spec.name.rsplit("-", 1)[0] + "-7d9f8c6b5",
-                             "uid": str(uuid.uuid4())}],
-        "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
-                           "apiVersion": "v1", "fieldsType": "FieldsV1",
-                           "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {
-                               "f:containers": {f"k:{{\"name\":\"{c['name']}\"}}": {
-                                   "f:image": {}, "f:resources": {}} for c in containers}}}}]})
-    obj["spec"].update({"serviceAccountName": "default", "schedulerName": "default-scheduler",
-                        "tolerations": [{"key": "node.kubernetes.io/not-ready",
-                                         "operator": "Exists", "effect": "NoExecute",
-                                         "tolerationSeconds": 300}],
-                        "volumes": [{"name": "kube-api-access", "projected": {"sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607,
-                                                     "path": "token"}}]}}]})
-    obj["status"].update({
-        "qosClass": "Guaranteed" if spec.guaranteed else "Burstable",
-        "podIP": f"10.244.{index // 250}.{index % 250 + 2}", "hostIP": "192.0.2.10",
-        "conditions": [{"type": t, "status": "True", "lastTransitionTime":
-                        "2026-11-21T12:00:00Z"} for t in ("Initialized", "Ready",
-                                                           "ContainersReady", "PodScheduled")],
-        "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0,
-                               "image": c["image"], "imageID": "sha256:" + "ab" * 32,
-                               "containerID": "containerd://" + "cd" * 32,
-                               "state": {"running": {"startedAt": "2026-11-21T12:00:05Z"}}}
-                              for c in containers]})
-    return obj
 
 
 async def _main() -> None:

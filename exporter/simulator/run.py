@@ -18,7 +18,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .apiserver import FakeApiServer, SimulatedCluster
+from .apicluster import SimulatedCluster
+from .apiserver import FakeApiServer
 from .control import control_app
 from .profile import NodeSpec
 from .server import DEFAULT_REREGISTER_SECONDS, Simulator

@@ -1,78 +1,28 @@
-"""--web-config-file: TLS, client certificates and basic auth on a running exporter."""
+"""--web-config-file: TLS, client certificates and basic auth on a running exporter.
+
+What the file may say and how a bad one is refused (one line, exit 2), served: HTTPS with basic
+auth, client certificates required or verified when given, bcrypt hashes of every style and
+passwords past bcrypt's 72 bytes, TLS 1.2's cipher suites. A file changing while served is in
+test_webconfig_reload.py; bcrypt's cost under load in test_basicauth.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import logging
-import os
-import shutil
 import ssl
 import subprocess
 import sys
-import tempfile
-import threading
-import time
-from pathlib import Path
 
 import aiohttp
 import bcrypt
 import pytest
 
-from exporter.cli import main, serve
+from exporter.cli import main
 from exporter.web import basicauth, webconfig
 
 from ..support.harness import REPO, Node, Scrape, small_profile
 from ..support.pki import CA
-
-PASSWORD = "correct horse battery staple"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-
-
-def write_config(directory: Path, text: str) -> Path:
-    path = directory / "web-config.yml"
-    path.write_text(text)
-    return path
-
-
-def auth(user: str, password: str) -> dict:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-# ---- a running exporter behind a web config -----------------------------------------------
-
-class Served:
-    """``cli.serve`` (the real wiring) on a free port, with a simulated kubelet."""
-
-    def __init__(self, node: Node, config_path: Path):
-        self.node, self.config = node, webconfig.load(config_path)
-        self.stop = asyncio.Event()
-
-    async def __aenter__(self) -> Served:
-        started = asyncio.get_running_loop().create_future()
-        self.task = asyncio.create_task(serve(
-            self.node.settings(), ("127.0.0.1", 0), stop=self.stop,
-            started=lambda port, refresher: started.set_result(port),
-            web_config=self.config))
-        self.port = await asyncio.wait_for(started, 10)
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self.stop.set()
-        assert await asyncio.wait_for(self.task, 10) == 0
-
-    async def get(self, path: str, scheme: str = "https", ssl_context=None, **kwargs):
-        async with aiohttp.ClientSession() as session, session.get(
-                f"{scheme}://127.0.0.1:{self.port}{path}", ssl=ssl_context, **kwargs) as response:
-            return response.status, response.headers, await response.text()
-
-
-def client_context(ca: CA, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=ca.path)
-    if cert:
-        context.load_cert_chain(cert, key)
-    return context
+from ..support.webconfig import HASH, PASSWORD, Served, auth, client_context, write_config
 
 
 async def test_https_with_basic_auth(pki, tmp_path):
@@ -179,43 +129,6 @@ tls_server_config: {cert_file: server.crt, key_file: server.key, client_ca_file:
         with pytest.raises(aiohttp.ClientError):
             await served.get("/metrics",
                              ssl_context=client_context(ca, stranger_cert, stranger_key))
-
-
-def secret_volume(volume: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` the way the kubelet updates a Secret volume: a new timestamped directory,
-    an atomic swap of the ``..data`` link, the old directory deleted; names link via ``..data``."""
-    volume.mkdir(exist_ok=True)
-    old = os.readlink(volume / "..data") if (volume / "..data").is_symlink() else None
-    fresh = Path(tempfile.mkdtemp(prefix="..20", dir=volume))
-    for name, content in files.items():
-        (fresh / name).write_bytes(content)
-        if not (volume / name).is_symlink():
-            (volume / name).symlink_to(Path("..data") / name)
-    (volume / "..data_tmp").symlink_to(fresh.name)
-    os.replace(volume / "..data_tmp", volume / "..data")
-    if old:
-        shutil.rmtree(volume / old)
-
-
-async def test_rotated_certificate_is_served_without_restart(pki, tmp_path):
-    ca, cert, key = pki
-    volume = tmp_path / "secret"
-    config = b"tls_server_config: {cert_file: tls.crt, key_file: tls.key}\n"
-    secret_volume(volume, {"web-config.yml": config, "tls.crt": cert.read_bytes(),
-                           "tls.key": key.read_bytes()})
-    async with Node(small_profile()) as node, Served(node, volume / "web-config.yml") as served:
-        def presented() -> str:
-            return ssl.get_server_certificate(("127.0.0.1", served.port))
-
-        before = await asyncio.to_thread(presented)
-        assert before == cert.read_text()
-        new_cert, new_key = ca.issue("server-renewed")
-        secret_volume(volume, {"web-config.yml": config, "tls.crt": new_cert.read_bytes(),
-                               "tls.key": new_key.read_bytes()})
-        after = await asyncio.to_thread(presented)
-        assert after == new_cert.read_text() and after != before
-        status, _, _ = await served.get("/healthz", ssl_context=client_context(ca))
-        assert status == 200
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -357,199 +270,3 @@ async def test_tls12_offers_only_aead_suites(pki, tmp_path, ciphers, accepted):
         else:
             with pytest.raises(aiohttp.ClientError):
                 await served.get("/healthz", ssl_context=client)
-
-
-# ---- the file changes while serving ---------------------------------------------------------
-
-async def test_revoked_password_and_new_headers_apply_without_restart(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="exporter.web.webconfig")
-    other = "new password for prometheus"
-    other_hash = bcrypt.hashpw(other.encode(), bcrypt.gensalt(rounds=4)).decode()
-    volume = tmp_path / "secret"
-    secret_volume(volume, {"web-config.yml": f"basic_auth_users: {{prometheus: '{HASH}'}}\n"
-                                             .encode()})
-    async with Node(small_profile()) as node, \
-            Served(node, volume / "web-config.yml") as served:
-        status, headers, _ = await served.get("/metrics", scheme="http",
-                                              headers=auth("prometheus", PASSWORD))
-        assert status == 200 and "X-Frame-Options" not in headers
-        secret_volume(volume, {"web-config.yml": (
-            f"basic_auth_users: {{prometheus: '{other_hash}'}}\n"
-            "http_server_config: {headers: {X-Frame-Options: deny}}\n").encode()})
-        status, headers, _ = await served.get("/metrics", scheme="http",
-                                              headers=auth("prometheus", PASSWORD))
-        assert status == 401 and headers["X-Frame-Options"] == "deny"
-        status, _, _ = await served.get("/metrics", scheme="http",
-                                        headers=auth("prometheus", other))
-        assert status == 200
-        # a broken version is refused, once, and the last good one stays in force
-        secret_volume(volume, {"web-config.yml": b"basic_auth_users: {prometheus: plain}\n"})
-        for _ in range(3):
-            status, _, _ = await served.get("/metrics", scheme="http",
-                                            headers=auth("prometheus", other))
-            assert status == 200
-        status, _, _ = await served.get("/metrics", scheme="http")
-        assert status == 401
-    messages = [(r.levelname, r.getMessage()) for r in caplog.records
-                if r.name == "exporter.web.webconfig" and "over plain HTTP" not in r.getMessage()]
-    assert messages[0] == ("INFO", f"web config {volume}/web-config.yml reloaded: plain HTTP, "
-                                   "basic auth for 1 users")
-    assert messages[1][0] == "WARNING" and messages[1][1].startswith(
-        "web config: keeping the previous settings: ")
-    assert "basic_auth_users.prometheus: not a bcrypt hash" in messages[1][1]
-    assert len([m for m in messages if m[0] == "WARNING"
-                and "keeping the previous settings" in m[1]]) == 1
-
-
-async def test_tls_is_switched_on_by_a_reload(pki, tmp_path):
-    ca, _, _ = pki
-    path = write_config(tmp_path, "")
-    async with Node(small_profile()) as node, Served(node, path) as served:
-        status, _, _ = await served.get("/healthz", scheme="http")
-        assert status == 200
-        path.write_text("tls_server_config: {cert_file: server.crt, key_file: server.key}\n")
-        status, _, _ = await served.get("/healthz", ssl_context=client_context(ca))
-        assert status == 200
-        with pytest.raises(aiohttp.ClientError):
-            await served.get("/healthz", scheme="http")
-
-
-# ---- bcrypt's cost, bounded -----------------------------------------------------------------
-
-class CountingCheckpw:
-    """bcrypt.checkpw as it is, counting calls and the most that ran at once."""
-
-    def __init__(self):
-        self.hashes: list[bytes] = []
-        self.passwords: list[bytes] = []
-        self.running = self.most = 0
-        self.lock = threading.Lock()
-        self.real = bcrypt.checkpw
-
-    def __call__(self, password: bytes, hashed: bytes) -> bool:
-        with self.lock:
-            self.hashes.append(hashed)
-            self.passwords.append(password)
-            self.running += 1
-            self.most = max(self.most, self.running)
-        try:
-            time.sleep(0.02)  # long enough for concurrent checks to overlap, if they could
-            return self.real(password, hashed)
-        finally:
-            with self.lock:
-                self.running -= 1
-
-
-@pytest.fixture
-def checkpw(monkeypatch):
-    counting = CountingCheckpw()
-    monkeypatch.setattr(basicauth.bcrypt, "checkpw", counting)
-    return counting
-
-
-def header(user: str, password: str) -> str:
-    return auth(user, password)["Authorization"]
-
-
-async def test_unknown_users_cost_what_the_costliest_user_costs(checkpw):
-    cheap = bcrypt.hashpw(b"a", bcrypt.gensalt(rounds=4))
-    costly = bcrypt.hashpw(b"b", bcrypt.gensalt(rounds=6))
-    basic = basicauth.BasicAuth({"cheap": cheap, "costly": costly})
-    assert await basic.check(header("nobody", "x")) is False
-    assert checkpw.hashes[-1][:7] == b"$2b$06$"
-    # a wrong password for the cheap user waits out the difference: 2**(6-4) - 1 = 3 checks
-    sleeps = []
-    real_sleep = asyncio.sleep
-
-    async def recording_sleep(seconds):
-        sleeps.append(seconds)
-        await real_sleep(0)
-    basicauth.asyncio.sleep, saved = recording_sleep, basicauth.asyncio.sleep
-    try:
-        assert await basic.check(header("cheap", "wrong")) is False
-        assert await basic.check(header("costly", "wrong")) is False
-        assert await basic.check(header("cheap", "a")) is True
-    finally:
-        basicauth.asyncio.sleep = saved
-    assert len(sleeps) == 1 and sleeps[0] >= 3 * 0.02  # the check itself took 20 ms or more
-
-
-async def test_a_flood_of_wrong_passwords_neither_evicts_nor_queues_the_right_one(checkpw):
-    basic = basicauth.BasicAuth({"prometheus": HASH.encode()})
-    assert await basic.check(header("prometheus", PASSWORD), "10.0.0.1") is True
-    answers = await asyncio.gather(*(basic.check(header("prometheus", f"wrong {n}"), "10.6.6.6")
-                                     for n in range(400)))
-    assert checkpw.most == 1                       # one check at a time
-    assert answers.count(False) == 2               # two from one address at a time ...
-    assert answers.count(None) == 398              # ... the rest answered 429 at once
-    calls = len(checkpw.hashes)
-    for n in range(300):                           # more wrong ones than the caches hold
-        await basic.check(header("prometheus", f"again {n}"), f"10.7.{n // 250}.{n % 250}")
-    calls = len(checkpw.hashes)
-    assert await basic.check(header("prometheus", PASSWORD), "10.0.0.1") is True
-    assert len(checkpw.hashes) == calls            # still remembered: no check needed
-    assert await basic.check(header("prometheus", "again 299"), "10.6.6.6") is False
-    assert len(checkpw.hashes) == calls            # a repeated wrong one costs nothing either
-
-
-async def test_concurrent_requests_with_the_same_credentials_share_one_check(checkpw):
-    basic = basicauth.BasicAuth({"prometheus": HASH.encode()})
-    answers = await asyncio.gather(*(basic.check(header("prometheus", PASSWORD), "10.0.0.1")
-                                     for _ in range(20)))
-    assert answers == [True] * 20 and len(checkpw.hashes) == 1
-
-
-async def test_too_many_checks_at_once_get_429(tmp_path, checkpw):
-    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}'}}\n")
-    async with Node(small_profile()) as node, Served(node, path) as served:
-        answers = await asyncio.gather(*(served.get("/metrics", scheme="http",
-                                                    headers=auth("prometheus", f"wrong {n}"))
-                                         for n in range(10)))
-    statuses = sorted(status for status, _, _ in answers)
-    assert statuses == [401, 401] + [429] * 8
-    assert all(headers["Retry-After"] == "1" for status, headers, _ in answers if status == 429)
-
-
-async def test_a_wrong_password_flood_leaves_legitimate_scrapes_answering(tmp_path, checkpw):
-    """A real server under a flood of new wrong passwords from one address, more than the
-    caches hold: a scraper on another address is checked once, answered 200 throughout; the
-    flood gets 401 or 429, bcrypt runs one check at a time, probes answer."""
-    path = write_config(tmp_path, f"basic_auth_users: {{prometheus: '{HASH}'}}\n")
-    legit: list[int] = []
-    probes: list[int] = []
-    async with Node(small_profile()) as node, Served(node, path) as served:
-        url = f"http://127.0.0.1:{served.port}"
-        flood_started = asyncio.Event()
-
-        async def flood() -> list[int]:
-            # 50 connections at a time: under the connection limit, so this is about bcrypt
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50)) as session:
-                async def wrong(n: int) -> int:
-                    async with session.get(url + "/metrics",
-                                           headers=auth("prometheus", f"wrong {n}")) as response:
-                        await response.read()
-                        return response.status
-                tasks = [asyncio.create_task(wrong(n)) for n in range(300)]
-                flood_started.set()
-                return await asyncio.gather(*tasks)
-
-        async def scraper() -> None:
-            await flood_started.wait()
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(
-                    local_addr=("127.0.0.2", 0))) as session:
-                for _ in range(10):
-                    async with session.get(url + "/metrics",
-                                           headers=auth("prometheus", PASSWORD)) as response:
-                        body = await response.text()
-                        legit.append(response.status)
-                        assert "podresources_up" in body
-                    async with session.get(url + "/healthz") as response:
-                        probes.append(response.status)
-
-        answers, _ = await asyncio.gather(flood(), scraper())
-    assert legit == [200] * 10
-    assert probes == [200] * 10
-    assert set(answers) <= {401, 429} and answers.count(429) > 0
-    assert checkpw.most == 1
-    # one check for the right password, whatever the flood did to the caches
-    assert checkpw.passwords.count(PASSWORD.encode()) == 1

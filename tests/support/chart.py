@@ -50,3 +50,12 @@ def volume(docs: list[dict], name: str) -> dict:
 
 def mount(docs: list[dict], name: str) -> dict:
     return next(m for m in exporter_container(docs)["volumeMounts"] if m["name"] == name)
+
+
+def assert_scrape_endpoint(endpoint: dict, scheme: str = "http") -> None:
+    """A ServiceMonitor or PodMonitor endpoint as the chart writes it, over ``scheme``."""
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert endpoint["scheme"] == scheme
+    assert endpoint["honorLabels"] is True
+    assert endpoint["relabelings"][0] == {"sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                                          "targetLabel": "node", "action": "replace"}

@@ -4,7 +4,8 @@ pods it rejected at admission as the kubelet reports them (no server started: ob
 from __future__ import annotations
 
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apiserver import FakeApiServer, SimulatedCluster
+from exporter.simulator.apicluster import SimulatedCluster
+from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.profile import parse_pod
 
 

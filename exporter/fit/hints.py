@@ -141,12 +141,33 @@ def _preferred(candidates: list[NumaSet], min_width: int) -> list[TopologyHint]:
     return [TopologyHint(mask, len(mask) == min_width) for mask in candidates]
 
 
-def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset()) -> Hints:
+def single_node_hints(table: MaskTable, one_node_holds: bool, found: Iterable[int]
+                      ) -> list[TopologyHint]:
+    """The single-node hints among a provider's full answer, for ``single-numa-node`` (whose
+    ``filterSingleNumaHints`` keeps nothing else): a node's hint is preferred when the
+    narrowest set whose capacity holds the request is one node (``one_node_holds``), or when
+    the table has one node only. An empty answer stays empty: the full answer then has no
+    preferred single-node hint either, so both filter to nothing."""
+    preferred = one_node_holds or len(table.numa_ids) == 1
+    return [TopologyHint(frozenset((n,)), preferred) for n in found]
+
+
+def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(),
+              single: bool = False) -> Hints:
     """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
-    it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request."""
+    it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request.
+    ``single``: only the single-node hints (see :func:`single_node_hints`)."""
     if request <= 0:
         return None
     table = mask_table(tuple(sorted(n for n, cpus in cpu.online.items() if cpus)))
+    if single:
+        per_node = cpu.free_per_node()
+        pinned_nodes = {cpu.cpu_numa.get(c) for c in reusable} - {None}
+        widest = max((len(cpu.online[n]) for n in table.numa_ids), default=0)
+        return single_node_hints(
+            table, widest >= request,
+            (n for n in table.numa_ids if pinned_nodes <= {n}
+             and len(reusable) + per_node.get(n, 0) >= request))
     online = node_sums(table, {n: len(cpu.online[n]) for n in table.numa_ids})
     free = node_sums(table, cpu.free_per_node())
     pinned = _bits(n for n in (cpu.cpu_numa.get(c) for c in reusable) if n is not None)
@@ -163,18 +184,24 @@ def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(
 
 
 def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
-                 reusable: Mapping[NumaSet, Mapping[str, int]] | None = None
-                 ) -> dict[str, list[TopologyHint]] | None:
+                 reusable: Mapping[NumaSet, Mapping[str, int]] | None = None,
+                 single: bool = False) -> dict[str, list[TopologyHint]] | None:
     """``calculateHints``: for every mask with enough *allocatable* of each requested type
     (the narrowest such is the minimum width), skip a single node that is part of a
     multi-NUMA group, and a multi-node mask whose members with assignments are single-node or
     in a group other than exactly this mask; then require free (+ this pod's reusable memory on
     the same mask) for every type. All types get the same hints. ``None`` (don't care) when
     nothing is asked — and also when no mask qualifies: the kubelet returns an empty map then,
-    which the merger reads as "don't care" (allocation fails later)."""
+    which the merger reads as "don't care" (allocation fails later). ``single``: only the
+    single-node hints, unless no single node qualifies (whether a wider set does decides
+    between "don't care" and no preferred hint)."""
     wanted = {r: a for r, a in request.items() if a > 0}
     if not wanted:
         return None
+    if single:
+        singles = _single_memory_hints(memory, wanted, reusable or {})
+        if singles:
+            return {r: list(singles) for r in wanted}
     table = mask_table(tuple(sorted(memory)))
     allocatable = {r: node_sums(table, {n: m.allocatable.get(r, 0) for n, m in memory.items()})
                    for r in wanted}
@@ -202,15 +229,31 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
     return {r: list(hints) for r in wanted}
 
 
+def _single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, int],
+                         reusable: Mapping[NumaSet, Mapping[str, int]]) -> list[TopologyHint]:
+    """:func:`memory_hints`' single-node hints: a node that holds the request in allocatable
+    makes the minimum width one, so every single-node hint found is preferred."""
+    found: list[TopologyHint] = []
+    for n in sorted(memory):
+        node = memory[n]
+        if len(node.group) > 1 or any(node.allocatable.get(r, 0) < a for r, a in wanted.items()):
+            continue
+        again = reusable.get(frozenset((n,)), {})
+        if all(node.free.get(r, 0) + again.get(r, 0) >= a for r, a in wanted.items()):
+            found.append(TopologyHint(frozenset((n,)), True))
+    return found
+
+
 def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
                  reusable: Mapping[NumaSet, int] | None = None,
-                 on_device_nodes: bool = True) -> Hints:
+                 on_device_nodes: bool = True, single: bool = False) -> Hints:
     """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
     topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
     device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
     reusable device with topology must meet the mask. ``on_device_nodes`` (1.37): the masks
     are those of the NUMA nodes the resource's devices sit on (``deviceNUMANodes``), so a
-    mask never holds a node without one of its devices; else every NUMA node's."""
+    mask never holds a node without one of its devices; else every NUMA node's. ``single``:
+    only the single-node hints (see :func:`single_node_hints`)."""
     if request <= 0 or not devices.topology_aware():
         return None
     again = {numa: n for numa, n in (reusable or {}).items() if n > 0}
@@ -222,6 +265,15 @@ def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
                    if n in known}
         numa_ids = sorted(hosting) or numa_ids
     table = mask_table(tuple(sorted(numa_ids)))
+    if single:
+        placed_on = [numa for numa, n in again.items() if numa]
+        placed_total = sum(n for numa, n in again.items() if numa)
+        holds = any(sum(c for numa, c in devices.registered.items() if n in numa) >= request
+                    for n in table.numa_ids)
+        return single_node_hints(table, holds, (
+            n for n in table.numa_ids if all(n in numa for numa in placed_on)
+            and placed_total + sum(c for numa, c in devices.free.items() if n in numa)
+            >= request))
     capacity = capacity_sums(table, devices.registered)
     free = meeting_sums(table, devices.free)
     placed = [_bits(numa) for numa, n in again.items() if numa]

@@ -1,0 +1,300 @@
+"""The resource managers' state kept from one snapshot to the next, updated from the pods that
+came and went: what :func:`~exporter.fit.snapshotstate.node_state` builds from the whole
+snapshot, equal to it, at the cost of the change.
+
+The decoder hands back the same object for an unchanged pod, so pods are compared by
+identity, as the accounting's ledger does. What each listed pod holds (its exclusive CPUs,
+devices with their NUMA nodes, memory blocks, and the requests they stand for) is read once,
+when the pod appears, and added to running totals; a pod that leaves is taken off them. From
+the totals, only the parts a change touched are made again: the free CPUs when a pod held
+CPUs, the device resources whose devices it held, the memory manager's state when it held
+memory (its blocks fill the nodes in the order ``List`` gives, so that part is recomputed over
+the pods holding memory), the predicate's requests. Untouched parts stay the same objects, so
+comparing two states, and every answer keyed by those objects, stays cheap. Anything else
+changing (topology, allocatable, configuration, state files) builds the totals again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..model import ApiVersion, KubeletSnapshot, PodAssignment, Topology
+from ..podcontext import NodeContext
+from .allocatable import Reservation, derived_allocatable
+from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
+from .snapshotstate import (
+    Hidden,
+    _ids,
+    _memory_state,
+    cpu_base,
+    hidden_holdings,
+    kubelet_minor,
+    listed_pod_requests,
+    memory_from_state_file,
+    node_requests,
+    node_state,
+    pod_blocks,
+)
+from .statefiles import KubeletState, Registered
+
+DeviceKey = tuple[str, str]  # (resource, device id)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What one listed pod holds, read once per pod object."""
+
+    cpus: frozenset[int]
+    devices: tuple[tuple[DeviceKey, NumaSet], ...]
+    holds_memory: bool
+    requests: tuple[tuple[str, int], ...]
+
+
+def holding(pod: PodAssignment, known: NumaSet) -> Holding:
+    cpus = set(pod.cpu_ids)
+    devices: list[tuple[DeviceKey, NumaSet]] = []
+    for container in pod.containers:
+        cpus.update(container.cpu_ids)
+        for entry in container.devices:
+            numa = _ids(entry.numa_ids, known)
+            devices.extend(((entry.resource, d), numa) for d in entry.device_ids
+                           if entry.resource and d)
+    return Holding(frozenset(cpus), tuple(devices), bool(pod_blocks(pod)),
+                   tuple(listed_pod_requests(pod)))
+
+
+class DeviceTable:
+    """Per device resource, the registered and free devices counted per NUMA set, from the
+    allocatable list, the listed pods' devices and the hidden ones; a device is settled again
+    only when something about it changed."""
+
+    def __init__(self, snapshot: KubeletSnapshot, known: NumaSet) -> None:
+        assert snapshot.allocatable is not None
+        self.listed: dict[DeviceKey, set[int]] = {}
+        for entry in snapshot.allocatable.devices:
+            for device_id in entry.device_ids:
+                if entry.resource and device_id:
+                    self.listed.setdefault((entry.resource, device_id), set()).update(
+                        _ids(entry.numa_ids, known))
+        self.healthy_count: dict[str, int] = {}
+        for resource, _ in self.listed:
+            self.healthy_count[resource] = self.healthy_count.get(resource, 0) + 1
+        self.held_by_pods: dict[DeviceKey, dict[NumaSet, int]] = {}
+        self.hidden: Mapping[DeviceKey, frozenset[int]] = {}
+        self.known = known
+        self.settled: dict[DeviceKey, tuple[NumaSet, bool, bool]] = {}
+        self.registered: dict[str, dict[NumaSet, int]] = {}
+        self.free: dict[str, dict[NumaSet, int]] = {}
+        self.held_count: dict[str, int] = {}
+        self.states: dict[str, DeviceState] = {}
+        self.touched: set[str] = set()
+        for key in self.listed:
+            self.settle(key)
+
+    def hold(self, key: DeviceKey, numa: NumaSet, sign: int) -> None:
+        counts = self.held_by_pods.setdefault(key, {})
+        counts[numa] = counts.get(numa, 0) + sign
+        if counts[numa] == 0:
+            del counts[numa]
+            if not counts:
+                del self.held_by_pods[key]
+
+    def set_hidden(self, hidden: Mapping[DeviceKey, frozenset[int]]) -> None:
+        previous, self.hidden = self.hidden, hidden
+        for key in set(previous) | set(hidden):
+            self.settle(key)
+
+    def settle(self, key: DeviceKey) -> None:
+        """The device's NUMA set, health and holder, counted again."""
+        resource = key[0]
+        old = self.settled.pop(key, None)
+        if old is not None:
+            self._count(resource, *old, -1)
+        by_pods = self.held_by_pods.get(key)
+        hidden = self.hidden.get(key)
+        if key not in self.listed and by_pods is None and hidden is None:
+            return
+        where = set(self.listed.get(key, ()))
+        for numa in by_pods or ():
+            where.update(numa)
+        if hidden is not None:
+            where.update(hidden & self.known)
+        held = by_pods is not None or hidden is not None
+        new = (frozenset(where), key in self.listed and not held, held)
+        self.settled[key] = new
+        self._count(resource, *new, 1)
+
+    def _count(self, resource: str, numa: NumaSet, free: bool, held: bool, sign: int) -> None:
+        self.touched.add(resource)
+        _add(self.registered.setdefault(resource, {}), numa, sign)
+        if free:
+            _add(self.free.setdefault(resource, {}), numa, sign)
+        if held:
+            self.held_count[resource] = self.held_count.get(resource, 0) + sign
+
+    def device_states(self, registry: Registered | None) -> dict[str, DeviceState]:
+        """Per resource, its :class:`DeviceState`; unchanged resources keep theirs."""
+        for resource in self.touched:
+            counts = self.registered.get(resource)
+            if counts:
+                self.states[resource] = DeviceState(
+                    dict(counts), dict(self.free.get(resource, {})),
+                    self.healthy_count.get(resource, 0), self.held_count.get(resource, 0))
+            else:
+                self.states.pop(resource, None)
+        self.touched.clear()
+        states = dict(self.states)
+        for resource in registry or ():
+            if resource not in states:
+                states[resource] = DeviceState({}, {}, 0, 0, registered_unseen=True)
+        return dict(sorted(states.items()))
+
+
+def _add(counts: dict[NumaSet, int], numa: NumaSet, sign: int) -> None:
+    counts[numa] = counts.get(numa, 0) + sign
+    if counts[numa] == 0:
+        del counts[numa]
+
+
+class NodeStateCache:
+    """:func:`~exporter.fit.snapshotstate.node_state`, updated from the pods that changed."""
+
+    def __init__(self) -> None:
+        self._base: tuple[object, ...] | None = None
+        self._holdings: dict[int, tuple[PodAssignment, Holding]] = {}
+        self._cpus: dict[int, int] = {}
+        self._requested: dict[str, list[int]] = {}  # resource -> [sum, pods contributing]
+        self._devices: DeviceTable | None = None
+        self._cpu_base: CpuState | None = None
+        self._cpu: CpuState | None = None
+        self._hidden_cpus: frozenset[int] | None = None
+        self._memory_pods: tuple[int, ...] | None = None
+        self._memory: dict[int, MemoryNode] | None = None
+        self._derived: dict[str, int] = {}
+        self._requests: NodeRequests | None = None
+        self._distances: Mapping[int, Mapping[int, int]] | None = None
+
+    def state(self, snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
+              memory_static: bool, context: NodeContext | None = None,
+              kubelet: KubeletState | None = None, max_pods: int | None = None,
+              reservation: Reservation | None = None) -> NodeState | None:
+        """What :func:`~exporter.fit.snapshotstate.node_state` returns for the same
+        arguments."""
+        allocatable = snapshot.allocatable
+        if allocatable is None or snapshot.api_version != ApiVersion.V1:
+            self._base = None
+            return None
+        if context is not None:
+            gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
+            if gone:
+                snapshot = replace(snapshot, pods=tuple(p for p in snapshot.pods
+                                                        if (p.namespace, p.name) not in gone))
+        if len({id(p) for p in snapshot.pods}) != len(snapshot.pods):  # a pod object twice
+            self._base = None
+            return node_state(snapshot, topology, cpu_static, memory_static, context, kubelet,
+                              max_pods, reservation)
+        numa_ids = tuple(sorted(topology.numa_nodes))
+        known = frozenset(numa_ids)
+        base = (topology, allocatable, cpu_static, memory_static, max_pods, reservation)
+        if self._base is None or any(a is not b for a, b in zip(base, self._base)):
+            self._start(snapshot, topology, known, base)
+            self._derived = derived_allocatable(snapshot, topology, max_pods, reservation)
+        cpus_changed, pods_changed = self._apply(snapshot.pods, known)
+        hidden = (hidden_holdings(snapshot, kubelet, context) if kubelet is not None
+                  else Hidden())
+        cpu = self._cpu_state(cpu_static, cpus_changed, hidden.cpus)
+        memory = None
+        if memory_static:
+            memory = memory_from_state_file(known, kubelet, context)
+            if memory is None:
+                memory = self._listed_memory(snapshot, known)
+        assert self._devices is not None
+        if hidden.devices != self._devices.hidden:
+            self._devices.set_hidden(hidden.devices)
+        registry = kubelet.registered if kubelet is not None else None
+        devices = self._devices.device_states(registry)
+        return NodeState(numa_ids, cpu, memory, devices, self._distances,
+                         self._node_requests(snapshot, context, pods_changed),
+                         kubelet_minor(context.kubelet_version) if context is not None else None)
+
+    def _start(self, snapshot: KubeletSnapshot, topology: Topology, known: NumaSet,
+               base: tuple[object, ...]) -> None:
+        assert snapshot.allocatable is not None
+        self._base = base
+        self._holdings.clear()
+        self._cpus.clear()
+        self._requested.clear()
+        self._devices = DeviceTable(snapshot, known)
+        self._cpu_base = cpu_base(topology, snapshot.allocatable.cpu_ids)
+        self._cpu = self._hidden_cpus = self._memory_pods = self._memory = None
+        self._requests = None
+        self._distances = topology.distances()
+
+    def _apply(self, pods: tuple[PodAssignment, ...], known: NumaSet) -> tuple[bool, bool]:
+        """Totals updated from the pods that came and went: (CPUs changed, anything the
+        predicate counts changed)."""
+        current = {id(p): p for p in pods}
+        changed: list[Holding] = []
+        for key in [k for k in self._holdings if k not in current]:
+            _, held = self._holdings.pop(key)
+            self._count(held, -1)
+            changed.append(held)
+        for key, pod in current.items():
+            if key not in self._holdings:
+                held = holding(pod, known)
+                self._holdings[key] = (pod, held)
+                self._count(held, 1)
+                changed.append(held)
+        return any(h.cpus for h in changed), bool(changed)
+
+    def _count(self, held: Holding, sign: int) -> None:
+        for cpu in held.cpus:
+            left = self._cpus.get(cpu, 0) + sign
+            if left:
+                self._cpus[cpu] = left
+            else:
+                del self._cpus[cpu]
+        devices = self._devices
+        assert devices is not None
+        for key, numa in held.devices:
+            devices.hold(key, numa, sign)
+        for key in dict.fromkeys(k for k, _ in held.devices):
+            devices.settle(key)
+        for resource in dict.fromkeys(r for r, _ in held.requests):  # pods naming it
+            self._requested.setdefault(resource, [0, 0])[1] += sign
+        for resource, amount in held.requests:
+            self._requested[resource][0] += sign * amount
+        for resource in dict.fromkeys(r for r, _ in held.requests):
+            if self._requested[resource][1] == 0:
+                del self._requested[resource]
+
+    def _cpu_state(self, cpu_static: bool, changed: bool, hidden: frozenset[int]
+                   ) -> CpuState | None:
+        if not cpu_static:
+            return None
+        assert self._cpu_base is not None
+        if self._cpu is None or changed or hidden != self._hidden_cpus:
+            base = self._cpu_base
+            self._cpu = replace(base, free=base.free.difference(self._cpus, hidden))
+            self._hidden_cpus = hidden
+        return self._cpu
+
+    def _listed_memory(self, snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, MemoryNode]:
+        """From the pods holding memory, in ``List``'s order; the same while they are."""
+        holding_memory = tuple(p for p in snapshot.pods if self._holdings[id(p)][1].holds_memory)
+        order = tuple(id(p) for p in holding_memory)
+        if self._memory is None or order != self._memory_pods:
+            self._memory = _memory_state(replace(snapshot, pods=holding_memory), known)
+            self._memory_pods = order
+        return self._memory
+
+    def _node_requests(self, snapshot: KubeletSnapshot, context: NodeContext | None,
+                       changed: bool) -> NodeRequests:
+        if context is not None:
+            return node_requests(snapshot, context, None, derived=self._derived)
+        if self._requests is None or changed:
+            listed = {r: total[0] for r, total in self._requested.items()}
+            self._requests = node_requests(snapshot, None, None, derived=self._derived,
+                                           listed=listed)
+        return self._requests

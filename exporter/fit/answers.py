@@ -32,7 +32,7 @@ from .capacity import (
     per_node_unit,
     restrict,
 )
-from .hints import masks, memory_hints
+from .hints import masks, single_memory_hints
 from .nodestate import NodeState, NumaSet
 from .pod import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
 from .policy import SINGLE_NUMA_NODE
@@ -123,7 +123,7 @@ def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
     if _one_node_holds(state, ask):
         return 1
     answers = provider_answers(state, ask, Reuse())
-    if state.memory is not None and ask.memory and memory_hints(state.memory, ask.memory) is None:
+    if state.memory is not None and ask.memory and answers[2] is None:
         return None  # no NUMA set holds the memory (the provider's empty map)
     allowed: list[set[NumaSet]] = []
     for answer in answers:
@@ -142,16 +142,19 @@ def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
 
 
 def _one_node_holds(state: NodeState, ask: Ask) -> bool:
-    """Some NUMA node has a single-node hint from every provider that answers."""
+    """Some NUMA node has a single-node hint from every provider that answers (the memory
+    manager's single-node hints alone: without one, the full answer decides)."""
     common = set(state.numa_ids)
     answered = False
-    for answer in provider_answers(state, ask, Reuse(), single=True):
-        for hints in (answer or {}).values():
-            if hints is None:
-                continue
-            answered = True
-            common &= {n for h in hints if h.affinity is not None and len(h.affinity) == 1
-                       for n in h.affinity}
+    lists = [hints for answer in provider_answers(state, replace(ask, memory={}), Reuse(), True)
+             for hints in (answer or {}).values() if hints is not None]
+    wanted = {r: a for r, a in ask.memory.items() if a > 0}
+    if state.memory is not None and wanted:
+        lists.append(single_memory_hints(state.memory, wanted, {}))
+    for hints in lists:
+        answered = True
+        common &= {n for h in hints if h.affinity is not None and len(h.affinity) == 1
+                   for n in h.affinity}
     return answered and bool(common)
 
 

@@ -181,6 +181,12 @@ class NodeCounts:
     counts: dict[Hashable, tuple[int, int]] = field(default_factory=dict)
     _topology: tuple[object, object] | None = None
     _seen: set[Hashable] = field(default_factory=set)
+    _statics: dict[Hashable, int] = field(default_factory=dict)
+
+    def static(self, state: NodeState, unit: Unit, rules: Rules) -> int:
+        """A small number for what every node's count reads besides the node (hashed once
+        per answer, not once per node)."""
+        return self._statics.setdefault(_static_key(state, unit, rules), len(self._statics))
 
     def same_topology(self, state: NodeState) -> None:
         cpu = state.cpu
@@ -188,10 +194,11 @@ class NodeCounts:
         last = self._topology
         if last is None or last[0] is not topology[0] or last[1] is not topology[1]:
             self.counts.clear()
+            self._statics.clear()
             self._topology = topology
 
     def count(self, state: NodeState, unit: Unit, rules: Rules, numa_id: int, limit: int,
-              static: Hashable) -> int:
+              static: int) -> int:
         """Units node ``numa_id`` admits alone, up to ``limit``."""
         key = (static, _node_key(state, unit, numa_id))
         self._seen.add(key)
@@ -217,6 +224,9 @@ class NodeCounts:
         for key in [k for k in self.counts if k not in self._seen]:
             del self.counts[key]
         self._seen.clear()
+        if len(self._statics) > 1024:  # shapes come and go with their file: start again
+            self._statics.clear()
+            self.counts.clear()
 
 
 def _more_units(before: NodeState, after: NodeState, ask: Ask, numa_id: int, rules: Rules
@@ -259,7 +269,7 @@ def capacity_by_node(shape: PodShape, state: NodeState, rules: Rules, first: Ver
     room lasts. ``None`` if the nodes hold no copy although ``first`` was admitted (never, if
     the shape decomposes: the caller then places copy by copy)."""
     counts.same_topology(state)
-    static = _static_key(state, unit, rules)
+    static = counts.static(state, unit, rules)
     units, wanted = 0, bound * unit.per_pod
     for numa_id in state.numa_ids:
         units += counts.count(state, unit, rules, numa_id, wanted - units, static)
@@ -277,7 +287,7 @@ def nodes_admitting(shape: PodShape, state: NodeState, single: Rules, unit: Unit
     holds a pod's units, and the predicate admits the pod on the state restricted to the
     node (the same on every node when each device resource's held count is known)."""
     counts.same_topology(state)
-    static = _static_key(state, unit, single)
+    static = counts.static(state, unit, single)
     everywhere: bool | None = None
     found: dict[int, bool] = {}
     for numa_id in state.numa_ids:
@@ -327,7 +337,9 @@ def predicate_limit(shape: PodShape, state: NodeState, ask: Ask, admitted: int) 
         before = copies_placed(shape, state, ask, j - 1)
         return predicate(shape, before, copies_placed(shape, state, ask, j)) is None
 
-    low, high = 1, admitted  # copy `low` is admitted; find the last admitted up to `high`
+    if admitted == 1 or admits(admitted):
+        return admitted
+    low, high = 1, admitted - 1  # copy `low` is admitted; find the last admitted up to `high`
     while low < high:
         middle = (low + high + 1) // 2
         if admits(middle):

@@ -199,7 +199,7 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
     if not wanted:
         return None
     if single:
-        singles = _single_memory_hints(memory, wanted, reusable or {})
+        singles = single_memory_hints(memory, wanted, reusable or {})
         if singles:
             return {r: list(singles) for r in wanted}
     table = mask_table(tuple(sorted(memory)))
@@ -229,7 +229,7 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
     return {r: list(hints) for r in wanted}
 
 
-def _single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, int],
+def single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, int],
                          reusable: Mapping[NumaSet, Mapping[str, int]]) -> list[TopologyHint]:
     """:func:`memory_hints`' single-node hints: a node that holds the request in allocatable
     makes the minimum width one, so every single-node hint found is preferred."""

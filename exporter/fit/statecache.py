@@ -47,8 +47,12 @@ class Holding:
 
     cpus: frozenset[int]
     devices: tuple[tuple[DeviceKey, NumaSet], ...]
-    holds_memory: bool
+    memory: tuple[tuple[NumaSet, str, int], ...]  # (NUMA nodes, type, bytes) per block
     requests: tuple[tuple[str, int], ...]
+
+    @property
+    def holds_memory(self) -> bool:
+        return bool(self.memory)
 
 
 def holding(pod: PodAssignment, known: NumaSet) -> Holding:
@@ -60,8 +64,8 @@ def holding(pod: PodAssignment, known: NumaSet) -> Holding:
             numa = _ids(entry.numa_ids, known)
             devices.extend(((entry.resource, d), numa) for d in entry.device_ids
                            if entry.resource and d)
-    return Holding(frozenset(cpus), tuple(devices), bool(pod_blocks(pod)),
-                   tuple(listed_pod_requests(pod)))
+    memory = tuple((_ids(b.numa_ids, known), b.memory_type, b.size) for b in pod_blocks(pod))
+    return Holding(frozenset(cpus), tuple(devices), memory, tuple(listed_pod_requests(pod)))
 
 
 class DeviceTable:
@@ -171,6 +175,12 @@ class NodeStateCache:
         self._hidden_cpus: frozenset[int] | None = None
         self._memory_pods: tuple[int, ...] | None = None
         self._memory: dict[int, MemoryNode] | None = None
+        self._memory_changed = True
+        # single-node blocks' bytes per (node, type), blocks per node, blocks on several nodes
+        self._memory_used: dict[tuple[int, str], int] = {}
+        self._assignments: dict[int, int] = {}
+        self._spanning = 0
+        self._memory_allocatable: dict[int, MemoryNode] = {}
         self._derived: dict[str, int] = {}
         self._requests: NodeRequests | None = None
         self._distances: Mapping[int, Mapping[int, int]] | None = None
@@ -225,6 +235,11 @@ class NodeStateCache:
         self._holdings.clear()
         self._cpus.clear()
         self._requested.clear()
+        self._memory_used.clear()
+        self._assignments.clear()
+        self._spanning = 0
+        self._memory_changed = True
+        self._memory_allocatable = _memory_state(replace(snapshot, pods=()), known)
         self._devices = DeviceTable(snapshot, known)
         self._cpu_base = cpu_base(topology, snapshot.allocatable.cpu_ids)
         self._cpu = self._hidden_cpus = self._memory_pods = self._memory = None
@@ -246,6 +261,7 @@ class NodeStateCache:
                 self._holdings[key] = (pod, held)
                 self._count(held, 1)
                 changed.append(held)
+        self._memory_changed = self._memory_changed or any(h.memory for h in changed)
         return any(h.cpus for h in changed), bool(changed)
 
     def _count(self, held: Holding, sign: int) -> None:
@@ -261,6 +277,14 @@ class NodeStateCache:
             devices.hold(key, numa, sign)
         for key in dict.fromkeys(k for k, _ in held.devices):
             devices.settle(key)
+        for numa, memory_type, size in held.memory:
+            for numa_id in numa:
+                self._assignments[numa_id] = self._assignments.get(numa_id, 0) + sign
+            if len(numa) > 1:
+                self._spanning += sign
+            elif numa:
+                where = (next(iter(numa)), memory_type)
+                self._memory_used[where] = self._memory_used.get(where, 0) + sign * size
         for resource in dict.fromkeys(r for r, _ in held.requests):  # pods naming it
             self._requested.setdefault(resource, [0, 0])[1] += sign
         for resource, amount in held.requests:
@@ -281,12 +305,28 @@ class NodeStateCache:
         return self._cpu
 
     def _listed_memory(self, snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, MemoryNode]:
-        """From the pods holding memory, in ``List``'s order; the same while they are."""
-        holding_memory = tuple(p for p in snapshot.pods if self._holdings[id(p)][1].holds_memory)
+        """The memory manager's state from the listed blocks. Single-node blocks only: each
+        node's free bytes are its allocatable less its blocks' (down to 0), in any order, so
+        from the totals when a pod holding memory came or went. A block on several nodes
+        fills them in id order, in ``List``'s order of pods: computed over the pods holding
+        memory again whenever they, or their order, are not those of last time."""
+        if not self._spanning:
+            self._memory_pods = None
+            if self._memory is None or self._memory_changed:
+                self._memory = {n: MemoryNode(
+                    node.allocatable,
+                    {t: max(0, a - self._memory_used.get((n, t), 0))
+                     for t, a in node.allocatable.items()},
+                    frozenset((n,)), self._assignments.get(n, 0))
+                    for n, node in self._memory_allocatable.items()}
+            self._memory_changed = False
+            return self._memory
+        holding_memory = tuple(p for p in snapshot.pods if self._holdings[id(p)][1].memory)
         order = tuple(id(p) for p in holding_memory)
         if self._memory is None or order != self._memory_pods:
             self._memory = _memory_state(replace(snapshot, pods=holding_memory), known)
             self._memory_pods = order
+        self._memory_changed = False
         return self._memory
 
     def _node_requests(self, snapshot: KubeletSnapshot, context: NodeContext | None,

@@ -14,7 +14,7 @@ rule); ``devicemanager/topology_hints.go`` ``generateDeviceTopologyHints``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -48,6 +48,12 @@ class MaskTable:
     bits: tuple[int, ...]
     complete: bool  # every subset is listed: sums by dynamic programming over the bits
     ascending: tuple[int, ...] = ()  # the bit masks in increasing order
+
+    @functools.cached_property
+    def hints(self) -> tuple[tuple[TopologyHint, ...], tuple[TopologyHint, ...]]:
+        """Every set's hint, preferred and not: built once, shared by every answer."""
+        return (tuple(TopologyHint(m, True) for m in self.sets),
+                tuple(TopologyHint(m, False) for m in self.sets))
 
     @property
     def dense(self) -> bool:
@@ -95,8 +101,25 @@ def node_sums(table: MaskTable, values: Mapping[int, int]) -> dict[int, int] | l
     return sums
 
 
-_CAPACITY_CACHE: dict[int, tuple[Mapping[NumaSet, int], MaskTable, dict[int, int] | list[int]]]
-_CAPACITY_CACHE = {}
+Sums = dict[int, int] | list[int]
+_KEPT: dict[tuple[int, ...], tuple[tuple[object, ...], MaskTable, Sums]] = {}
+
+
+def kept_sums(table: MaskTable, inputs: tuple[object, ...], compute: Callable[[], Sums]
+              ) -> Sums:
+    """Per-mask sums of what does not change as pods are placed one after another (the online
+    CPUs, the allocatable memory, the registered devices), kept while the very same input
+    objects are passed again."""
+    key = (id(table), *map(id, inputs))
+    kept = _KEPT.get(key)
+    if kept is not None and kept[1] is table and all(
+            a is b for a, b in zip(kept[0], inputs)):
+        return kept[2]
+    sums = compute()
+    if len(_KEPT) > 256:
+        _KEPT.clear()
+    _KEPT[key] = (inputs, table, sums)
+    return sums
 
 
 def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, int] | list[int]:
@@ -123,22 +146,18 @@ def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, i
     return [total - within[full ^ b] if b & full == b else 0 for b in range(full + 1)]
 
 
-def capacity_sums(table: MaskTable, registered: Mapping[NumaSet, int]
-                  ) -> dict[int, int] | list[int]:
-    """:func:`meeting_sums` of the registered devices, kept while the same mapping is passed
-    again (it does not change as pods are placed one after another)."""
-    cached = _CAPACITY_CACHE.get(id(registered))
-    if cached is not None and cached[0] is registered and cached[1] is table:
-        return cached[2]
-    sums = meeting_sums(table, registered)
-    if len(_CAPACITY_CACHE) > 256:
-        _CAPACITY_CACHE.clear()
-    _CAPACITY_CACHE[id(registered)] = (registered, table, sums)
-    return sums
+def capacity_sums(table: MaskTable, registered: Mapping[NumaSet, int]) -> Sums:
+    """:func:`meeting_sums` of the registered devices (they do not change as pods are
+    placed)."""
+    return kept_sums(table, (registered,), lambda: meeting_sums(table, registered))
 
 
-def _preferred(candidates: list[NumaSet], min_width: int) -> list[TopologyHint]:
-    return [TopologyHint(mask, len(mask) == min_width) for mask in candidates]
+def _preferred(table: MaskTable, found: list[int], min_width: int) -> list[TopologyHint]:
+    """The hints of the sets at ``found`` (indices into the table), preferred when as narrow
+    as ``min_width``."""
+    preferred, other = table.hints
+    sets = table.sets
+    return [preferred[i] if len(sets[i]) == min_width else other[i] for i in found]
 
 
 def single_node_hints(table: MaskTable, one_node_holds: bool, found: Iterable[int]
@@ -168,19 +187,20 @@ def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(
             table, widest >= request,
             (n for n in table.numa_ids if pinned_nodes <= {n}
              and len(reusable) + per_node.get(n, 0) >= request))
-    online = node_sums(table, {n: len(cpu.online[n]) for n in table.numa_ids})
+    online = kept_sums(table, (cpu.online,), lambda: node_sums(
+        table, {n: len(cpu.online[n]) for n in table.numa_ids}))
     free = node_sums(table, cpu.free_per_node())
     pinned = _bits(n for n in (cpu.cpu_numa.get(c) for c in reusable) if n is not None)
     min_width = len(table.numa_ids)
-    found: list[NumaSet] = []
-    for numa, b in zip(table.sets, table.bits):
+    found: list[int] = []
+    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
         if online[b] >= request and len(numa) < min_width:
             min_width = len(numa)
         if pinned & ~b:
             continue
         if len(reusable) + free[b] >= request:
-            found.append(numa)
-    return _preferred(found, min_width)
+            found.append(i)
+    return _preferred(table, found, min_width)
 
 
 def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
@@ -203,15 +223,16 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
         if singles:
             return {r: list(singles) for r in wanted}
     table = mask_table(tuple(sorted(memory)))
-    allocatable = {r: node_sums(table, {n: m.allocatable.get(r, 0) for n, m in memory.items()})
-                   for r in wanted}
+    nodes = tuple(m.allocatable for m in memory.values())
+    allocatable = {r: kept_sums(table, (*nodes, r), lambda r=r: node_sums(  # type: ignore[misc]
+        table, {n: m.allocatable.get(r, 0) for n, m in memory.items()})) for r in wanted}
     free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
             for r in wanted}
     single_only = _bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
     grouped = {n: _bits(m.group) for n, m in memory.items() if m.assignments > 0}
     min_width = len(table.numa_ids)
-    found: list[NumaSet] = []
-    for numa, b in zip(table.sets, table.bits):
+    found: list[int] = []
+    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
         if any(allocatable[r][b] < a for r, a in wanted.items()):
             continue
         min_width = min(min_width, len(numa))
@@ -222,10 +243,10 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
             continue
         again = (reusable or {}).get(numa, {})
         if all(free[r][b] + again.get(r, 0) >= a for r, a in wanted.items()):
-            found.append(numa)
+            found.append(i)
     if not found:
         return None
-    hints = _preferred(found, min_width)
+    hints = _preferred(table, found, min_width)
     return {r: list(hints) for r in wanted}
 
 
@@ -279,12 +300,12 @@ def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
     placed = [_bits(numa) for numa, n in again.items() if numa]
     placed_count = sum(n for numa, n in again.items() if numa)
     min_width = len(table.numa_ids)
-    found: list[NumaSet] = []
-    for numa, b in zip(table.sets, table.bits):
+    found: list[int] = []
+    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
         if capacity[b] >= request and len(numa) < min_width:
             min_width = len(numa)
         if placed and any(not (s & b) for s in placed):
             continue
         if placed_count + free[b] >= request:
-            found.append(numa)
-    return _preferred(found, min_width)
+            found.append(i)
+    return _preferred(table, found, min_width)

@@ -45,11 +45,7 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
-    if context is not None:
-        gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
-        if gone:
-            snapshot = replace(snapshot, pods=tuple(p for p in snapshot.pods
-                                                    if (p.namespace, p.name) not in gone))
+    snapshot = without_finished(snapshot, context)
     numa_ids = tuple(sorted(topology.numa_nodes))
     known = frozenset(numa_ids)
     hidden = hidden_holdings(snapshot, kubelet, context)
@@ -64,6 +60,16 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
                      node_requests(snapshot, context, max_pods, topology, reservation),
                      kubelet_minor(context.kubelet_version) if context is not None else None)
+
+
+def without_finished(snapshot: KubeletSnapshot, context: NodeContext | None) -> KubeletSnapshot:
+    """The listed pods the pod context does not know as finished or rejected."""
+    if context is not None:
+        gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
+        if gone:
+            return replace(snapshot, pods=tuple(p for p in snapshot.pods
+                                                if (p.namespace, p.name) not in gone))
+    return snapshot
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]

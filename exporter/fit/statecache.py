@@ -35,6 +35,7 @@ from .snapshotstate import (
     node_requests,
     node_state,
     pod_blocks,
+    without_finished,
 )
 from .statefiles import KubeletState, Registered
 
@@ -195,11 +196,7 @@ class NodeStateCache:
         if allocatable is None or snapshot.api_version != ApiVersion.V1:
             self._base = None
             return None
-        if context is not None:
-            gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
-            if gone:
-                snapshot = replace(snapshot, pods=tuple(p for p in snapshot.pods
-                                                        if (p.namespace, p.name) not in gone))
+        snapshot = without_finished(snapshot, context)
         if len({id(p) for p in snapshot.pods}) != len(snapshot.pods):  # a pod object twice
             self._base = None
             return node_state(snapshot, topology, cpu_static, memory_static, context, kubelet,

@@ -46,7 +46,7 @@ DeviceKey = tuple[str, str]  # (resource, device id)
 class Holding:
     """What one listed pod holds, read once per pod object."""
 
-    cpus: frozenset[int]
+    cpus: tuple[int, ...]
     devices: tuple[tuple[DeviceKey, NumaSet], ...]
     memory: tuple[tuple[NumaSet, str, int], ...]  # (NUMA nodes, type, bytes) per block
     requests: tuple[tuple[str, int], ...]
@@ -56,54 +56,86 @@ class Holding:
         return bool(self.memory)
 
 
-def holding(pod: PodAssignment, known: NumaSet) -> Holding:
+class NumaSets:
+    """One frozenset per distinct NUMA set (thousands of devices share a handful), and the
+    known NUMA ids of a ``List`` entry read once per distinct tuple."""
+
+    def __init__(self, known: NumaSet) -> None:
+        self.known = known
+        self._of: dict[tuple[int, ...] | None, NumaSet] = {}
+        self._sets: dict[NumaSet, NumaSet] = {}
+
+    def of(self, numa_ids: tuple[int, ...] | None) -> NumaSet:
+        found = self._of.get(numa_ids)
+        if found is None:
+            found = self._of[numa_ids] = self.one(_ids(numa_ids, self.known))
+        return found
+
+    def one(self, numa: NumaSet) -> NumaSet:
+        return self._sets.setdefault(numa, numa)
+
+
+def holding(pod: PodAssignment, sets: NumaSets) -> Holding:
     cpus = set(pod.cpu_ids)
     devices: list[tuple[DeviceKey, NumaSet]] = []
     for container in pod.containers:
         cpus.update(container.cpu_ids)
         for entry in container.devices:
-            numa = _ids(entry.numa_ids, known)
+            numa = sets.of(entry.numa_ids)
             devices.extend(((entry.resource, d), numa) for d in entry.device_ids
                            if entry.resource and d)
-    memory = tuple((_ids(b.numa_ids, known), b.memory_type, b.size) for b in pod_blocks(pod))
-    return Holding(frozenset(cpus), tuple(devices), memory, tuple(listed_pod_requests(pod)))
+    memory = tuple((sets.of(b.numa_ids), b.memory_type, b.size) for b in pod_blocks(pod))
+    return Holding(tuple(sorted(cpus)), tuple(devices), memory, tuple(listed_pod_requests(pod)))
+
+
+Contribution = tuple[NumaSet, bool, bool]  # (NUMA set, free, held)
 
 
 class DeviceTable:
     """Per device resource, the registered and free devices counted per NUMA set, from the
     allocatable list, the listed pods' devices and the hidden ones; a device is settled again
-    only when something about it changed."""
+    only when something about it changed. A listed device nothing holds (most of them) is
+    counted as free on its listed NUMA set without an entry of its own."""
 
-    def __init__(self, snapshot: KubeletSnapshot, known: NumaSet) -> None:
+    def __init__(self, snapshot: KubeletSnapshot, sets: NumaSets) -> None:
         assert snapshot.allocatable is not None
-        self.listed: dict[DeviceKey, set[int]] = {}
+        self.sets = sets
+        # resource -> device id -> NUMA set (no key tuple per listed device)
+        self.listed: dict[str, dict[str, NumaSet]] = {}
         for entry in snapshot.allocatable.devices:
+            numa = sets.of(entry.numa_ids)
+            ids = self.listed.setdefault(entry.resource, {}) if entry.resource else {}
             for device_id in entry.device_ids:
                 if entry.resource and device_id:
-                    self.listed.setdefault((entry.resource, device_id), set()).update(
-                        _ids(entry.numa_ids, known))
-        self.healthy_count: dict[str, int] = {}
-        for resource, _ in self.listed:
-            self.healthy_count[resource] = self.healthy_count.get(resource, 0) + 1
-        self.held_by_pods: dict[DeviceKey, dict[NumaSet, int]] = {}
+                    known = ids.get(device_id)
+                    ids[device_id] = numa if known is None else sets.one(known | numa)
+        self.listed = {r: ids for r, ids in self.listed.items() if ids}
+        self.healthy_count = {r: len(ids) for r, ids in self.listed.items()}
+        self.held_by_pods: dict[DeviceKey, tuple[NumaSet, ...]] = {}
         self.hidden: Mapping[DeviceKey, frozenset[int]] = {}
-        self.known = known
-        self.settled: dict[DeviceKey, tuple[NumaSet, bool, bool]] = {}
+        self.settled: dict[DeviceKey, Contribution] = {}  # all but listed, unheld devices
+        self._kinds: dict[Contribution, Contribution] = {}
         self.registered: dict[str, dict[NumaSet, int]] = {}
         self.free: dict[str, dict[NumaSet, int]] = {}
         self.held_count: dict[str, int] = {}
         self.states: dict[str, DeviceState] = {}
         self.touched: set[str] = set()
-        for key in self.listed:
-            self.settle(key)
+        for resource, ids in self.listed.items():
+            for numa in ids.values():
+                self._count(resource, numa, True, False, 1)
 
     def hold(self, key: DeviceKey, numa: NumaSet, sign: int) -> None:
-        counts = self.held_by_pods.setdefault(key, {})
-        counts[numa] = counts.get(numa, 0) + sign
-        if counts[numa] == 0:
-            del counts[numa]
-            if not counts:
-                del self.held_by_pods[key]
+        """One more (``sign`` 1) or one fewer listed pod entry holding the device on ``numa``."""
+        held = self.held_by_pods.get(key, ())
+        if sign > 0:
+            self.held_by_pods[key] = (*held, numa)
+            return
+        at = held.index(numa)
+        rest = held[:at] + held[at + 1:]
+        if rest:
+            self.held_by_pods[key] = rest
+        else:
+            del self.held_by_pods[key]
 
     def set_hidden(self, hidden: Mapping[DeviceKey, frozenset[int]]) -> None:
         previous, self.hidden = self.hidden, hidden
@@ -113,21 +145,26 @@ class DeviceTable:
     def settle(self, key: DeviceKey) -> None:
         """The device's NUMA set, health and holder, counted again."""
         resource = key[0]
+        listed = self.listed.get(resource, {}).get(key[1])
         old = self.settled.pop(key, None)
+        if old is None and listed is not None:
+            old = (listed, True, False)
         if old is not None:
             self._count(resource, *old, -1)
         by_pods = self.held_by_pods.get(key)
         hidden = self.hidden.get(key)
-        if key not in self.listed and by_pods is None and hidden is None:
+        if listed is None and by_pods is None and hidden is None:
             return
-        where = set(self.listed.get(key, ()))
-        for numa in by_pods or ():
-            where.update(numa)
-        if hidden is not None:
-            where.update(hidden & self.known)
         held = by_pods is not None or hidden is not None
-        new = (frozenset(where), key in self.listed and not held, held)
-        self.settled[key] = new
+        where = listed or frozenset()
+        if held:
+            where = where.union(*(by_pods or ()))
+            if hidden is not None:
+                where = where | (hidden & self.sets.known)
+            where = self.sets.one(where)
+        new = (where, listed is not None and not held, held)
+        if listed is None or held:
+            self.settled[key] = self._kinds.setdefault(new, new)
         self._count(resource, *new, 1)
 
     def _count(self, resource: str, numa: NumaSet, free: bool, held: bool, sign: int) -> None:
@@ -171,6 +208,7 @@ class NodeStateCache:
         self._cpus: dict[int, int] = {}
         self._requested: dict[str, list[int]] = {}  # resource -> [sum, pods contributing]
         self._devices: DeviceTable | None = None
+        self._sets = NumaSets(frozenset())
         self._cpu_base: CpuState | None = None
         self._cpu: CpuState | None = None
         self._hidden_cpus: frozenset[int] | None = None
@@ -237,7 +275,8 @@ class NodeStateCache:
         self._spanning = 0
         self._memory_changed = True
         self._memory_allocatable = _memory_state(replace(snapshot, pods=()), known)
-        self._devices = DeviceTable(snapshot, known)
+        self._sets = NumaSets(known)
+        self._devices = DeviceTable(snapshot, self._sets)
         self._cpu_base = cpu_base(topology, snapshot.allocatable.cpu_ids)
         self._cpu = self._hidden_cpus = self._memory_pods = self._memory = None
         self._requests = None
@@ -254,7 +293,7 @@ class NodeStateCache:
             changed.append(held)
         for key, pod in current.items():
             if key not in self._holdings:
-                held = holding(pod, known)
+                held = holding(pod, self._sets)
                 self._holdings[key] = (pod, held)
                 self._count(held, 1)
                 changed.append(held)

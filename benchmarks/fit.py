@@ -38,7 +38,7 @@ from exporter.fit.section import shape_families
 from exporter.fit.shapes import parse_shapes
 from exporter.fit.snapshotstate import node_state
 from exporter.fit.statecache import NodeStateCache
-from exporter.model import KubeletSnapshot
+from exporter.model import KubeletSnapshot, Topology
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
@@ -90,7 +90,7 @@ def measure(profile: str, rounds: int, rules: Rules) -> dict[str, float]:
             "capacities": {a.shape.name: a.capacity for a in answers}}
 
 
-def measure_changes(simulated: NodeState, topology, rules: Rules,  # type: ignore[no-untyped-def]
+def measure_changes(simulated: NodeState, topology: Topology, rules: Rules,
                     rounds: int) -> tuple[float, float]:
     """Mean CPU ms of a change's fit recompute (state and counts kept) and of the ledger
     applying the same change; one pod replaced before each."""

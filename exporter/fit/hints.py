@@ -224,8 +224,9 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
             return {r: list(singles) for r in wanted}
     table = mask_table(tuple(sorted(memory)))
     nodes = tuple(m.allocatable for m in memory.values())
-    allocatable = {r: kept_sums(table, (*nodes, r), lambda r=r: node_sums(  # type: ignore[misc]
-        table, {n: m.allocatable.get(r, 0) for n, m in memory.items()})) for r in wanted}
+    allocatable = {r: kept_sums(table, (*nodes, r),
+                                functools.partial(_allocatable_sums, table, memory, r))
+                   for r in wanted}
     free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
             for r in wanted}
     single_only = _bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
@@ -263,6 +264,11 @@ def single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, i
         if all(node.free.get(r, 0) + again.get(r, 0) >= a for r, a in wanted.items()):
             found.append(TopologyHint(frozenset((n,)), True))
     return found
+
+
+def _allocatable_sums(table: MaskTable, memory: Mapping[int, MemoryNode], resource: str
+                      ) -> Sums:
+    return node_sums(table, {n: m.allocatable.get(resource, 0) for n, m in memory.items()})
 
 
 def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,

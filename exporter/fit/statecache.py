@@ -242,7 +242,9 @@ class NodeStateCache:
         numa_ids = tuple(sorted(topology.numa_nodes))
         known = frozenset(numa_ids)
         base = (topology, allocatable, cpu_static, memory_static, max_pods, reservation)
-        if self._base is None or any(a is not b for a, b in zip(base, self._base)):
+        last = self._base
+        if (last is None or last[0] is not topology or last[1] is not allocatable
+                or last[2:] != base[2:]):
             self._start(snapshot, topology, known, base)
             self._derived = derived_allocatable(snapshot, topology, max_pods, reservation)
         cpus_changed, pods_changed = self._apply(snapshot.pods, known)

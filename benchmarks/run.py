@@ -5,7 +5,9 @@ Measures, for the profiles small, dual-socket-gpu, large and huge:
 * CPU per refresh (decode + accounting + rendering, and finishing every /metrics variant)
   on real ``List`` replies fetched over gRPC, against a bare protobuf decode of the very same
   bytes; in steady state and with a pod replaced before every refresh; and the naive design
-  (``benchmarks/naive.py``) on the same bytes;
+  (``benchmarks/naive.py``) on the same bytes; with the four shapes of ``benchmarks/fit.py``,
+  the fit answers' share of each refresh with a pod replaced against the rest of the same
+  refresh (a change's fit recompute against the accounting of the same change);
 * wall time per refresh and kubelet calls per refresh, from a real exporter process;
 * resident memory after warm-up and after a churn phase (default 10 minutes);
 * ``/metrics`` latency with 16 concurrent scrapers (``wrk``; Prometheus' headers), for the
@@ -116,7 +118,7 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
             for name, value in figures.items():
                 stem, unit = name.rsplit("_", 1)
                 result[f"{stem}{suffix}_{unit}"] = value
-                if stem.endswith("refresh_cpu"):
+                if stem.endswith("refresh_cpu") and unit == "ms":
                     result[f"{stem}{suffix}_ratio"] = round(value / bare_ms, 1)
     result["naive_refresh_cpu_ms"] = round(statistics.fmean(naive_cpu) * 1000, 2)
     result["naive_over_ours_refresh"] = round(
@@ -130,22 +132,26 @@ def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: byt
     pipeline, health = Pipeline(), Health("bench")
     pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
     exposition, status = Exposition(), KubeletStatus()
-    state: dict = {"accounting": None, "fit": b""}
+    state: dict = {"accounting": None, "fit": b"", "fit_cpu": 0.0}
 
     def refresh(raw: bytes) -> int:
         """What one refresh costs the exporter: the refresh loop's own pipeline, the fit
-        section when shapes are configured (recomputed only when its inputs changed), and every
-        /metrics variant finished (the data section rendered and deflated when it changed, the
-        health section in both formats, deflated); returns the OpenMetrics body's length."""
+        section when shapes are configured (recomputed only when its inputs changed; its own
+        CPU kept in ``state["fit_cpu"]``), and every /metrics variant finished (the data
+        section rendered and deflated when it changed, the health section in both formats,
+        deflated); returns the OpenMetrics body's length."""
         result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology, dra=dra)
         data = fitted = None
         if result.accounting is not state["accounting"]:
             state["accounting"] = result.accounting
             data = Section.of(result.section)
+        state["fit_cpu"] = 0.0
         if fit is not None:
+            started = time.process_time()
             text = fit.update(result.snapshot, topology, result.accounting)
             if text is not state["fit"]:
                 state["fit"], fitted = text, Section.of(text)
+            state["fit_cpu"] = time.process_time() - started
         exposition.update(data=data, fit=fitted,
                           health=HealthSections.of(*health.render_both(status)))
         return exposition.body(True, False).length
@@ -154,10 +160,19 @@ def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: byt
     for raw in steady:  # learn the orderings the kubelet uses (a long-running exporter has)
         refresh(raw)
     steady_cpu = [cpu_of(refresh, raw)[0] for raw in steady]
-    churn_cpu = [cpu_of(refresh, raw)[0] for raw in churned]
-    return {"body_bytes": body, "cold_refresh_ms": round(cold * 1000, 2),
-            "refresh_cpu_ms": round(statistics.fmean(steady_cpu) * 1000, 4),
-            "churn_refresh_cpu_ms": round(statistics.fmean(churn_cpu) * 1000, 4)}
+    churn_cpu, churn_fit = [], []
+    for raw in churned:
+        churn_cpu.append(cpu_of(refresh, raw)[0])
+        churn_fit.append(state["fit_cpu"])
+    figures = {"body_bytes": body, "cold_refresh_ms": round(cold * 1000, 2),
+               "refresh_cpu_ms": round(statistics.fmean(steady_cpu) * 1000, 4),
+               "churn_refresh_cpu_ms": round(statistics.fmean(churn_cpu) * 1000, 4)}
+    if fit is not None:  # the fit section's share of the same refreshes, and the rest's
+        fit_ms = statistics.fmean(churn_fit) * 1000
+        rest_ms = statistics.fmean(c - f for c, f in zip(churn_cpu, churn_fit)) * 1000
+        figures.update({"churn_fit_ms": round(fit_ms, 4), "churn_accounting_ms": round(rest_ms, 4),
+                        "churn_fit_over_accounting_x": round(fit_ms / rest_ms, 3)})
+    return figures
 
 
 def profile_dra_inventory(profile: str) -> DraInventory:
@@ -334,6 +349,8 @@ async def measure_watch(profile: str, events: int) -> dict:
 BUDGETS = [
     ("refresh CPU / bare decode (large, steady)", lambda r: r["large"]["refresh_cpu_ratio"], 5),
     ("the same with 4 shapes", lambda r: r["large"]["refresh_cpu_shapes_ratio"], 5),
+    ("a change's fit recompute / the accounting of the same change (large, 4 shapes)",
+     lambda r: r["large"]["churn_fit_over_accounting_shapes_x"], 1),
     ("RSS MiB (large, warm)", lambda r: r["large"]["rss_warm_mib"], 60),
     ("RSS MiB (large, after churn)", lambda r: r["large"].get("rss_after_churn_mib"), 60),
     ("/metrics p99 ms, 320/s while refreshing every 0.5 s (large)",
@@ -365,6 +382,9 @@ def report(results: dict) -> str:
         ("4 shapes: refresh CPU ms (steady)", "refresh_cpu_shapes_ms"),
         ("  / bare decode", "refresh_cpu_shapes_ratio"),
         ("4 shapes: 1 pod changed ms", "churn_refresh_cpu_shapes_ms"),
+        ("  of which the fit answers ms", "churn_fit_shapes_ms"),
+        ("  the rest (accounting) ms", "churn_accounting_shapes_ms"),
+        ("  fit answers / the rest", "churn_fit_over_accounting_shapes_x"),
         ("4 shapes: cold refresh ms", "cold_refresh_shapes_ms"),
         ("DRA view: refresh CPU ms (steady)", "refresh_cpu_dra_ms"),
         ("  / bare decode", "refresh_cpu_dra_ratio"),

@@ -104,8 +104,11 @@ class Reuse:
     owner: str | None = None
 
 
-def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderAnswer]:
-    """Device, CPU and memory managers' hints, in the order the kubelet registers them."""
+def provider_answers(state: NodeState, ask: Ask, reuse: Reuse, single: bool = False
+                     ) -> list[ProviderAnswer]:
+    """Device, CPU and memory managers' hints, in the order the kubelet registers them.
+    ``single``: only what ``single-numa-node`` keeps of them (its merge filters every wider
+    hint out), which costs one check per NUMA node instead of one per set of them."""
     devices: dict[str, list[TopologyHint] | None] = {}
     for resource, amount in {**ask.hint_devices, **ask.devices}.items():
         known = state.devices.get(resource)
@@ -113,13 +116,13 @@ def provider_answers(state: NodeState, ask: Ask, reuse: Reuse) -> list[ProviderA
             continue  # no device plugin: not the device manager's resource
         devices[resource] = device_hints(state.numa_ids, known, amount,
                                          reuse.devices.get(resource),
-                                         state.device_hints_on_device_nodes())
+                                         state.device_hints_on_device_nodes(), single)
     cpu: dict[str, list[TopologyHint] | None] | None = None
     if state.cpu is not None and ask.cpus:
-        cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus)}
+        cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus, single)}
     memory: ProviderAnswer = None
     if state.memory is not None and ask.memory:
-        memory = memory_hints(state.memory, ask.memory, reuse.memory)
+        memory = memory_hints(state.memory, ask.memory, reuse.memory, single)
     return [devices or None, cpu, memory]
 
 
@@ -192,7 +195,7 @@ def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Ver
         hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
         pinned = reuse.owner if _pins(ask, reuse) else None
         if rules.policy != NONE:
-            answers = provider_answers(state, ask, reuse)
+            answers = provider_answers(state, ask, reuse, rules.policy == SINGLE_NUMA_NODE)
             hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                           _distances(state, rules))
             if not admitted:
@@ -219,7 +222,7 @@ def _pins(ask: Ask, reuse: Reuse) -> bool:
 
 def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     ask = pod_scope_hint_ask(pod, rules.managers)
-    answers = provider_answers(state, ask, Reuse())
+    answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE)
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                   _distances(state, rules))
     if not admitted:

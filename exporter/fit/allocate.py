@@ -149,9 +149,9 @@ def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
                  hint: TopologyHint, reusable: Mapping[NumaSet, Mapping[str, int]]
                  ) -> NumaSet | Failure:
     """The NUMA set the memory manager would allocate ``request`` on, or why it cannot."""
-    calculated = memory_hints(memory, request, reusable) or {}
     preferred = hint.preferred
     if hint.affinity is None:
+        calculated = memory_hints(memory, request, reusable) or {}
         best = _best_of(next(iter(calculated.values()), []))
         if best is None or best.affinity is None:
             return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
@@ -164,6 +164,7 @@ def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
     else:
         mask = hint.affinity
     if not _satisfies(memory, mask, request, reusable):
+        calculated = memory_hints(memory, request, reusable) or {}
         around = [h for h in calculated.get("memory", []) if h.affinity and mask <= h.affinity]
         extended = _best_of(around)
         if extended is None or extended.affinity is None:

@@ -21,15 +21,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .admission import NO_BLOCK, Placement, Reuse, Rules, Verdict, admit, provider_answers
-from .hints import masks, memory_hints
+from .capacity import (
+    CAPACITY_CAP,
+    NodeCounts,
+    capacity_bound,
+    capacity_by_node,
+    capacity_by_placement,
+    node_wide_free,
+    nodes_admitting,
+    per_node_unit,
+    restrict,
+)
+from .hints import masks, single_memory_hints
 from .nodestate import NodeState, NumaSet
 from .pod import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
 from .policy import SINGLE_NUMA_NODE
 
 UNKNOWN = "unknown"
-# Placements tried for podresources_shape_capacity; a shape that fits this many more times is
-# reported as this many (the answer is "at least"): each placement costs one admission.
-CAPACITY_CAP = 64
+__all__ = ["CAPACITY_CAP", "ShapeAnswer", "answer", "node_wide_free", "restrict"]
 
 
 @dataclass(frozen=True)
@@ -50,23 +59,6 @@ class ShapeAnswer:
     assumptions: tuple[str, ...] = ()  # what the answer rests on (exporter.fit.assumptions)
 
 
-def restrict(state: NodeState, numa_id: int) -> NodeState:
-    """The state with nothing free outside one NUMA node (capacities unchanged, so the minimum
-    widths stay the kubelet's): admission under ``single-numa-node`` then succeeds only on
-    that node."""
-    cpu = state.cpu
-    if cpu is not None:
-        cpu = replace(cpu, free=cpu.free & cpu.online.get(numa_id, frozenset()))
-    memory = None
-    if state.memory is not None:
-        memory = {n: node if n == numa_id else replace(node, free={})
-                  for n, node in state.memory.items()}
-    devices = {r: d if not d.topology_aware() else replace(d, free={
-        numa: count for numa, count in d.free.items() if not numa or numa_id in numa})
-        for r, d in state.devices.items()}
-    return replace(state, cpu=cpu, memory=memory, devices=devices)
-
-
 def free_on(state: NodeState, resource: str, numa_id: int) -> int:
     """What a new single-node request of ``resource`` could get on ``numa_id``."""
     if resource == CPU:
@@ -81,15 +73,6 @@ def free_on(state: NodeState, resource: str, numa_id: int) -> int:
     if not devices.topology_aware():
         return devices.free_total()
     return sum(n for numa, n in devices.free.items() if numa_id in numa)
-
-
-def node_wide_free(state: NodeState, resource: str) -> int:
-    if resource == CPU:
-        return len(state.cpu.free) if state.cpu is not None else 0
-    if is_memory_resource(resource):
-        return state.memory_free(resource, frozenset(state.numa_ids))
-    devices = state.devices.get(resource)
-    return devices.free_total() if devices is not None else 0
 
 
 def is_aligned(state: NodeState, resource: str) -> bool:
@@ -135,9 +118,12 @@ def full_cores_series(state: NodeState) -> dict[str, int]:
 
 
 def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
-    """The narrowest NUMA set every provider has a hint for; ``None`` when none does."""
+    """The narrowest NUMA set every provider has a hint for; ``None`` when none does. One
+    NUMA node is tried first with the single-node hints alone (the usual answer)."""
+    if _one_node_holds(state, ask):
+        return 1
     answers = provider_answers(state, ask, Reuse())
-    if state.memory is not None and ask.memory and memory_hints(state.memory, ask.memory) is None:
+    if state.memory is not None and ask.memory and answers[2] is None:
         return None  # no NUMA set holds the memory (the provider's empty map)
     allowed: list[set[NumaSet]] = []
     for answer in answers:
@@ -155,30 +141,46 @@ def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
     return None
 
 
-def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict,
-             ask: Ask) -> float:
-    """Pods admitted one after another (see the module's docstring for the bounds)."""
-    node = state.requests
-    if ask.is_empty() and node is None:
+def _one_node_holds(state: NodeState, ask: Ask) -> bool:
+    """Some NUMA node has a single-node hint from every provider that answers (the memory
+    manager's single-node hints alone: without one, the full answer decides)."""
+    common = set(state.numa_ids)
+    answered = False
+    lists = [hints for answer in provider_answers(state, replace(ask, memory={}), Reuse(), True)
+             for hints in (answer or {}).values() if hints is not None]
+    wanted = {r: a for r, a in ask.memory.items() if a > 0}
+    if state.memory is not None and wanted:
+        lists.append(single_memory_hints(state.memory, wanted, {}))
+    for hints in lists:
+        answered = True
+        common &= {n for h in hints if h.affinity is not None and len(h.affinity) == 1
+                   for n in h.affinity}
+    return answered and bool(common)
+
+
+def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict, ask: Ask,
+             counts: NodeCounts | None = None) -> float:
+    """Pods admitted one after another (:mod:`exporter.fit.capacity`); with ``counts``, node
+    by node where the shape decomposes so."""
+    if ask.is_empty() and state.requests is None:
         return math.inf
-    bound = CAPACITY_CAP
-    for resource in ask.resources():
-        amount = ask.amount(resource)
-        if amount:
-            bound = min(bound, node_wide_free(state, resource) // amount)
-    if node is not None:  # the resource-fit predicate's own bounds
-        if "pods" in node.allocatable:
-            bound = min(bound, max(0, node.allocatable["pods"] - node.pods))
-        for resource, amount in shape.requests().items():
-            if amount > 0 and resource in (CPU, "memory") and resource in node.allocatable:
-                left = node.allocatable[resource] - node.requested.get(resource, 0)
-                bound = min(bound, max(0, left) // amount)
-    count = 0
-    verdict = first
-    while verdict.admitted and verdict.state is not None and count < bound:
-        count += 1
-        verdict = admit(shape, verdict.state, rules)
-    return float(count)
+    bound = capacity_bound(shape, state, ask)
+    unit = per_node_unit(shape, state, rules) if counts is not None else None
+    if unit is not None and counts is not None and first.admitted and bound > 0:
+        count = capacity_by_node(shape, state, rules, first, bound, unit, counts)
+        if count is not None:
+            return float(count)
+    return float(capacity_by_placement(shape, state, rules, first, bound))
+
+
+def fits(shape: PodShape, state: NodeState, rules: Rules, counts: NodeCounts | None
+         ) -> dict[int, bool]:
+    """Per NUMA node, the whole pod admitted on it alone under ``single-numa-node``."""
+    single = replace(rules, policy=SINGLE_NUMA_NODE)
+    unit = per_node_unit(shape, state, single) if counts is not None else None
+    if unit is None or counts is None:
+        return {n: admit(shape, restrict(state, n), single).admitted for n in state.numa_ids}
+    return nodes_admitting(shape, state, single, unit, counts)
 
 
 def absent(state: NodeState, ask: Ask) -> Verdict | None:
@@ -193,7 +195,10 @@ def absent(state: NodeState, ask: Ask) -> Verdict | None:
     return None
 
 
-def answer(shape: PodShape, state: NodeState, rules: Rules) -> ShapeAnswer:
+def answer(shape: PodShape, state: NodeState, rules: Rules,
+           counts: NodeCounts | None = None) -> ShapeAnswer:
+    """The shape's answers on ``state``; ``counts``: each NUMA node's count of copies, kept
+    from the previous state (:class:`~exporter.fit.capacity.NodeCounts`)."""
     ask = pod_effective_ask(shape, rules.managers)
     missing = absent(state, ask)
     verdict = missing if missing is not None else admit(shape, state, rules)
@@ -201,18 +206,17 @@ def answer(shape: PodShape, state: NodeState, rules: Rules) -> ShapeAnswer:
     aligned = tuple(sorted((r for r in requested if is_aligned(state, r)), key=resource_order))
     not_aligned = tuple(r for r in shape.resources()
                         if r not in aligned and (r not in requested or not is_aligned(state, r)))
-    single = replace(rules, policy=SINGLE_NUMA_NODE)
-    fits: dict[int, bool] = {}
+    room = capacity(shape, state, rules, verdict, ask, counts)
+    alone = (fits(shape, state, rules, counts) if aligned and missing is None
+             else dict.fromkeys(state.numa_ids, False))
     free: dict[int, dict[str, int]] = {}
     shortfall: dict[int, dict[str, int]] = {}
     for numa_id in state.numa_ids:
-        fits[numa_id] = bool(aligned) and missing is None and admit(
-            shape, restrict(state, numa_id), single).admitted
         free[numa_id] = {r: free_on(state, r, numa_id) for r in aligned}
         shortfall[numa_id] = {r: max(0, ask.amount(r) - free[numa_id][r]) for r in aligned}
     grouped = frozenset(n for n in state.numa_ids if state.grouped(n))
-    return ShapeAnswer(shape, rules, verdict, ask, aligned, not_aligned, fits, free, shortfall,
-                       grouped, capacity(shape, state, rules, verdict, ask),
+    return ShapeAnswer(shape, rules, verdict, ask, aligned, not_aligned, alone, free, shortfall,
+                       grouped, room,
                        min_numa_nodes(state, ask) if aligned and missing is None else None,
                        {r: node_wide_free(state, r) for r in aligned})
 

@@ -170,7 +170,8 @@ def merge(lists: list[list[TopologyHint]], numa_ids: Sequence[int],
         if mask is None:
             return full
         value = _mask_value(mask) & full
-        ids.setdefault(value, frozenset(n for n in mask if n in everything))
+        if value not in ids:
+            ids[value] = frozenset(n for n in mask if n in everything)
         return value
 
     ids[full] = everything

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .cpuassign import CpuTopology
 
@@ -46,7 +47,12 @@ class CpuState:
     def free_on(self, numa_ids: NumaSet) -> int:
         return sum(1 for cpu in self.free if self.cpu_numa.get(cpu) in numa_ids)
 
-    def free_per_node(self) -> dict[int, int]:
+    def free_per_node(self) -> Mapping[int, int]:
+        return self._free_counts
+
+    @cached_property
+    def _free_counts(self) -> dict[int, int]:
+        """Counted once per state: every hint, answer and series asks again."""
         counts: dict[int, int] = {}
         for cpu in self.free:
             numa = self.cpu_numa.get(cpu)

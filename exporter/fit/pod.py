@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..podcontext import effective_requests
 
@@ -81,6 +82,11 @@ class PodShape:
         """What the kubelet's resource-fit predicate counts for the pod (any QoS, fractional
         CPUs included): ``resourcehelper.PodRequests``. Extended resources served by DRA are
         not device-plugin requests and are left out (``removeMissingExtendedResources``)."""
+        return dict(self._requests)
+
+    @cached_property
+    def _requests(self) -> dict[str, int]:
+        """Summed once per shape: every admission of it, and every copy placed, asks again."""
         def own(container: ContainerShape) -> dict[str, int]:
             return {r: a for r, a in container.requests.items() if not is_dra_served(self, r)}
         return effective_requests([own(c) for c in self.containers],

@@ -28,6 +28,7 @@ from ..podspec import Rejection
 from .admission import Rules
 from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
 from .assumptions import assumptions
+from .capacity import NodeCounts
 from .fromspec import pod_shape
 from .kubeletconfig import (
     FileConfig,
@@ -40,7 +41,7 @@ from .kubeletconfig import (
 from .nodestate import NodeState
 from .pod import PodShape, single_container
 from .shapes import ShapeError, ShapeFile
-from .snapshotstate import node_state
+from .statecache import NodeStateCache
 from .statefiles import KubeletState, StateFiles
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,10 @@ class FitView:
     pod_context: PodContextSource | None = None
     context: NodeContext | None = None
     kubelet: KubeletState | None = None
+    # the managers' state and each NUMA node's count of copies per shape, kept from one
+    # snapshot to the next
+    state_cache: NodeStateCache = field(default_factory=NodeStateCache)
+    node_counts: NodeCounts = field(default_factory=NodeCounts)
     _counter: Counter | None = None
     _config_problem: str | None = None
     _inputs: tuple[object, ...] = ()
@@ -172,9 +177,9 @@ class FitView:
         if changed:
             previous, self._inputs = self._inputs, inputs
             rules = config.rules()
-            state = node_state(snapshot, topology, rules.managers.cpu_static,
-                               rules.managers.memory_static, context, kubelet, config.max_pods,
-                               config.reservation)
+            state = self.state_cache.state(snapshot, topology, rules.managers.cpu_static,
+                                           rules.managers.memory_static, context, kubelet,
+                                           config.max_pods, config.reservation)
             # the same managers' state, shapes, configuration and pod context give the same
             # answers: a change no shape can see (a pod without exclusive resources) costs the
             # state only
@@ -186,6 +191,7 @@ class FitView:
                 self.state = state
                 self.answers = ([self.answer(shape, rules) for shape in shapes]
                                 if state is not None else [])
+                self.node_counts.forget_unused()
         if self._judge() or changed:
             self._rendered = render_text(self.families(config))
         return self._rendered
@@ -193,7 +199,7 @@ class FitView:
     def answer(self, shape: PodShape, rules: Rules) -> ShapeAnswer:
         """One shape's answers against the current state, with what they assume."""
         assert self.state is not None
-        return replace(answer(shape, self.state, rules),
+        return replace(answer(shape, self.state, rules, self.node_counts),
                        assumptions=assumptions(shape, self.state, rules, self.context,
                                                self.kubelet))
 

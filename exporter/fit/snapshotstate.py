@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, Topology
+from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Topology
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
 from .cpuassign import CpuTopology
@@ -45,26 +45,31 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None
-    if context is not None:
-        gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
-        if gone:
-            snapshot = replace(snapshot, pods=tuple(p for p in snapshot.pods
-                                                    if (p.namespace, p.name) not in gone))
+    snapshot = without_finished(snapshot, context)
     numa_ids = tuple(sorted(topology.numa_nodes))
     known = frozenset(numa_ids)
     hidden = hidden_holdings(snapshot, kubelet, context)
     cpu = _cpu_state(snapshot, topology, hidden.cpus) if cpu_static else None
     memory = None
     if memory_static:
-        file = kubelet.memory if kubelet is not None else None
-        memory = (memory_from_file(file, known, _active_uids(context))
-                  if file is not None and file.policy == "Static" and known <= set(file.machine)
-                  else _memory_state(snapshot, known))
+        memory = memory_from_state_file(known, kubelet, context)
+        if memory is None:
+            memory = _memory_state(snapshot, known)
     devices = _device_state(snapshot, known, hidden.devices,
                             kubelet.registered if kubelet is not None else None)
     return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
                      node_requests(snapshot, context, max_pods, topology, reservation),
                      kubelet_minor(context.kubelet_version) if context is not None else None)
+
+
+def without_finished(snapshot: KubeletSnapshot, context: NodeContext | None) -> KubeletSnapshot:
+    """The listed pods the pod context does not know as finished or rejected."""
+    if context is not None:
+        gone = {(p.namespace, p.name) for p in context.pods if p.terminated}
+        if gone:
+            return replace(snapshot, pods=tuple(p for p in snapshot.pods
+                                                if (p.namespace, p.name) not in gone))
+    return snapshot
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
@@ -75,15 +80,22 @@ def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[
         assigned.update(pod.cpu_ids)
         for container in pod.containers:
             assigned.update(container.cpu_ids)
+    base = cpu_base(topology, snapshot.allocatable.cpu_ids)
+    return replace(base, free=base.free - assigned)
+
+
+def cpu_base(topology: Topology, allocatable_cpus: Iterable[int]) -> CpuState:
+    """The CPU manager's state with no CPU assigned (free: every allocatable online CPU):
+    what does not change while the topology and the allocatable CPUs do not."""
     online = {n: node.cpus for n, node in topology.numa_nodes.items()}
     every = frozenset().union(*online.values()) if online else frozenset()
-    allocatable = frozenset(snapshot.allocatable.cpu_ids) & every
+    allocatable = frozenset(allocatable_cpus) & every
     reserved = every - allocatable
     reserved_cores = frozenset(c for r in reserved for c in topology.siblings(r))
     cpu_topology = CpuTopology.build(topology.cpu_to_numa, topology.cpu_siblings,
                                      topology.cpu_packages)
     threads = max(cpu_topology.cpus_per_core(), 1)
-    return CpuState(online, allocatable - assigned, dict(topology.cpu_to_numa),
+    return CpuState(online, allocatable, dict(topology.cpu_to_numa),
                     dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)
 
 
@@ -91,13 +103,24 @@ def _ids(numa_ids: tuple[int, ...] | None, known: NumaSet) -> NumaSet:
     return frozenset(i for i in numa_ids or () if i in known)
 
 
+def memory_from_state_file(known: NumaSet, kubelet: KubeletState | None,
+                           context: NodeContext | None) -> dict[int, MemoryNode] | None:
+    """The memory manager's state from its file when it was read, under ``Static``, for
+    every NUMA node; ``None``: from ``List`` instead."""
+    file = kubelet.memory if kubelet is not None else None
+    if file is None or file.policy != "Static" or not known <= set(file.machine):
+        return None
+    return memory_from_file(file, known, _active_uids(context))
+
+
+def pod_blocks(pod: PodAssignment) -> tuple[MemoryBlock, ...]:
+    """A pod's memory blocks: its pod-level ones when present, else its containers'."""
+    return pod.memory or tuple(b for c in pod.containers for b in c.memory)
+
+
 def _listed_blocks(snapshot: KubeletSnapshot) -> Iterable[MemoryBlock]:
     for pod in snapshot.pods:
-        if pod.memory:
-            yield from pod.memory
-            continue
-        for container in pod.containers:
-            yield from container.memory
+        yield from pod_blocks(pod)
 
 
 def _memory_state(snapshot: KubeletSnapshot, known: NumaSet) -> dict[int, MemoryNode]:
@@ -274,18 +297,22 @@ def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
 
 def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
                   max_pods: int | None, topology: Topology | None = None,
-                  reservation: Reservation | None = None) -> NodeRequests:
+                  reservation: Reservation | None = None,
+                  derived: Mapping[str, int] | None = None,
+                  listed: Mapping[str, int] | None = None) -> NodeRequests:
     """What the resource-fit predicate counts. The Node's allocatable from the pod context's
     source when it has the Node; else derived (:func:`derived_allocatable`: from sysfs and the
     config file, else from ``GetAllocatableResources``). The admitted pods' requests from the
     pod context; else what ``List`` shows (exclusive CPUs, memory blocks and devices: the
-    Guaranteed pods' requests, a lower bound)."""
+    Guaranteed pods' requests, a lower bound). ``derived`` and ``listed``: the derived
+    allocatable and the listed pods' requests when already known."""
     assert snapshot.allocatable is not None
     if context is not None and context.allocatable is not None:
         allocatable = dict(context.allocatable)
         complete = True
     else:
-        allocatable = derived_allocatable(snapshot, topology, max_pods, reservation)
+        allocatable = (dict(derived) if derived is not None
+                       else derived_allocatable(snapshot, topology, max_pods, reservation))
         complete = False
     if context is not None:
         requested: dict[str, int] = {}
@@ -294,24 +321,26 @@ def node_requests(snapshot: KubeletSnapshot, context: NodeContext | None,
             for resource, amount in pod.requests().items():
                 requested[resource] = requested.get(resource, 0) + amount
         return NodeRequests(allocatable, requested, len(active), complete)
-    return NodeRequests(allocatable, _listed_requests(snapshot), len(snapshot.pods), complete)
+    requested = dict(listed) if listed is not None else _listed_requests(snapshot)
+    return NodeRequests(allocatable, requested, len(snapshot.pods), complete)
 
 
 def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:
     requested: dict[str, int] = {}
-
-    def add(resource: str, amount: int) -> None:
-        requested[resource] = requested.get(resource, 0) + amount
-
     for pod in snapshot.pods:
-        cpus = set(pod.cpu_ids)
-        for container in pod.containers:
-            cpus.update(container.cpu_ids)
-            for entry in container.devices:
-                add(entry.resource, len(entry.device_ids))
-        if cpus:
-            add(CPU, 1000 * len(cpus))
-        blocks = pod.memory or tuple(b for c in pod.containers for b in c.memory)
-        for block in blocks:
-            add(block.memory_type, block.size)
+        for resource, amount in listed_pod_requests(pod):
+            requested[resource] = requested.get(resource, 0) + amount
     return requested
+
+
+def listed_pod_requests(pod: PodAssignment) -> list[tuple[str, int]]:
+    """What one listed pod is taken to request: its exclusive CPUs, devices and memory."""
+    found: list[tuple[str, int]] = []
+    cpus = set(pod.cpu_ids)
+    for container in pod.containers:
+        cpus.update(container.cpu_ids)
+        found.extend((entry.resource, len(entry.device_ids)) for entry in container.devices)
+    if cpus:
+        found.append((CPU, 1000 * len(cpus)))
+    found.extend((block.memory_type, block.size) for block in pod_blocks(pod))
+    return found

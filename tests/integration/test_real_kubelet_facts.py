@@ -65,14 +65,19 @@ async def list_pods(node: NodeHandle) -> list[Any]:
     return list(reply.pod_resources)
 
 
-async def test_get_of_an_unknown_pod_answers_unknown(kubelet: RealKubelet) -> None:
-    node = kubelet.reset(two_numa_node())
+async def get_error(node: NodeHandle, pod_name: str) -> grpc.aio.AioRpcError:
+    """The error a ``Get`` of ``facts/<pod_name>`` answers (the test fails if it succeeds)."""
     async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await v1_grpc.PodResourcesListerStub(channel).Get(
-                v1.GetPodResourcesRequest(pod_name="nope", pod_namespace="facts"))
-    assert raised.value.code() == grpc.StatusCode.UNKNOWN
-    assert raised.value.details() == "pod nope in namespace facts not found"
+                v1.GetPodResourcesRequest(pod_name=pod_name, pod_namespace="facts"))
+    return raised.value
+
+
+async def test_get_of_an_unknown_pod_answers_unknown(kubelet: RealKubelet) -> None:
+    error = await get_error(kubelet.reset(two_numa_node()), "nope")
+    assert error.code() == grpc.StatusCode.UNKNOWN
+    assert error.details() == "pod nope in namespace facts not found"
 
 
 async def test_list_order_and_cpu_ids_are_unsorted(kubelet: RealKubelet) -> None:
@@ -121,15 +126,12 @@ async def test_get_of_a_rejected_pod(kubelet: RealKubelet) -> None:
     """1.37's pods provider filters inactive pods in Get too; 1.34's answers for them."""
     node = kubelet.reset(two_numa_node())
     assert not kubelet.admit(pod("big", {"name": "c", "cpu": 9, "memory": "256Mi"})).admitted
-    async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
-        client = v1_grpc.PodResourcesListerStub(channel)
-        request = v1.GetPodResourcesRequest(pod_name="big", pod_namespace="facts")
-        if kubelet.release == "1.37":
-            with pytest.raises(grpc.aio.AioRpcError) as raised:
-                await client.Get(request)
-            assert raised.value.code() == grpc.StatusCode.UNKNOWN
-        else:
-            reply = await client.Get(request)
+    if kubelet.release == "1.37":
+        assert (await get_error(node, "big")).code() == grpc.StatusCode.UNKNOWN
+    else:
+        async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
+            reply = await v1_grpc.PodResourcesListerStub(channel).Get(
+                v1.GetPodResourcesRequest(pod_name="big", pod_namespace="facts"))
             assert reply.pod_resources.name == "big"
             assert list(reply.pod_resources.containers[0].cpu_ids) == []
 
@@ -183,10 +185,7 @@ async def test_get_with_its_gate_off_answers_unknown(kubelet: RealKubelet) -> No
     description["kubelet"]["feature_gates"]["KubeletPodResourcesGet"] = False
     node = kubelet.reset(description)
     assert kubelet.admit(pod("p", {"name": "c", "cpu": 1, "memory": "256Mi"})).admitted
-    async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
-        with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await v1_grpc.PodResourcesListerStub(channel).Get(
-                v1.GetPodResourcesRequest(pod_name="p", pod_namespace="facts"))
-    assert raised.value.code() == grpc.StatusCode.UNKNOWN
-    assert raised.value.details() == "PodResources API Get method disabled"
+    error = await get_error(node, "p")
+    assert error.code() == grpc.StatusCode.UNKNOWN
+    assert error.details() == "PodResources API Get method disabled"
     kubelet.reset(two_numa_node())  # the gates go back to the release's defaults

@@ -170,7 +170,7 @@ async def read_pod_context(sources: PodSources | None) -> list[dict[str, Any]] |
 async def _answer(question: object, refresher: Refresher, output_format: str,
                   pods: list[dict[str, Any]] | None) -> int:
     from ..fit.explain import ExplainError, shape_report, why_report
-    from ..fit.pod import PodShape
+    from ..fit.kubelet.podshape import PodShape
     from ..fit.shapes import ShapeName
 
     fit = refresher.fit

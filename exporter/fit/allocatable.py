@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..model import KubeletSnapshot, Topology
 from ..podcontext import quantity
 from ..topology import hugepage_resource_name, parse_cpulist
-from .pod import CPU, MEMORY, is_memory_resource
+from .kubelet.podshape import CPU, MEMORY, is_memory_resource
 
 DEFAULT_EVICTION_MEMORY = "100Mi"  # KubeletConfiguration's default evictionHard memory.available
 MEMORY_AVAILABLE = "memory.available"

@@ -1,7 +1,8 @@
 """The fit answers of one shape against one node state (SPEC 7.3), and their words.
 
-* admitted / rejection reason / blocking resource: :func:`exporter.fit.admission.admit` under
-  the kubelet's policy, scope and options;
+* admitted / rejection reason / blocking resource:
+  :func:`exporter.fit.kubelet.topologymanager.scope.admit` under the kubelet's policy, scope and
+  options;
 * fits per NUMA node: the whole pod admitted on that node alone under ``single-numa-node``;
 * free and shortfall per NUMA node for the pod's effective request (memory on a node of a
   multi-NUMA memory group is 0 free: the memory manager serves no single-node request there);
@@ -20,7 +21,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .admission import NO_BLOCK, Placement, Reuse, Rules, Verdict, admit, provider_answers
 from .capacity import (
     CAPACITY_CAP,
     NodeCounts,
@@ -32,10 +32,19 @@ from .capacity import (
     per_node_unit,
     restrict,
 )
-from .hints import masks, single_memory_hints
-from .nodestate import NodeState, NumaSet
-from .pod import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
-from .policy import SINGLE_NUMA_NODE
+from .kubelet.managers_state import NodeState, NumaSet
+from .kubelet.podshape import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
+from .kubelet.topologymanager.bitmask import masks, single_memory_hints
+from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import (
+    NO_BLOCK,
+    Placement,
+    Reuse,
+    Rules,
+    Verdict,
+    admit,
+    provider_answers,
+)
 
 UNKNOWN = "unknown"
 __all__ = ["CAPACITY_CAP", "ShapeAnswer", "answer", "node_wide_free", "restrict"]

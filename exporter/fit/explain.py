@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..podspec import Rejection, rejection
-from .admission import Rules
 from .answers import (
     ShapeAnswer,
     answer,
@@ -37,9 +36,10 @@ from .assumptions import (
     NODE_ALLOCATABLE_DERIVED,
 )
 from .fromspec import pod_shape
+from .kubelet.managers_state import NodeState
+from .kubelet.podshape import PodShape, asks
+from .kubelet.topologymanager.scope import Rules
 from .kubeletconfig import KubeletConfig
-from .nodestate import NodeState
-from .pod import PodShape, asks
 
 
 class ExplainError(Exception):

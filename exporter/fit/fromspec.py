@@ -16,7 +16,7 @@ from typing import Any
 
 from ..podcontext import ContainerContext, PodContext, pod_context
 from ..podspec import is_extended_resource
-from .pod import CPU, ContainerShape, PodShape, is_memory_resource
+from .kubelet.podshape import CPU, ContainerShape, PodShape, is_memory_resource
 
 
 def _container(container: ContainerContext) -> ContainerShape:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..files import FileStamp
-from .admission import CONTAINER, SCOPES, Rules
 from .allocatable import DEFAULT_RESERVATION, Reservation, ReservationError, parse_reservation
-from .pod import Managers
-from .policy import NONE, POLICIES, SINGLE_NUMA_NODE
+from .kubelet.podshape import Managers
+from .kubelet.topologymanager.policy_single_numa_node import NONE, POLICIES, SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import CONTAINER, SCOPES, Rules
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_ACROSS_NUMA = "distribute-cpus-across-numa"

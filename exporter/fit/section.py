@@ -25,11 +25,13 @@ from ..exposition.rendering import gauge_family, render_text
 from ..model import KubeletSnapshot, Topology
 from ..podcontext import NodeContext
 from ..podspec import Rejection
-from .admission import Rules
 from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
 from .assumptions import assumptions
 from .capacity import NodeCounts
 from .fromspec import pod_shape
+from .kubelet.managers_state import NodeState
+from .kubelet.podshape import PodShape, single_container
+from .kubelet.topologymanager.scope import Rules
 from .kubeletconfig import (
     FileConfig,
     FlagConfig,
@@ -38,8 +40,6 @@ from .kubeletconfig import (
     KubeletConfigFile,
     resolve,
 )
-from .nodestate import NodeState
-from .pod import PodShape, single_container
 from .shapes import ShapeError, ShapeFile
 from .statecache import NodeStateCache
 from .statefiles import KubeletState, StateFiles

@@ -1,5 +1,6 @@
 """The resource managers' state, rebuilt from one snapshot (``List``, ``GetAllocatableResources``
-and sysfs): what :mod:`exporter.fit.admission` judges a pod against. Pure, no I/O.
+and sysfs): what :mod:`exporter.fit.kubelet.topologymanager.scope` judges a pod against. Pure, no
+I/O.
 
 * CPUs (when CPU manager ``static``): every online CPU of each NUMA node from sysfs (the
   capacity), the allocatable CPUs no pod or container holds (free), SMT siblings, and the cores
@@ -23,9 +24,16 @@ from dataclasses import dataclass, field, replace
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Topology
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
-from .cpuassign import CpuTopology
-from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
-from .pod import CPU
+from .kubelet.cpumanager.cpu_assignment import CpuTopology
+from .kubelet.managers_state import (
+    CpuState,
+    DeviceState,
+    MemoryNode,
+    NodeRequests,
+    NodeState,
+    NumaSet,
+)
+from .kubelet.podshape import CPU
 from .statefiles import POD_LEVEL, KubeletState, MemoryManagerState, Registered
 
 

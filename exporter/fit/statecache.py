@@ -22,7 +22,14 @@ from dataclasses import dataclass, replace
 from ..model import ApiVersion, KubeletSnapshot, PodAssignment, Topology
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
-from .nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
+from .kubelet.managers_state import (
+    CpuState,
+    DeviceState,
+    MemoryNode,
+    NodeRequests,
+    NodeState,
+    NumaSet,
+)
 from .snapshotstate import (
     Hidden,
     _ids,

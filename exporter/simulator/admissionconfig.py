@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..fit.admission import Rules
-from ..fit.pod import Managers
+from ..fit.kubelet.podshape import Managers
+from ..fit.kubelet.topologymanager.scope import Rules
 from .profile import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES, NodeSpec
 
 POLICIES = TOPOLOGY_MANAGER_POLICIES

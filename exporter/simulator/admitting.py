@@ -1,13 +1,13 @@
 """The simulated kubelet's admission: the fit engine's rules on the simulator's exact state.
 
 Every pod the simulator admits (a profile's, a generated one, one ``POST /pods`` submits) is
-judged by :func:`exporter.fit.admission.admit`, the model the exporter's fit answers use, so
-the simulator keeps no admission model of its own. :meth:`Admitter.node_state` builds the fit
-engine's :class:`~exporter.fit.nodestate.NodeState` from what the node's managers hold: the
-free CPUs, memory and devices exactly as the simulator books them (finished init containers'
-CPUs and devices included), the memory groups of the held blocks, every active pod's requests
-for the resource-fit predicate, and the Node's allocatable as the kubelet computes it. The pod
-is the one the API shows (:func:`~exporter.simulator.podobjects.pod_object`), read as the
+judged by :func:`exporter.fit.kubelet.topologymanager.scope.admit`, the model the exporter's fit
+answers use, so the simulator keeps no admission model of its own. :meth:`Admitter.node_state`
+builds the fit engine's :class:`~exporter.fit.kubelet.managers_state.NodeState` from what the node's
+managers hold: the free CPUs, memory and devices exactly as the simulator books them (finished init
+containers' CPUs and devices included), the memory groups of the held blocks, every active pod's
+requests for the resource-fit predicate, and the Node's allocatable as the kubelet computes it. The
+pod is the one the API shows (:func:`~exporter.simulator.podobjects.pod_object`), read as the
 exporter reads a pod (:func:`exporter.fit.fromspec.pod_shape`).
 
 An admitted pod gets what the fit engine picked (:meth:`Admitter.admit`): the CPU ids of
@@ -29,12 +29,19 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..fit.admission import Placement, Verdict, admit
-from ..fit.allocate import pick_cpus, take_memory
-from ..fit.cpuassign import CpuOptions, CpuTopology
 from ..fit.fromspec import pod_shape
-from ..fit.nodestate import CpuState, DeviceState, MemoryNode, NodeRequests, NodeState, NumaSet
-from ..fit.pod import CPU, PodShape, asks
+from ..fit.kubelet.cpumanager.cpu_assignment import CpuOptions, CpuTopology
+from ..fit.kubelet.cpumanager.policy_static import pick_cpus, take_memory
+from ..fit.kubelet.managers_state import (
+    CpuState,
+    DeviceState,
+    MemoryNode,
+    NodeRequests,
+    NodeState,
+    NumaSet,
+)
+from ..fit.kubelet.podshape import CPU, PodShape, asks
+from ..fit.kubelet.topologymanager.scope import Placement, Verdict, admit
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
 from .admissionconfig import AdmissionConfig
 from .allocator import Allocator, SimPod

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from exporter.fit.nodestate import DeviceState, NodeState, NumaSet
+from exporter.fit.kubelet.managers_state import DeviceState, NodeState, NumaSet
 
 UNSEEN_UNHEALTHY_DEVICE = "unseen-unhealthy-device"
 EXCEPTIONS = {

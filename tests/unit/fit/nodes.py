@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState
+from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode, NodeState
 
 GiB = 1 << 30
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from exporter.fit.admission import Rules, admit
-from exporter.fit.pod import BURSTABLE, ContainerShape, Managers, PodShape, single_container
+from exporter.fit.kubelet.podshape import (
+    BURSTABLE,
+    ContainerShape,
+    Managers,
+    PodShape,
+    single_container,
+)
+from exporter.fit.kubelet.topologymanager.scope import Rules, admit
 
 from .nodes import GiB, cpus, devices, memory, state
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.fit.admission import Managers, Rules, admit
 from exporter.fit.allocatable import Reservation, derived_allocatable, parse_reservation
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape
+from exporter.fit.kubelet.topologymanager.scope import Managers, Rules, admit
 from exporter.fit.kubeletconfig import KubeletConfigError, parse_kubelet_config
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape
 from exporter.fit.snapshotstate import node_state
 from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
 from exporter.podcontext import ContainerContext, NodeContext, PodContext

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from exporter.fit.admission import Rules
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series, sentence
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
+from exporter.fit.kubelet.topologymanager.scope import Rules
 from exporter.fit.snapshotstate import node_state
 from exporter.model import (
     Allocatable,

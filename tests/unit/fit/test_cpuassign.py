@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.fit.cpuassign import (
+from exporter.fit.kubelet.cpumanager.cpu_assignment import (
     SPREAD,
     CpuAssignmentError,
     CpuOptions,

@@ -1,6 +1,6 @@
 """Whole-pod admission cases: the CPU manager's TestStaticPolicyAdd (Allocate with no NUMA
 hint) and scheduler-plugins' NodeResourceTopology filter tests, run through
-exporter.fit.admission with the verdicts (admitted, reason) they assert.
+exporter.fit.kubelet.topologymanager.scope with the verdicts (admitted, reason) they assert.
 
 The filter cases test the scheduler's approximation of ``single-numa-node``: it compares what
 is *available* per NUMA zone, with no capacity-based minimum width. Here each zone's
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from exporter.fit.admission import Rules, admit
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState
-from exporter.fit.pod import ContainerShape, Managers, PodShape, is_device_resource
+from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode, NodeState
+from exporter.fit.kubelet.podshape import ContainerShape, Managers, PodShape, is_device_resource
+from exporter.fit.kubelet.topologymanager.scope import Rules, admit
 
 from .cases import ids, section
 

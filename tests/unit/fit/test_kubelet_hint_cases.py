@@ -1,6 +1,7 @@
 """The hint providers' own tests (cpumanager/topology_hints_test.go,
 memorymanager/policy_static_test.go, devicemanager/topology_hints_test.go), run through
-exporter.fit.hints and exporter.fit.pod: the hints and the pod-scope requests they assert."""
+exporter.fit.kubelet.topologymanager.bitmask and exporter.fit.kubelet.podshape: the hints and the
+pod-scope requests they assert."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ from typing import Any
 
 import pytest
 
-from exporter.fit.hints import TopologyHint, cpu_hints, device_hints, memory_hints
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode
-from exporter.fit.pod import GUARANTEED, ContainerShape, Managers, PodShape, asks, pod_effective_ask
+from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode
+from exporter.fit.kubelet.podshape import (
+    GUARANTEED,
+    ContainerShape,
+    Managers,
+    PodShape,
+    asks,
+    pod_effective_ask,
+)
+from exporter.fit.kubelet.topologymanager.bitmask import (
+    TopologyHint,
+    cpu_hints,
+    device_hints,
+    memory_hints,
+)
 
 from .cases import as_yaml, ids, section
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from exporter.fit.admission import Rules, admit
 from exporter.fit.answers import answer
-from exporter.fit.hints import device_hints
-from exporter.fit.nodestate import DeviceState, MemoryNode, NodeState
-from exporter.fit.pod import (
+from exporter.fit.kubelet.managers_state import DeviceState, MemoryNode, NodeState
+from exporter.fit.kubelet.podshape import (
     ContainerShape,
     Managers,
     PodShape,
@@ -19,6 +17,8 @@ from exporter.fit.pod import (
     pod_scope_hint_ask,
     single_container,
 )
+from exporter.fit.kubelet.topologymanager.bitmask import device_hints
+from exporter.fit.kubelet.topologymanager.scope import Rules, admit
 from exporter.fit.snapshotstate import kubelet_minor, node_state
 from exporter.fit.statefiles import (
     KubeletState,

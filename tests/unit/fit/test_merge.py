@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.fit.hints import TopologyHint
-from exporter.fit.merge import merge, merge_by_permutation
+from exporter.fit.kubelet.topologymanager.bitmask import TopologyHint
+from exporter.fit.kubelet.topologymanager.policy import merge, merge_by_permutation
 
 NUMA = (0, 1, 2, 3)
 DISTANCES = {i: {j: 10 if i == j else 11 if i // 2 == j // 2 else 30 for j in NUMA}
@@ -33,7 +33,7 @@ numa_sets = st.frozensets(st.sampled_from(NUMA), max_size=4)
        st.dictionaries(st.sampled_from(NUMA), st.integers(0, 9)))
 def test_mask_sums_equal_direct_counting(counts, values):
     """The subset sums behind the hint providers count what a loop over the sets counts."""
-    from exporter.fit.hints import mask_table, meeting_sums, node_sums
+    from exporter.fit.kubelet.topologymanager.bitmask import mask_table, meeting_sums, node_sums
     table = mask_table(NUMA)
     meeting = meeting_sums(table, counts)
     sums = node_sums(table, values)
@@ -44,7 +44,7 @@ def test_mask_sums_equal_direct_counting(counts, values):
 
 def test_sparse_numa_ids_are_summed_set_by_set():
     """NUMA ids 0 and 40 (sysfs may skip ids): no list of 2^41 entries, the same sums."""
-    from exporter.fit.hints import mask_table, meeting_sums, node_sums
+    from exporter.fit.kubelet.topologymanager.bitmask import mask_table, meeting_sums, node_sums
     table = mask_table((0, 40))
     assert not table.dense
     sums = node_sums(table, {0: 3, 40: 5})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.fit.pod import (
+from exporter.fit.kubelet.podshape import (
     BEST_EFFORT,
     BURSTABLE,
     Ask,

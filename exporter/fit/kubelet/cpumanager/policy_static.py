@@ -8,8 +8,8 @@ kubelet would give. Pure functions.
   resource-fit predicate (``OutOf<resource>``).
 * CPUs (``cpumanager/policy_static.go`` ``Allocate``, ``allocateCPUs``): ``full-pcpus-only``
   checks first (``SMTAlignmentError``), then CPUs on the hint's NUMA nodes, then any, each
-  picked as ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`): which CPUs a
-  container gets decides what the next container and the next pod find free.
+  picked as ``takeByTopology`` picks them (:mod:`exporter.fit.kubelet.cpumanager.cpu_assignment`):
+  which CPUs a container gets decides what the next container and the next pod find free.
 * memory (``memorymanager/policy_static.go`` ``Allocate``): no hint means the manager's own
   best hint; a hint that does not hold the request is extended to the best hint containing it
   (one not preferred where the hint was is an error); a hint violating the group rule fails;
@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .cpuassign import CpuAssignmentError, CpuOptions, allocate_cpus
-from .hints import TopologyHint, memory_hints
-from .nodestate import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
+from ..managers_state import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
+from ..topologymanager.bitmask import TopologyHint, memory_hints
+from .cpu_assignment import CpuAssignmentError, CpuOptions, allocate_cpus
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
@@ -101,7 +101,8 @@ def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
               reusable: frozenset[int], options: CpuOptions | None = None
               ) -> frozenset[int] | None:
     """Which CPUs ``allocateCPUs`` takes from the free and this pod's reusable CPUs, as
-    ``takeByTopology`` picks them (:mod:`exporter.fit.cpuassign`); ``None``: not enough."""
+    ``takeByTopology`` picks them (:mod:`exporter.fit.kubelet.cpumanager.cpu_assignment`);
+    ``None``: not enough."""
     allocatable = cpu.free | reusable
     if len(allocatable) < request:
         return None

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .allocate import Failure
-from .nodestate import NodeState
-from .pod import CPU, MEMORY, PodShape, is_memory_resource
+from ..cpumanager.policy_static import Failure
+from ..managers_state import NodeState
+from ..podshape import CPU, MEMORY, PodShape, is_memory_resource
 
 PODS, EPHEMERAL_STORAGE = "pods", "ephemeral-storage"
 REASONS = {CPU: "OutOfcpu", MEMORY: "OutOfmemory", EPHEMERAL_STORAGE: "OutOfephemeral-storage",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from .nodestate import CpuState, DeviceState, MemoryNode, NumaSet
+from ..managers_state import CpuState, DeviceState, MemoryNode, NumaSet
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ unassigned ones, for hints), each memory type's allocatable and free bytes with 
 memory group (the memory manager's ``Cells``) and its number of assignments, and every device
 with its NUMA nodes (registered ones for the capacity, healthy unassigned ones for hints).
 It is built from one snapshot by :mod:`exporter.fit.snapshotstate`, or by hand in tests.
-Allocation (:mod:`exporter.fit.allocate`) returns a new state, so repeated placement never
-changes the snapshot's.
+Allocation (:mod:`exporter.fit.kubelet.cpumanager.policy_static`) returns a new state, so repeated
+placement never changes the snapshot's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .cpuassign import CpuTopology
+from .cpumanager.cpu_assignment import CpuTopology
 
 NumaSet = frozenset[int]
 DEVICE_NODES_MINOR = 37  # kubernetes#138244: device hints over the devices' NUMA nodes

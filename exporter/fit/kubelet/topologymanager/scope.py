@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .allocate import (
+from ..cpumanager.cpu_assignment import CpuOptions
+from ..cpumanager.policy_static import (
     Failure,
     allocate_devices,
     pick_cpus,
@@ -24,13 +25,12 @@ from .allocate import (
     take_memory,
     with_cpus_taken,
 )
-from .cpuassign import CpuOptions
-from .hints import TopologyHint, cpu_hints, device_hints, memory_hints
-from .merge import ProviderAnswer
-from .nodestate import NodeState, NumaSet
-from .pod import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
-from .policy import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
-from .predicate import predicate
+from ..lifecycle.predicate import predicate
+from ..managers_state import NodeState, NumaSet
+from ..podshape import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
+from .bitmask import TopologyHint, cpu_hints, device_hints, memory_hints
+from .policy import ProviderAnswer
+from .policy_single_numa_node import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
 
 CONTAINER, POD = "container", "pod"
 SCOPES = (CONTAINER, POD)
@@ -165,8 +165,9 @@ def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
 
 def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
     """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
-    (merge and allocation), then the resource-fit predicate (:mod:`exporter.fit.predicate`),
-    which sees the pod only when the Topology Manager admitted it."""
+    (merge and allocation), then the resource-fit predicate
+    (:mod:`exporter.fit.kubelet.lifecycle.predicate`), which sees the pod only when the Topology
+    Manager admitted it."""
     if rules.policy != NONE and rules.scope == POD:
         verdict = _admit_pod_scope(pod, state, rules)
     else:

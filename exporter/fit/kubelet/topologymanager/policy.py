@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import product
 
-from .hints import Hints, TopologyHint
-from .nodestate import NumaSet
+from ..managers_state import NumaSet
+from .bitmask import Hints, TopologyHint
 
 ProviderAnswer = Mapping[str, Hints] | None
 Distances = Mapping[int, Mapping[int, int]]

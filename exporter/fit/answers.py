@@ -33,8 +33,9 @@ from .capacity import (
     restrict,
 )
 from .kubelet.managers_state import NodeState, NumaSet
+from .kubelet.memorymanager.policy_static import single_memory_hints
 from .kubelet.podshape import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
-from .kubelet.topologymanager.bitmask import masks, single_memory_hints
+from .kubelet.topologymanager.bitmask import masks
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 from .kubelet.topologymanager.scope import (
     NO_BLOCK,

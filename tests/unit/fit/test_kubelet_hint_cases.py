@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
+from exporter.fit.kubelet.cpumanager.policy_static import cpu_hints
+from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
 from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode
+from exporter.fit.kubelet.memorymanager.policy_static import memory_hints
 from exporter.fit.kubelet.podshape import (
     GUARANTEED,
     ContainerShape,
@@ -18,12 +21,7 @@ from exporter.fit.kubelet.podshape import (
     asks,
     pod_effective_ask,
 )
-from exporter.fit.kubelet.topologymanager.bitmask import (
-    TopologyHint,
-    cpu_hints,
-    device_hints,
-    memory_hints,
-)
+from exporter.fit.kubelet.topologymanager.topology_manager import TopologyHint
 
 from .cases import as_yaml, ids, section
 

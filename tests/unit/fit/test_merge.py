@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.fit.kubelet.topologymanager.bitmask import TopologyHint
 from exporter.fit.kubelet.topologymanager.policy import merge, merge_by_permutation
+from exporter.fit.kubelet.topologymanager.topology_manager import TopologyHint
 
 NUMA = (0, 1, 2, 3)
 DISTANCES = {i: {j: 10 if i == j else 11 if i // 2 == j // 2 else 30 for j in NUMA}

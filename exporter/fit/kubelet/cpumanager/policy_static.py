@@ -23,7 +23,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..managers_state import CpuState, DeviceState, MemoryNode, NodeState, NumaSet
-from ..topologymanager.bitmask import TopologyHint, memory_hints
+from ..memorymanager.policy_static import memory_hints
+from ..topologymanager.bitmask import (
+    kept_sums,
+    mask_bits,
+    mask_table,
+    node_sums,
+    preferred_hints,
+    single_node_hints,
+)
+from ..topologymanager.topology_manager import Hints, TopologyHint
 from .cpu_assignment import CpuAssignmentError, CpuOptions, allocate_cpus
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
@@ -221,3 +230,35 @@ def take_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int], ma
 def with_cpus_taken(state: NodeState, cpus: frozenset[int]) -> NodeState:
     assert state.cpu is not None
     return replace(state, cpu=replace(state.cpu, free=state.cpu.free - cpus))
+
+
+def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(),
+              single: bool = False) -> Hints:
+    """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
+    it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request.
+    ``single``: only the single-node hints (see :func:`single_node_hints`)."""
+    if request <= 0:
+        return None
+    table = mask_table(tuple(sorted(n for n, cpus in cpu.online.items() if cpus)))
+    if single:
+        per_node = cpu.free_per_node()
+        pinned_nodes = {cpu.cpu_numa.get(c) for c in reusable} - {None}
+        widest = max((len(cpu.online[n]) for n in table.numa_ids), default=0)
+        return single_node_hints(
+            table, widest >= request,
+            (n for n in table.numa_ids if pinned_nodes <= {n}
+             and len(reusable) + per_node.get(n, 0) >= request))
+    online = kept_sums(table, (cpu.online,), lambda: node_sums(
+        table, {n: len(cpu.online[n]) for n in table.numa_ids}))
+    free = node_sums(table, cpu.free_per_node())
+    pinned = mask_bits(n for n in (cpu.cpu_numa.get(c) for c in reusable) if n is not None)
+    min_width = len(table.numa_ids)
+    found: list[int] = []
+    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
+        if online[b] >= request and len(numa) < min_width:
+            min_width = len(numa)
+        if pinned & ~b:
+            continue
+        if len(reusable) + free[b] >= request:
+            found.append(i)
+    return preferred_hints(table, found, min_width)

@@ -1,14 +1,11 @@
-"""Hint providers: the CPU, memory and device managers' ``GetTopologyHints``, as functions.
+"""NUMA sets as bit masks (``topologymanager/bitmask/bitmask.go``, v1.37.2), and sums over them.
 
-Each returns what its kubelet counterpart does, because the merger reads the three answers
-differently (``filterProvidersHints``): ``None`` for "don't care" (the resource is not
-managed, or nothing is asked); an empty list when nothing can satisfy the request; otherwise
-one hint per NUMA set whose *free* amount suffices, preferred when the set is as narrow as
-the fewest nodes whose *capacity* could hold the request (``minAffinitySize``).
-
-Sources (kubernetes/kubernetes ``pkg/kubelet/cm``): ``cpumanager/policy_static.go``
-``generateCPUTopologyHints``; ``memorymanager/policy_static.go`` ``calculateHints`` (the group
-rule); ``devicemanager/topology_hints.go`` ``generateDeviceTopologyHints``.
+:func:`mask_table` lists every NUMA set narrowest first, then by ids (``IterateBitMasks``),
+once per set of NUMA ids; the hint providers sum free and allocatable amounts over every mask
+of it at once (:func:`node_sums`, :func:`meeting_sums`, kept while their inputs stay the same:
+:func:`kept_sums`) and turn the masks that hold a request into hints
+(:func:`preferred_hints`: preferred when as narrow as the capacity allows; for
+``single-numa-node``, :func:`single_node_hints`).
 """
 
 from __future__ import annotations
@@ -18,19 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from ..managers_state import CpuState, DeviceState, MemoryNode, NumaSet
-
-
-@dataclass(frozen=True)
-class TopologyHint:
-    """A NUMA set (``None``: any) and whether it is as narrow as the capacity allows."""
-
-    affinity: NumaSet | None
-    preferred: bool
-
-
-Hints = list[TopologyHint] | None  # None: don't care; []: cannot be satisfied
-
+from ..managers_state import NumaSet
+from .topology_manager import TopologyHint
 
 # Beyond this many NUMA nodes the 2^n sets are not enumerated: only single nodes and all of
 # them (the kubelet itself refuses a policy on more than 8 unless max-allowable-numa-nodes says
@@ -73,11 +59,11 @@ def mask_table(numa_ids: tuple[int, ...]) -> MaskTable:
     else:
         chosen = [(n,) for n in ordered] + [tuple(ordered)]
     sets = tuple(frozenset(c) for c in chosen)
-    bits = tuple(_bits(s) for s in sets)
+    bits = tuple(mask_bits(s) for s in sets)
     return MaskTable(tuple(ordered), sets, bits, complete, tuple(sorted(bits)))
 
 
-def _bits(numa: Iterable[int]) -> int:
+def mask_bits(numa: Iterable[int]) -> int:
     value = 0
     for n in numa:
         value |= 1 << n
@@ -94,7 +80,7 @@ def node_sums(table: MaskTable, values: Mapping[int, int]) -> dict[int, int] | l
     mask's bits)."""
     if not table.dense:
         return {b: sum(v for n, v in values.items() if b >> n & 1) for b in table.bits}
-    sums = [0] * (_bits(table.numa_ids) + 1)
+    sums = [0] * (mask_bits(table.numa_ids) + 1)
     for b in table.ascending:
         low = b & -b
         sums[b] = sums[b ^ low] + values.get(low.bit_length() - 1, 0)
@@ -102,6 +88,8 @@ def node_sums(table: MaskTable, values: Mapping[int, int]) -> dict[int, int] | l
 
 
 Sums = dict[int, int] | list[int]
+
+
 _KEPT: dict[tuple[int, ...], tuple[tuple[object, ...], MaskTable, Sums]] = {}
 
 
@@ -127,13 +115,13 @@ def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, i
     item with an empty set meets none); indexed by the mask's bits. Items inside each subset
     by a zeta transform over the bits: a mask meets everything outside its complement."""
     if not table.dense:
-        items = [(_bits(numa), c) for numa, c in counts.items()]
+        items = [(mask_bits(numa), c) for numa, c in counts.items()]
         return {b: sum(c for s, c in items if s & b) for b in table.bits}
-    full = _bits(table.numa_ids)
+    full = mask_bits(table.numa_ids)
     within = [0] * (full + 1)
     total = 0
     for numa, count in counts.items():
-        key = _bits(numa) & full
+        key = mask_bits(numa) & full
         if key == 0 and numa:
             continue  # only unknown NUMA ids: meets no mask
         within[key] += count
@@ -146,13 +134,7 @@ def meeting_sums(table: MaskTable, counts: Mapping[NumaSet, int]) -> dict[int, i
     return [total - within[full ^ b] if b & full == b else 0 for b in range(full + 1)]
 
 
-def capacity_sums(table: MaskTable, registered: Mapping[NumaSet, int]) -> Sums:
-    """:func:`meeting_sums` of the registered devices (they do not change as pods are
-    placed)."""
-    return kept_sums(table, (registered,), lambda: meeting_sums(table, registered))
-
-
-def _preferred(table: MaskTable, found: list[int], min_width: int) -> list[TopologyHint]:
+def preferred_hints(table: MaskTable, found: list[int], min_width: int) -> list[TopologyHint]:
     """The hints of the sets at ``found`` (indices into the table), preferred when as narrow
     as ``min_width``."""
     preferred, other = table.hints
@@ -169,149 +151,3 @@ def single_node_hints(table: MaskTable, one_node_holds: bool, found: Iterable[in
     preferred single-node hint either, so both filter to nothing."""
     preferred = one_node_holds or len(table.numa_ids) == 1
     return [TopologyHint(frozenset((n,)), preferred) for n in found]
-
-
-def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(),
-              single: bool = False) -> Hints:
-    """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
-    it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request.
-    ``single``: only the single-node hints (see :func:`single_node_hints`)."""
-    if request <= 0:
-        return None
-    table = mask_table(tuple(sorted(n for n, cpus in cpu.online.items() if cpus)))
-    if single:
-        per_node = cpu.free_per_node()
-        pinned_nodes = {cpu.cpu_numa.get(c) for c in reusable} - {None}
-        widest = max((len(cpu.online[n]) for n in table.numa_ids), default=0)
-        return single_node_hints(
-            table, widest >= request,
-            (n for n in table.numa_ids if pinned_nodes <= {n}
-             and len(reusable) + per_node.get(n, 0) >= request))
-    online = kept_sums(table, (cpu.online,), lambda: node_sums(
-        table, {n: len(cpu.online[n]) for n in table.numa_ids}))
-    free = node_sums(table, cpu.free_per_node())
-    pinned = _bits(n for n in (cpu.cpu_numa.get(c) for c in reusable) if n is not None)
-    min_width = len(table.numa_ids)
-    found: list[int] = []
-    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
-        if online[b] >= request and len(numa) < min_width:
-            min_width = len(numa)
-        if pinned & ~b:
-            continue
-        if len(reusable) + free[b] >= request:
-            found.append(i)
-    return _preferred(table, found, min_width)
-
-
-def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
-                 reusable: Mapping[NumaSet, Mapping[str, int]] | None = None,
-                 single: bool = False) -> dict[str, list[TopologyHint]] | None:
-    """``calculateHints``: for every mask with enough *allocatable* of each requested type
-    (the narrowest such is the minimum width), skip a single node that is part of a
-    multi-NUMA group, and a multi-node mask whose members with assignments are single-node or
-    in a group other than exactly this mask; then require free (+ this pod's reusable memory on
-    the same mask) for every type. All types get the same hints. ``None`` (don't care) when
-    nothing is asked — and also when no mask qualifies: the kubelet returns an empty map then,
-    which the merger reads as "don't care" (allocation fails later). ``single``: only the
-    single-node hints, unless no single node qualifies (whether a wider set does decides
-    between "don't care" and no preferred hint)."""
-    wanted = {r: a for r, a in request.items() if a > 0}
-    if not wanted:
-        return None
-    if single:
-        singles = single_memory_hints(memory, wanted, reusable or {})
-        if singles:
-            return {r: list(singles) for r in wanted}
-    table = mask_table(tuple(sorted(memory)))
-    nodes = tuple(m.allocatable for m in memory.values())
-    allocatable = {r: kept_sums(table, (*nodes, r),
-                                functools.partial(_allocatable_sums, table, memory, r))
-                   for r in wanted}
-    free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
-            for r in wanted}
-    single_only = _bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
-    grouped = {n: _bits(m.group) for n, m in memory.items() if m.assignments > 0}
-    min_width = len(table.numa_ids)
-    found: list[int] = []
-    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
-        if any(allocatable[r][b] < a for r, a in wanted.items()):
-            continue
-        min_width = min(min_width, len(numa))
-        if len(numa) == 1:
-            if len(memory[next(iter(numa))].group) > 1:
-                continue
-        elif b & single_only or any(g != b for n, g in grouped.items() if b >> n & 1):
-            continue
-        again = (reusable or {}).get(numa, {})
-        if all(free[r][b] + again.get(r, 0) >= a for r, a in wanted.items()):
-            found.append(i)
-    if not found:
-        return None
-    hints = _preferred(table, found, min_width)
-    return {r: list(hints) for r in wanted}
-
-
-def single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, int],
-                         reusable: Mapping[NumaSet, Mapping[str, int]]) -> list[TopologyHint]:
-    """:func:`memory_hints`' single-node hints: a node that holds the request in allocatable
-    makes the minimum width one, so every single-node hint found is preferred."""
-    found: list[TopologyHint] = []
-    for n in sorted(memory):
-        node = memory[n]
-        if len(node.group) > 1 or any(node.allocatable.get(r, 0) < a for r, a in wanted.items()):
-            continue
-        again = reusable.get(frozenset((n,)), {})
-        if all(node.free.get(r, 0) + again.get(r, 0) >= a for r, a in wanted.items()):
-            found.append(TopologyHint(frozenset((n,)), True))
-    return found
-
-
-def _allocatable_sums(table: MaskTable, memory: Mapping[int, MemoryNode], resource: str
-                      ) -> Sums:
-    return node_sums(table, {n: m.allocatable.get(resource, 0) for n, m in memory.items()})
-
-
-def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
-                 reusable: Mapping[NumaSet, int] | None = None,
-                 on_device_nodes: bool = True, single: bool = False) -> Hints:
-    """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
-    topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
-    device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
-    reusable device with topology must meet the mask. ``on_device_nodes`` (1.37): the masks
-    are those of the NUMA nodes the resource's devices sit on (``deviceNUMANodes``), so a
-    mask never holds a node without one of its devices; else every NUMA node's. ``single``:
-    only the single-node hints (see :func:`single_node_hints`)."""
-    if request <= 0 or not devices.topology_aware():
-        return None
-    again = {numa: n for numa, n in (reusable or {}).items() if n > 0}
-    if devices.free_total() + sum(again.values()) < request:
-        return []
-    if on_device_nodes:
-        known = set(numa_ids)
-        hosting = {n for numa, count in devices.registered.items() if count > 0 for n in numa
-                   if n in known}
-        numa_ids = sorted(hosting) or numa_ids
-    table = mask_table(tuple(sorted(numa_ids)))
-    if single:
-        placed_on = [numa for numa, n in again.items() if numa]
-        placed_total = sum(n for numa, n in again.items() if numa)
-        holds = any(sum(c for numa, c in devices.registered.items() if n in numa) >= request
-                    for n in table.numa_ids)
-        return single_node_hints(table, holds, (
-            n for n in table.numa_ids if all(n in numa for numa in placed_on)
-            and placed_total + sum(c for numa, c in devices.free.items() if n in numa)
-            >= request))
-    capacity = capacity_sums(table, devices.registered)
-    free = meeting_sums(table, devices.free)
-    placed = [_bits(numa) for numa, n in again.items() if numa]
-    placed_count = sum(n for numa, n in again.items() if numa)
-    min_width = len(table.numa_ids)
-    found: list[int] = []
-    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
-        if capacity[b] >= request and len(numa) < min_width:
-            min_width = len(numa)
-        if placed and any(not (s & b) for s in placed):
-            continue
-        if placed_count + free[b] >= request:
-            found.append(i)
-    return _preferred(table, found, min_width)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from itertools import product
 
 from ..managers_state import NumaSet
-from .bitmask import Hints, TopologyHint
+from .topology_manager import Hints, TopologyHint
 
 ProviderAnswer = Mapping[str, Hints] | None
 Distances = Mapping[int, Mapping[int, int]]

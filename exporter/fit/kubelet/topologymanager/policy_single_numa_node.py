@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .bitmask import TopologyHint
 from .policy import Distances, ProviderAnswer, merge, provider_lists
+from .topology_manager import TopologyHint
 
 NONE, BEST_EFFORT, RESTRICTED, SINGLE_NUMA_NODE = (
     "none", "best-effort", "restricted", "single-numa-node")

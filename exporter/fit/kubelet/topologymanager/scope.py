@@ -19,18 +19,21 @@ from ..cpumanager.cpu_assignment import CpuOptions
 from ..cpumanager.policy_static import (
     Failure,
     allocate_devices,
+    cpu_hints,
     pick_cpus,
     place_memory,
     smt_check,
     take_memory,
     with_cpus_taken,
 )
+from ..devicemanager.topology_hints import device_hints
 from ..lifecycle.predicate import predicate
 from ..managers_state import NodeState, NumaSet
+from ..memorymanager.policy_static import memory_hints
 from ..podshape import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
-from .bitmask import TopologyHint, cpu_hints, device_hints, memory_hints
 from .policy import ProviderAnswer
 from .policy_single_numa_node import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
+from .topology_manager import TopologyHint
 
 CONTAINER, POD = "container", "pod"
 SCOPES = (CONTAINER, POD)

@@ -1,0 +1,91 @@
+"""The memory manager's ``Static`` policy (``memorymanager/policy_static.go``, v1.37.2).
+
+* hints (``GetTopologyHints``, ``calculateHints``): every NUMA set with enough *allocatable* of
+  each requested type sets the minimum width; a single node of a multi-NUMA group and a set
+  breaking the group rule are skipped; the others need enough free memory;
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from ..managers_state import MemoryNode, NumaSet
+from ..topologymanager.bitmask import (
+    MaskTable,
+    Sums,
+    kept_sums,
+    mask_bits,
+    mask_table,
+    node_sums,
+    preferred_hints,
+)
+from ..topologymanager.topology_manager import TopologyHint
+
+
+def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
+                 reusable: Mapping[NumaSet, Mapping[str, int]] | None = None,
+                 single: bool = False) -> dict[str, list[TopologyHint]] | None:
+    """``calculateHints``: for every mask with enough *allocatable* of each requested type
+    (the narrowest such is the minimum width), skip a single node that is part of a
+    multi-NUMA group, and a multi-node mask whose members with assignments are single-node or
+    in a group other than exactly this mask; then require free (+ this pod's reusable memory on
+    the same mask) for every type. All types get the same hints. ``None`` (don't care) when
+    nothing is asked — and also when no mask qualifies: the kubelet returns an empty map then,
+    which the merger reads as "don't care" (allocation fails later). ``single``: only the
+    single-node hints, unless no single node qualifies (whether a wider set does decides
+    between "don't care" and no preferred hint)."""
+    wanted = {r: a for r, a in request.items() if a > 0}
+    if not wanted:
+        return None
+    if single:
+        singles = single_memory_hints(memory, wanted, reusable or {})
+        if singles:
+            return {r: list(singles) for r in wanted}
+    table = mask_table(tuple(sorted(memory)))
+    nodes = tuple(m.allocatable for m in memory.values())
+    allocatable = {r: kept_sums(table, (*nodes, r),
+                                functools.partial(_allocatable_sums, table, memory, r))
+                   for r in wanted}
+    free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
+            for r in wanted}
+    single_only = mask_bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
+    grouped = {n: mask_bits(m.group) for n, m in memory.items() if m.assignments > 0}
+    min_width = len(table.numa_ids)
+    found: list[int] = []
+    for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
+        if any(allocatable[r][b] < a for r, a in wanted.items()):
+            continue
+        min_width = min(min_width, len(numa))
+        if len(numa) == 1:
+            if len(memory[next(iter(numa))].group) > 1:
+                continue
+        elif b & single_only or any(g != b for n, g in grouped.items() if b >> n & 1):
+            continue
+        again = (reusable or {}).get(numa, {})
+        if all(free[r][b] + again.get(r, 0) >= a for r, a in wanted.items()):
+            found.append(i)
+    if not found:
+        return None
+    hints = preferred_hints(table, found, min_width)
+    return {r: list(hints) for r in wanted}
+
+
+def single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, int],
+                         reusable: Mapping[NumaSet, Mapping[str, int]]) -> list[TopologyHint]:
+    """:func:`memory_hints`' single-node hints: a node that holds the request in allocatable
+    makes the minimum width one, so every single-node hint found is preferred."""
+    found: list[TopologyHint] = []
+    for n in sorted(memory):
+        node = memory[n]
+        if len(node.group) > 1 or any(node.allocatable.get(r, 0) < a for r, a in wanted.items()):
+            continue
+        again = reusable.get(frozenset((n,)), {})
+        if all(node.free.get(r, 0) + again.get(r, 0) >= a for r, a in wanted.items()):
+            found.append(TopologyHint(frozenset((n,)), True))
+    return found
+
+
+def _allocatable_sums(table: MaskTable, memory: Mapping[int, MemoryNode], resource: str
+                      ) -> Sums:
+    return node_sums(table, {n: m.allocatable.get(resource, 0) for n, m in memory.items()})

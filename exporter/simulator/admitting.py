@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from ..fit.fromspec import pod_shape
 from ..fit.kubelet.cpumanager.cpu_assignment import CpuOptions, CpuTopology
-from ..fit.kubelet.cpumanager.policy_static import pick_cpus, take_memory
+from ..fit.kubelet.cpumanager.policy_static import pick_cpus
 from ..fit.kubelet.managers_state import (
     CpuState,
     DeviceState,
@@ -40,6 +40,7 @@ from ..fit.kubelet.managers_state import (
     NodeState,
     NumaSet,
 )
+from ..fit.kubelet.memorymanager.policy_static import take_memory
 from ..fit.kubelet.podshape import CPU, PodShape, asks
 from ..fit.kubelet.topologymanager.scope import Placement, Verdict, admit
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..cpumanager.policy_static import Failure
+from ..admission.errors import Failure
 from ..managers_state import NodeState
 from ..podshape import CPU, MEMORY, PodShape, is_memory_resource
 

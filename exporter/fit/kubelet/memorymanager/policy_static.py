@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import replace
 
+from ..admission.errors import UNEXPECTED_ADMISSION_ERROR, Failure
 from ..managers_state import MemoryNode, NumaSet
 from ..topologymanager.bitmask import (
     MaskTable,
@@ -89,3 +91,106 @@ def single_memory_hints(memory: Mapping[int, MemoryNode], wanted: Mapping[str, i
 def _allocatable_sums(table: MaskTable, memory: Mapping[int, MemoryNode], resource: str
                       ) -> Sums:
     return node_sums(table, {n: m.allocatable.get(resource, 0) for n, m in memory.items()})
+
+
+def _best_of(hints: list[TopologyHint]) -> TopologyHint | None:
+    """``findBestHint``: preferred first, then the narrower (lower ids on a tie)."""
+    best: TopologyHint | None = None
+    for hint in hints:
+        better = best is None or (hint.preferred and not best.preferred) or (
+            hint.preferred == best.preferred and _narrower(hint.affinity, best.affinity))
+        if better:
+            best = hint
+    return best
+
+
+def _narrower(a: NumaSet | None, b: NumaSet | None) -> bool:
+    a, b = a or frozenset(), b or frozenset()
+    if len(a) != len(b):
+        return len(a) < len(b)
+    return sum(1 << n for n in a) < sum(1 << n for n in b)
+
+
+def violates_groups(memory: Mapping[int, MemoryNode], mask: NumaSet) -> bool:
+    """``isAffinityViolatingNUMAAllocations`` (a single-node hint never violates here)."""
+    if len(mask) == 1:
+        return False
+    for numa in mask:
+        node = memory.get(numa)
+        if node is None or node.assignments == 0:
+            continue
+        if len(node.group) == 1 or node.group != mask:
+            return True
+    return False
+
+
+def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
+                 hint: TopologyHint, reusable: Mapping[NumaSet, Mapping[str, int]]
+                 ) -> NumaSet | Failure:
+    """The NUMA set the memory manager would allocate ``request`` on, or why it cannot."""
+    preferred = hint.preferred
+    if hint.affinity is None:
+        calculated = memory_hints(memory, request, reusable) or {}
+        best = _best_of(next(iter(calculated.values()), []))
+        if best is None or best.affinity is None:
+            return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                           "[memorymanager] failed to get the default NUMA affinity, no NUMA "
+                           "nodes with enough memory is available")
+        if not best.preferred and preferred:
+            return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                           "[memorymanager] failed to find the default preferred hint")
+        mask, preferred = best.affinity, best.preferred
+    else:
+        mask = hint.affinity
+    if not _satisfies(memory, mask, request, reusable):
+        calculated = memory_hints(memory, request, reusable) or {}
+        around = [h for h in calculated.get("memory", []) if h.affinity and mask <= h.affinity]
+        extended = _best_of(around)
+        if extended is None or extended.affinity is None:
+            return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                           "[memorymanager] failed to find NUMA nodes to extend the current "
+                           "topology hint")
+        if not extended.preferred and preferred:
+            return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                           "[memorymanager] failed to find the extended preferred hint")
+        mask = extended.affinity
+    if violates_groups(memory, mask):
+        return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),
+                       "[memorymanager] preferred hint violates NUMA node allocation")
+    return mask
+
+
+def _first(request: Mapping[str, int]) -> str:
+    return "memory" if "memory" in request else next(iter(request))
+
+
+def _satisfies(memory: Mapping[int, MemoryNode], mask: NumaSet, request: Mapping[str, int],
+               reusable: Mapping[NumaSet, Mapping[str, int]]) -> bool:
+    again = reusable.get(mask, {})
+    return all(sum(memory[n].free.get(r, 0) for n in mask if n in memory) + again.get(r, 0) >= a
+               for r, a in request.items())
+
+
+def take_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int], mask: NumaSet,
+                reusable: Mapping[NumaSet, Mapping[str, int]]) -> dict[int, MemoryNode]:
+    """Fill the hint's nodes in id order (reusable memory of the pod on the same set first);
+    every node of the hint counts one more assignment and joins the group of the hint."""
+    nodes = dict(memory)
+    again = reusable.get(mask, {})
+    for resource, amount in request.items():
+        need = max(0, amount - again.get(resource, 0))
+        for numa in sorted(mask):
+            if numa not in nodes or need <= 0:
+                continue
+            node = nodes[numa]
+            have = node.free.get(resource, 0)
+            if have <= 0:
+                continue
+            use = min(have, need)
+            nodes[numa] = replace(node, free={**node.free, resource: have - use})
+            need -= use
+    for numa in mask:
+        if numa in nodes:
+            node = nodes[numa]
+            nodes[numa] = replace(node, group=mask, assignments=node.assignments + 1)
+    return nodes

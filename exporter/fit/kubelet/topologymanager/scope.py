@@ -15,21 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ..admission.errors import Failure
 from ..cpumanager.cpu_assignment import CpuOptions
-from ..cpumanager.policy_static import (
-    Failure,
-    allocate_devices,
-    cpu_hints,
-    pick_cpus,
-    place_memory,
-    smt_check,
-    take_memory,
-    with_cpus_taken,
-)
+from ..cpumanager.policy_static import cpu_hints, pick_cpus, smt_check, with_cpus_taken
+from ..devicemanager.manager import allocate_devices
 from ..devicemanager.topology_hints import device_hints
 from ..lifecycle.predicate import predicate
 from ..managers_state import NodeState, NumaSet
-from ..memorymanager.policy_static import memory_hints
+from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
 from ..podshape import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
 from .policy import ProviderAnswer
 from .policy_single_numa_node import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge

@@ -1,0 +1,1 @@
+"""The kubelet's ``pkg/kubelet/cm/admission``, mirrored."""

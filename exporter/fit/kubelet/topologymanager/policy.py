@@ -14,14 +14,12 @@ resource's narrowest hint), keeping a candidate of that width over narrower or w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import product
 
 from ..managers_state import NumaSet
-from .topology_manager import Hints, TopologyHint
-
-ProviderAnswer = Mapping[str, Hints] | None
-Distances = Mapping[int, Mapping[int, int]]
+from .numa_info import Distances, average_distance
+from .topology_manager import ProviderAnswer, TopologyHint
 
 
 def provider_lists(answers: Sequence[ProviderAnswer]) -> list[list[TopologyHint]]:
@@ -43,14 +41,6 @@ def provider_lists(answers: Sequence[ProviderAnswer]) -> list[list[TopologyHint]
 
 def _mask_value(mask: NumaSet) -> int:
     return sum(1 << n for n in mask)
-
-
-def average_distance(mask: NumaSet, distances: Distances) -> float:
-    """``NUMADistances.CalculateAverageFor``: the mean of distances[i][j] over i, j in the set."""
-    if not mask:
-        return 0.0
-    total = sum(distances.get(i, {}).get(j, 0) for i in mask for j in mask)
-    return total / (len(mask) ** 2)
 
 
 def _better_mask(current: TopologyHint, candidate: TopologyHint,

@@ -1,26 +1,20 @@
-"""The Topology Manager's policies (``policy_none.go``, ``policy_best_effort.go``,
-``policy_restricted.go``, ``policy_single_numa_node.go``): merge, then admit or not.
+"""The Topology Manager's ``single-numa-node`` policy
+(``topologymanager/policy_single_numa_node.go``, v1.37.2).
 
-* ``none``: nothing is merged or aligned; admission is left to the managers' allocation.
-* ``best-effort``: the best merged hint, always admitted.
-* ``restricted``: admitted only when the best merged hint is preferred.
-* ``single-numa-node``: each resource keeps only its preferred single-node hints and its
-  preferred "any" hints (``filterSingleNumaHints``); the merged hint must be preferred; a
-  merged set of every NUMA node becomes "any".
-
-``prefer-closest-numa-nodes`` applies to ``best-effort`` and ``restricted`` only.
+Each resource keeps only its preferred single-node hints and its preferred "any" hints
+(``filterSingleNumaHints``); the merged hint must be preferred (``canAdmitPodResult``); a
+merged set of every NUMA node becomes "any". ``prefer-closest-numa-nodes`` does not apply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .policy import Distances, ProviderAnswer, merge, provider_lists
-from .topology_manager import TopologyHint
+from .numa_info import Distances
+from .policy import merge as merge_hints, provider_lists
+from .topology_manager import ProviderAnswer, TopologyHint
 
-NONE, BEST_EFFORT, RESTRICTED, SINGLE_NUMA_NODE = (
-    "none", "best-effort", "restricted", "single-numa-node")
-POLICIES = (NONE, BEST_EFFORT, RESTRICTED, SINGLE_NUMA_NODE)
+SINGLE_NUMA_NODE = "single-numa-node"
 
 
 def filter_single_numa_hints(lists: list[list[TopologyHint]]) -> list[list[TopologyHint]]:
@@ -29,23 +23,10 @@ def filter_single_numa_hints(lists: list[list[TopologyHint]]) -> list[list[Topol
             for hints in lists]
 
 
-def can_admit(policy: str, best: TopologyHint) -> bool:
-    """``canAdmitPodResult``."""
-    if policy in (NONE, BEST_EFFORT):
-        return True
-    return best.preferred
-
-
-def policy_merge(policy: str, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
-                 distances: Distances | None = None) -> tuple[TopologyHint, bool]:
-    """One policy's ``Merge``: (best hint, admit). ``affinity`` ``None`` means any node."""
-    if policy == NONE:
-        return TopologyHint(None, True), True
-    lists = provider_lists(answers)
-    if policy == SINGLE_NUMA_NODE:
-        best = merge(filter_single_numa_hints(lists), numa_ids)
-        if best.affinity == frozenset(numa_ids):
-            best = TopologyHint(None, best.preferred)
-        return best, can_admit(policy, best)
-    best = merge(lists, numa_ids, distances)
-    return best, can_admit(policy, best)
+def merge(answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+          distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+    """``singleNumaNodePolicy.Merge``: (best hint, admit); ``distances`` is not used."""
+    best = merge_hints(filter_single_numa_hints(provider_lists(answers)), numa_ids)
+    if best.affinity == frozenset(numa_ids):
+        best = TopologyHint(None, best.preferred)
+    return best, best.preferred

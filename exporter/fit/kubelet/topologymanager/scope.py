@@ -12,7 +12,7 @@ it (for placing one pod after another).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..admission.errors import Failure
@@ -24,14 +24,34 @@ from ..lifecycle.predicate import predicate
 from ..managers_state import NodeState, NumaSet
 from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
 from ..podshape import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
-from .policy import ProviderAnswer
-from .policy_single_numa_node import NONE, SINGLE_NUMA_NODE, filter_single_numa_hints, policy_merge
-from .topology_manager import TopologyHint
+from . import policy_best_effort, policy_none, policy_restricted, policy_single_numa_node
+from .numa_info import Distances
+from .policy_best_effort import BEST_EFFORT
+from .policy_none import NONE
+from .policy_restricted import RESTRICTED
+from .policy_single_numa_node import SINGLE_NUMA_NODE, filter_single_numa_hints
+from .topology_manager import ProviderAnswer, TopologyHint
 
 CONTAINER, POD = "container", "pod"
 SCOPES = (CONTAINER, POD)
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
 NO_BLOCK, MULTIPLE = "none", "multiple"
+
+# Each policy's Merge by the policy's name, as NewManager (topology_manager.go) picks it.
+MERGE = {NONE: policy_none.merge, BEST_EFFORT: policy_best_effort.merge,
+         RESTRICTED: policy_restricted.merge, SINGLE_NUMA_NODE: policy_single_numa_node.merge}
+POLICIES = tuple(MERGE)
+
+
+def policy_merge(policy: str, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+                 distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+    """The ``policy``'s ``Merge``: (best hint, admit). ``affinity`` ``None`` means any node."""
+    return MERGE[policy](answers, numa_ids, distances)
+
+
+def can_admit(policy: str, best: TopologyHint) -> bool:
+    """The ``policy``'s ``canAdmitPodResult``."""
+    return policy in (NONE, BEST_EFFORT) or best.preferred
 
 
 @dataclass(frozen=True)

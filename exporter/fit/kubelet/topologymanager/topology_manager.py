@@ -7,6 +7,7 @@ care; ``[]``: cannot be satisfied), which the merger reads as ``filterProvidersH
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..managers_state import NumaSet
@@ -21,3 +22,6 @@ class TopologyHint:
 
 
 Hints = list[TopologyHint] | None  # None: don't care; []: cannot be satisfied
+
+
+ProviderAnswer = Mapping[str, Hints] | None

@@ -18,7 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from exporter.fit.kubelet.topologymanager.scope import admit
+from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.admissionconfig import POLICIES, AdmissionConfig
 from exporter.simulator.profile import parse_pod

@@ -32,20 +32,14 @@ from .capacity import (
     per_node_unit,
     restrict,
 )
+from .kubelet.allocation.allocation_manager import admit
+from .kubelet.config import Rules
 from .kubelet.managers_state import NodeState, NumaSet
 from .kubelet.memorymanager.policy_static import single_memory_hints
 from .kubelet.podshape import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
 from .kubelet.topologymanager.bitmask import masks
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
-from .kubelet.topologymanager.scope import (
-    NO_BLOCK,
-    Placement,
-    Reuse,
-    Rules,
-    Verdict,
-    admit,
-    provider_answers,
-)
+from .kubelet.topologymanager.scope import NO_BLOCK, Placement, Reuse, Verdict, provider_answers
 
 UNKNOWN = "unknown"
 __all__ = ["CAPACITY_CAP", "ShapeAnswer", "answer", "node_wide_free", "restrict"]

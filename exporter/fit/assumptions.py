@@ -22,9 +22,9 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
 from __future__ import annotations
 
 from ..podcontext import NodeContext
+from .kubelet.config import Rules
 from .kubelet.managers_state import NodeState
 from .kubelet.podshape import PodShape, asks
-from .kubelet.topologymanager.scope import Rules
 from .statefiles import KubeletState
 
 NO_CPU_MANAGER_STATE = "no_cpu_manager_state"

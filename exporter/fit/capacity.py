@@ -24,11 +24,13 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
+from .kubelet.allocation.allocation_manager import admit
+from .kubelet.config import CONTAINER, Rules
 from .kubelet.lifecycle.predicate import predicate
 from .kubelet.managers_state import DeviceState, NodeRequests, NodeState
 from .kubelet.podshape import CPU, Ask, PodShape, asks, is_memory_resource, pod_effective_ask
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
-from .kubelet.topologymanager.scope import CONTAINER, Rules, Verdict, admit
+from .kubelet.topologymanager.scope import Verdict
 
 # Placements tried for podresources_shape_capacity; a shape that fits this many more times is
 # reported as this many (the answer is "at least"): each placement costs one admission.

@@ -36,9 +36,9 @@ from .assumptions import (
     NODE_ALLOCATABLE_DERIVED,
 )
 from .fromspec import pod_shape
+from .kubelet.config import Rules
 from .kubelet.managers_state import NodeState
 from .kubelet.podshape import PodShape, asks
-from .kubelet.topologymanager.scope import Rules
 from .kubeletconfig import KubeletConfig
 
 

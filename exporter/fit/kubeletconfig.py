@@ -27,10 +27,10 @@ from typing import Any
 
 from ..files import FileStamp
 from .allocatable import DEFAULT_RESERVATION, Reservation, ReservationError, parse_reservation
-from .kubelet.podshape import Managers
+from .kubelet.config import CONTAINER, SCOPES, Managers, Rules
 from .kubelet.topologymanager.policy_none import NONE
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
-from .kubelet.topologymanager.scope import CONTAINER, POLICIES, SCOPES, Rules
+from .kubelet.topologymanager.scope import POLICIES
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_ACROSS_NUMA = "distribute-cpus-across-numa"

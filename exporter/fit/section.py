@@ -29,9 +29,9 @@ from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, s
 from .assumptions import assumptions
 from .capacity import NodeCounts
 from .fromspec import pod_shape
+from .kubelet.config import Rules
 from .kubelet.managers_state import NodeState
 from .kubelet.podshape import PodShape, single_container
-from .kubelet.topologymanager.scope import Rules
 from .kubeletconfig import (
     FileConfig,
     FlagConfig,

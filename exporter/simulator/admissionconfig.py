@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..fit.kubelet.podshape import Managers
-from ..fit.kubelet.topologymanager.scope import Rules
+from ..fit.kubelet.config import Managers, Rules
 from .profile import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES, NodeSpec
 
 POLICIES = TOPOLOGY_MANAGER_POLICIES

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..fit.fromspec import pod_shape
+from ..fit.kubelet.allocation.allocation_manager import admit
 from ..fit.kubelet.cpumanager.cpu_assignment import CpuOptions, CpuTopology
 from ..fit.kubelet.cpumanager.policy_static import pick_cpus
 from ..fit.kubelet.managers_state import (
@@ -42,7 +43,7 @@ from ..fit.kubelet.managers_state import (
 )
 from ..fit.kubelet.memorymanager.policy_static import take_memory
 from ..fit.kubelet.podshape import CPU, PodShape, asks
-from ..fit.kubelet.topologymanager.scope import Placement, Verdict, admit
+from ..fit.kubelet.topologymanager.scope import Placement, Verdict
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
 from .admissionconfig import AdmissionConfig
 from .allocator import Allocator, SimPod

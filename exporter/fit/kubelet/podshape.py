@@ -27,11 +27,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ...podcontext import effective_requests
+from .config import Managers
 
 CPU = "cpu"
+
+
 MEMORY = "memory"
+
+
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
+
+
 QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
+
+
 DRA_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
@@ -105,15 +114,6 @@ class PodShape:
 def single_container(name: str, requests: Mapping[str, int], qos: str = GUARANTEED) -> PodShape:
     """A flat shape: one app container."""
     return PodShape(name, (ContainerShape("main", dict(requests)),), qos=qos)
-
-
-@dataclass(frozen=True)
-class Managers:
-    """Which resource managers assign exclusive resources on this kubelet."""
-
-    cpu_static: bool = True
-    memory_static: bool = True
-    pod_level_resource_managers: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from typing import Any
 
 from exporter.commands.snapshot import read_once
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.managers_state import NodeState
-from exporter.fit.kubelet.topologymanager.scope import Placement, Rules
+from exporter.fit.kubelet.topologymanager.scope import Placement
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings

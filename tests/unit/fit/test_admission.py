@@ -5,14 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from exporter.fit.kubelet.podshape import (
-    BURSTABLE,
-    ContainerShape,
-    Managers,
-    PodShape,
-    single_container,
-)
-from exporter.fit.kubelet.topologymanager.scope import Rules, admit
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
 
 from .nodes import GiB, cpus, devices, memory, state
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings, strategies as st
 
 from exporter.fit.answers import answer
 from exporter.fit.capacity import NodeCounts
+from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.managers_state import DeviceState, NodeRequests, NodeState
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.kubelet.topologymanager.scope import Rules
 
 from .nodes import GiB, cpus, memory, state
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from exporter.fit.fromspec import pod_shape
-from exporter.fit.kubelet.podshape import Managers, asks
+from exporter.fit.kubelet.config import Managers
+from exporter.fit.kubelet.podshape import asks
 from exporter.podcontext import pod_context
 
 GiB = 1 << 30

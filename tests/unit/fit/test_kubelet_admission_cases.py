@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
 from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode, NodeState
-from exporter.fit.kubelet.podshape import ContainerShape, Managers, PodShape, is_device_resource
-from exporter.fit.kubelet.topologymanager.scope import Rules, admit
+from exporter.fit.kubelet.podshape import ContainerShape, PodShape, is_device_resource
 
 from .cases import ids, section
 

@@ -7,8 +7,9 @@ Manager (``lifecycle/predicate.go``), and which CPUs ``takeByTopology`` picks.""
 from __future__ import annotations
 
 from exporter.fit.answers import answer, where
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.kubelet.topologymanager.scope import Rules, admit
 from exporter.fit.snapshotstate import node_state
 from exporter.fit.statefiles import KubeletState, parse_cpu_manager_state
 from exporter.model import (

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from exporter.fit.kubelet.config import Managers
 from exporter.fit.kubelet.cpumanager.policy_static import cpu_hints
 from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
 from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode
@@ -16,7 +17,6 @@ from exporter.fit.kubelet.memorymanager.policy_static import memory_hints
 from exporter.fit.kubelet.podshape import (
     GUARANTEED,
     ContainerShape,
-    Managers,
     PodShape,
     asks,
     pod_effective_ask,

@@ -8,17 +8,17 @@ import json
 from dataclasses import replace
 
 from exporter.fit.answers import answer
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
 from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
 from exporter.fit.kubelet.managers_state import DeviceState, MemoryNode, NodeState
 from exporter.fit.kubelet.podshape import (
     ContainerShape,
-    Managers,
     PodShape,
     pod_effective_ask,
     pod_scope_hint_ask,
     single_container,
 )
-from exporter.fit.kubelet.topologymanager.scope import Rules, admit
 from exporter.fit.snapshotstate import kubelet_minor, node_state
 from exporter.fit.statefiles import (
     KubeletState,

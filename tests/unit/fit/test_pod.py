@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from exporter.fit.kubelet.config import Managers
 from exporter.fit.kubelet.podshape import (
     BEST_EFFORT,
     BURSTABLE,
     Ask,
     ContainerShape,
-    Managers,
     PodShape,
     asks,
     pod_effective_ask,

@@ -16,14 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..admission.errors import Failure
-from ..cpumanager.cpu_assignment import CpuOptions
+from ..config import Rules
 from ..cpumanager.policy_static import cpu_hints, pick_cpus, smt_check, with_cpus_taken
 from ..devicemanager.manager import allocate_devices
 from ..devicemanager.topology_hints import device_hints
-from ..lifecycle.predicate import predicate
 from ..managers_state import NodeState, NumaSet
 from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
-from ..podshape import Ask, ContainerShape, Managers, PodShape, asks, pod_scope_hint_ask
+from ..podshape import Ask, ContainerShape
 from . import policy_best_effort, policy_none, policy_restricted, policy_single_numa_node
 from .numa_info import Distances
 from .policy_best_effort import BEST_EFFORT
@@ -32,14 +31,14 @@ from .policy_restricted import RESTRICTED
 from .policy_single_numa_node import SINGLE_NUMA_NODE, filter_single_numa_hints
 from .topology_manager import ProviderAnswer, TopologyHint
 
-CONTAINER, POD = "container", "pod"
-SCOPES = (CONTAINER, POD)
-TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
 NO_BLOCK, MULTIPLE = "none", "multiple"
+
 
 # Each policy's Merge by the policy's name, as NewManager (topology_manager.go) picks it.
 MERGE = {NONE: policy_none.merge, BEST_EFFORT: policy_best_effort.merge,
          RESTRICTED: policy_restricted.merge, SINGLE_NUMA_NODE: policy_single_numa_node.merge}
+
+
 POLICIES = tuple(MERGE)
 
 
@@ -52,25 +51,6 @@ def policy_merge(policy: str, answers: Sequence[ProviderAnswer], numa_ids: Seque
 def can_admit(policy: str, best: TopologyHint) -> bool:
     """The ``policy``'s ``canAdmitPodResult``."""
     return policy in (NONE, BEST_EFFORT) or best.preferred
-
-
-@dataclass(frozen=True)
-class Rules:
-    """The kubelet configuration admission depends on."""
-
-    policy: str = SINGLE_NUMA_NODE
-    scope: str = CONTAINER
-    full_pcpus_only: bool = False
-    prefer_closest_numa_nodes: bool = False
-    managers: Managers = field(default_factory=Managers)
-    # CPU manager options that change which CPUs are picked (cpumanager/policy_options.go)
-    distribute_cpus_across_numa: bool = False
-    distribute_cpus_across_cores: bool = False
-    align_by_socket: bool = False
-
-    def cpu_options(self) -> CpuOptions:
-        return CpuOptions(self.distribute_cpus_across_numa, self.distribute_cpus_across_cores,
-                          self.align_by_socket, self.full_pcpus_only)
 
 
 @dataclass(frozen=True)
@@ -151,7 +131,7 @@ def _allowed(policy: str, hints: list[TopologyHint] | None) -> bool:
     return any(h.preferred for h in hints)
 
 
-def _blocking(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
+def blocking_resource(policy: str, answers: list[ProviderAnswer], ask: Ask) -> str:
     """The resource no allowed NUMA set has enough of; ``multiple`` when several do, or when
     each alone would fit but no allowed set holds them together."""
     blocked = blocked_resources(policy, answers, ask)
@@ -172,98 +152,23 @@ def blocked_resources(policy: str, answers: list[ProviderAnswer], ask: Ask) -> l
     return blocked
 
 
-def _grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
+def grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
     """The nodes of multi-NUMA memory groups, when the container asks for memory."""
     if state.memory is None or not ask.memory:
         return frozenset()
     return frozenset(n for n, node in state.memory.items() if len(node.group) > 1)
 
 
-def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
-    (merge and allocation), then the resource-fit predicate
-    (:mod:`exporter.fit.kubelet.lifecycle.predicate`), which sees the pod only when the Topology
-    Manager admitted it."""
-    if rules.policy != NONE and rules.scope == POD:
-        verdict = _admit_pod_scope(pod, state, rules)
-    else:
-        verdict = _admit_container_scope(pod, state, rules)
-    if not verdict.admitted or verdict.state is None:
-        return verdict
-    short = predicate(pod, state, verdict.state)
-    if short is not None:
-        return Verdict(False, short.reason, short.resource, None, short.message,
-                       verdict.placements, before=state)
-    if state.requests is not None:
-        verdict = replace(verdict, state=replace(verdict.state,
-                                                 requests=state.requests.plus(pod.requests())))
-    return verdict
-
-
-def _distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
+def policy_distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
     return state.distances if rules.prefer_closest_numa_nodes else None
 
 
-def _admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    reuse = Reuse()
-    placements: list[Placement] = []
-    for container, regular_init in pod.in_admission_order():
-        ask = asks(pod, container, rules.managers)
-        hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
-        pinned = reuse.owner if _pins(ask, reuse) else None
-        if rules.policy != NONE:
-            answers = provider_answers(state, ask, reuse, rules.policy == SINGLE_NUMA_NODE)
-            hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
-                                          _distances(state, rules))
-            if not admitted:
-                return Verdict(False, TOPOLOGY_AFFINITY_ERROR,
-                               _blocking(rules.policy, answers, ask), container.name,
-                               "Resources cannot be allocated with Topology locality",
-                               tuple(placements), pinned_by=pinned,
-                               grouped_nodes=_grouped_refusals(state, ask), before=state,
-                               blocked=tuple(blocked_resources(rules.policy, answers, ask)))
-        result = _allocate(state, container, ask, hint, reuse, regular_init, pinned, rules)
-        if isinstance(result, Failure):
-            return Verdict(False, result.reason, result.resource, container.name,
-                           result.message, tuple(placements), pinned_by=pinned,
-                           grouped_nodes=_grouped_refusals(state, ask), before=state)
-        state, placement = result
-        placements.append(placement)
-    return Verdict(True, placements=tuple(placements), state=state)
-
-
-def _pins(ask: Ask, reuse: Reuse) -> bool:
-    return bool((ask.cpus and reuse.cpus)
-                or any(ask.devices.get(r) and sum(v.values()) for r, v in reuse.devices.items()))
-
-
-def _admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
-    ask = pod_scope_hint_ask(pod, rules.managers)
-    answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE)
-    hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
-                                  _distances(state, rules))
-    if not admitted:
-        return Verdict(False, TOPOLOGY_AFFINITY_ERROR, _blocking(rules.policy, answers, ask),
-                       None, "Resources cannot be allocated with Topology locality",
-                       grouped_nodes=_grouped_refusals(state, ask), before=state,
-                       blocked=tuple(blocked_resources(rules.policy, answers, ask)))
-    reuse = Reuse()
-    placements: list[Placement] = []
-    for container, regular_init in pod.in_admission_order():
-        one = asks(pod, container, rules.managers)
-        result = _allocate(state, container, one, hint, reuse, regular_init, None, rules)
-        if isinstance(result, Failure):
-            return Verdict(False, result.reason, result.resource, container.name,
-                           result.message, tuple(placements), before=state)
-        state, placement = result
-        placements.append(placement)
-    return Verdict(True, placements=tuple(placements), state=state)
-
-
-def _allocate(state: NodeState, container: ContainerShape, ask: Ask, hint: TopologyHint,
-              reuse: Reuse, regular_init: bool, pinned: str | None, rules: Rules
-              ) -> tuple[NodeState, Placement] | Failure:
-    """Device, CPU and memory managers' ``Allocate`` for one container, in that order."""
+def allocate_aligned_resources(state: NodeState, container: ContainerShape, ask: Ask,
+                               hint: TopologyHint, reuse: Reuse, regular_init: bool,
+                               pinned: str | None, rules: Rules
+                               ) -> tuple[NodeState, Placement] | Failure:
+    """``allocateAlignedResources``: the device, CPU and memory managers' ``Allocate`` for one
+    container, in that order."""
     before = state
     affinity = hint.affinity
     devices = dict(state.devices)

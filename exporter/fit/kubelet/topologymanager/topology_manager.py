@@ -25,3 +25,6 @@ Hints = list[TopologyHint] | None  # None: don't care; []: cannot be satisfied
 
 
 ProviderAnswer = Mapping[str, Hints] | None
+
+
+TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"

@@ -1,0 +1,1 @@
+"""The kubelet's ``pkg/kubelet/allocation``, mirrored: the admission of one pod."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..podcontext import NodeContext
 from .kubelet.config import Rules
-from .kubelet.managers_state import NodeState
+from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, asks
 from .statefiles import KubeletState
 
@@ -34,7 +34,7 @@ NO_POD_CONTEXT = "no_pod_context"
 NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
 
 
-def assumptions(shape: PodShape, state: NodeState, rules: Rules, context: NodeContext | None,
+def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: NodeContext | None,
                 kubelet: KubeletState | None) -> tuple[str, ...]:
     """The assumptions the answer for ``shape`` rests on, in a fixed order."""
     found: list[str] = []

@@ -30,7 +30,7 @@ from .assumptions import assumptions
 from .capacity import NodeCounts
 from .fromspec import pod_shape
 from .kubelet.config import Rules
-from .kubelet.managers_state import NodeState
+from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, single_container
 from .kubeletconfig import (
     FileConfig,
@@ -110,7 +110,7 @@ class FitView:
     # where rejected pods come from (the Kubernetes-API view), None without --kube-api
     rejections: Rejections | None = None
     registry: CollectorRegistry | None = None  # the health registry, for the counter
-    state: NodeState | None = None
+    state: ManagersState | None = None
     config: KubeletConfig | None = None
     answers: list[ShapeAnswer] = field(default_factory=list)
     judged: dict[RejectionKey, Judged] = field(default_factory=dict)

@@ -25,22 +25,19 @@ from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Top
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
 from .kubelet.cpumanager.cpu_assignment import CpuTopology
-from .kubelet.managers_state import (
-    CpuState,
-    DeviceState,
-    MemoryNode,
-    NodeRequests,
-    NodeState,
-    NumaSet,
-)
+from .kubelet.cpumanager.state import CpuManagerState
+from .kubelet.devicemanager.manager import DeviceState
+from .kubelet.managers_state import ManagersState, NodeRequests
+from .kubelet.memorymanager.state import MemoryNode
 from .kubelet.podshape import CPU
+from .kubelet.topologymanager.topology_manager import NumaSet
 from .statefiles import POD_LEVEL, KubeletState, MemoryManagerState, Registered
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
                memory_static: bool, context: NodeContext | None = None,
                kubelet: KubeletState | None = None, max_pods: int | None = None,
-               reservation: Reservation | None = None) -> NodeState | None:
+               reservation: Reservation | None = None) -> ManagersState | None:
     """``None`` without ``GetAllocatableResources`` or under v1alpha1: nothing to judge by.
 
     ``context`` (pod context, when a source gives it): listed pods it knows as finished or
@@ -65,9 +62,9 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
             memory = _memory_state(snapshot, known)
     devices = _device_state(snapshot, known, hidden.devices,
                             kubelet.registered if kubelet is not None else None)
-    return NodeState(numa_ids, cpu, memory, devices, topology.distances(),
-                     node_requests(snapshot, context, max_pods, topology, reservation),
-                     kubelet_minor(context.kubelet_version) if context is not None else None)
+    return ManagersState(numa_ids, cpu, memory, devices, topology.distances(),
+                         node_requests(snapshot, context, max_pods, topology, reservation),
+                         kubelet_minor(context.kubelet_version) if context is not None else None)
 
 
 def without_finished(snapshot: KubeletSnapshot, context: NodeContext | None) -> KubeletSnapshot:
@@ -81,7 +78,7 @@ def without_finished(snapshot: KubeletSnapshot, context: NodeContext | None) -> 
 
 
 def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[int]
-               ) -> CpuState:
+               ) -> CpuManagerState:
     assert snapshot.allocatable is not None
     assigned: set[int] = set(hidden)
     for pod in snapshot.pods:
@@ -92,7 +89,7 @@ def _cpu_state(snapshot: KubeletSnapshot, topology: Topology, hidden: frozenset[
     return replace(base, free=base.free - assigned)
 
 
-def cpu_base(topology: Topology, allocatable_cpus: Iterable[int]) -> CpuState:
+def cpu_base(topology: Topology, allocatable_cpus: Iterable[int]) -> CpuManagerState:
     """The CPU manager's state with no CPU assigned (free: every allocatable online CPU):
     what does not change while the topology and the allocatable CPUs do not."""
     online = {n: node.cpus for n, node in topology.numa_nodes.items()}
@@ -103,8 +100,8 @@ def cpu_base(topology: Topology, allocatable_cpus: Iterable[int]) -> CpuState:
     cpu_topology = CpuTopology.build(topology.cpu_to_numa, topology.cpu_siblings,
                                      topology.cpu_packages)
     threads = max(cpu_topology.cpus_per_core(), 1)
-    return CpuState(online, allocatable, dict(topology.cpu_to_numa),
-                    dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)
+    return CpuManagerState(online, allocatable, dict(topology.cpu_to_numa),
+                           dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)
 
 
 def _ids(numa_ids: tuple[int, ...] | None, known: NumaSet) -> NumaSet:

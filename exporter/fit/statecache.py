@@ -22,14 +22,11 @@ from dataclasses import dataclass, replace
 from ..model import ApiVersion, KubeletSnapshot, PodAssignment, Topology
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
-from .kubelet.managers_state import (
-    CpuState,
-    DeviceState,
-    MemoryNode,
-    NodeRequests,
-    NodeState,
-    NumaSet,
-)
+from .kubelet.cpumanager.state import CpuManagerState
+from .kubelet.devicemanager.manager import DeviceState
+from .kubelet.managers_state import ManagersState, NodeRequests
+from .kubelet.memorymanager.state import MemoryNode
+from .kubelet.topologymanager.topology_manager import NumaSet
 from .snapshotstate import (
     Hidden,
     _ids,
@@ -216,8 +213,8 @@ class NodeStateCache:
         self._requested: dict[str, list[int]] = {}  # resource -> [sum, pods contributing]
         self._devices: DeviceTable | None = None
         self._sets = NumaSets(frozenset())
-        self._cpu_base: CpuState | None = None
-        self._cpu: CpuState | None = None
+        self._cpu_base: CpuManagerState | None = None
+        self._cpu: CpuManagerState | None = None
         self._hidden_cpus: frozenset[int] | None = None
         self._memory_pods: tuple[int, ...] | None = None
         self._memory: dict[int, MemoryNode] | None = None
@@ -234,7 +231,7 @@ class NodeStateCache:
     def state(self, snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
               memory_static: bool, context: NodeContext | None = None,
               kubelet: KubeletState | None = None, max_pods: int | None = None,
-              reservation: Reservation | None = None) -> NodeState | None:
+              reservation: Reservation | None = None) -> ManagersState | None:
         """What :func:`~exporter.fit.snapshotstate.node_state` returns for the same
         arguments."""
         allocatable = snapshot.allocatable
@@ -268,9 +265,10 @@ class NodeStateCache:
             self._devices.set_hidden(hidden.devices)
         registry = kubelet.registered if kubelet is not None else None
         devices = self._devices.device_states(registry)
-        return NodeState(numa_ids, cpu, memory, devices, self._distances,
-                         self._node_requests(snapshot, context, pods_changed),
-                         kubelet_minor(context.kubelet_version) if context is not None else None)
+        return ManagersState(numa_ids, cpu, memory, devices, self._distances,
+                             self._node_requests(snapshot, context, pods_changed),
+                             kubelet_minor(context.kubelet_version) if context is not None
+                             else None)
 
     def _start(self, snapshot: KubeletSnapshot, topology: Topology, known: NumaSet,
                base: tuple[object, ...]) -> None:
@@ -339,7 +337,7 @@ class NodeStateCache:
                 del self._requested[resource]
 
     def _cpu_state(self, cpu_static: bool, changed: bool, hidden: frozenset[int]
-                   ) -> CpuState | None:
+                   ) -> CpuManagerState | None:
         if not cpu_static:
             return None
         assert self._cpu_base is not None

@@ -3,12 +3,12 @@
 Every pod the simulator admits (a profile's, a generated one, one ``POST /pods`` submits) is
 judged by :func:`exporter.fit.kubelet.topologymanager.scope.admit`, the model the exporter's fit
 answers use, so the simulator keeps no admission model of its own. :meth:`Admitter.node_state`
-builds the fit engine's :class:`~exporter.fit.kubelet.managers_state.NodeState` from what the node's
-managers hold: the free CPUs, memory and devices exactly as the simulator books them (finished init
-containers' CPUs and devices included), the memory groups of the held blocks, every active pod's
-requests for the resource-fit predicate, and the Node's allocatable as the kubelet computes it. The
-pod is the one the API shows (:func:`~exporter.simulator.podobjects.pod_object`), read as the
-exporter reads a pod (:func:`exporter.fit.fromspec.pod_shape`).
+builds the fit engine's :class:`~exporter.fit.kubelet.managers_state.ManagersState` from what the
+node's managers hold: the free CPUs, memory and devices exactly as the simulator books them
+(finished init containers' CPUs and devices included), the memory groups of the held blocks, every
+active pod's requests for the resource-fit predicate, and the Node's allocatable as the kubelet
+computes it. The pod is the one the API shows (:func:`~exporter.simulator.podobjects.pod_object`),
+read as the exporter reads a pod (:func:`exporter.fit.fromspec.pod_shape`).
 
 An admitted pod gets what the fit engine picked (:meth:`Admitter.admit`): the CPU ids of
 ``takeByTopology``; its sidecars' and app containers' memory blocks, filled over their NUMA
@@ -33,17 +33,14 @@ from ..fit.fromspec import pod_shape
 from ..fit.kubelet.allocation.allocation_manager import admit
 from ..fit.kubelet.cpumanager.cpu_assignment import CpuOptions, CpuTopology
 from ..fit.kubelet.cpumanager.policy_static import pick_cpus
-from ..fit.kubelet.managers_state import (
-    CpuState,
-    DeviceState,
-    MemoryNode,
-    NodeRequests,
-    NodeState,
-    NumaSet,
-)
+from ..fit.kubelet.cpumanager.state import CpuManagerState
+from ..fit.kubelet.devicemanager.manager import DeviceState
+from ..fit.kubelet.managers_state import ManagersState, NodeRequests
 from ..fit.kubelet.memorymanager.policy_static import take_memory
+from ..fit.kubelet.memorymanager.state import MemoryNode
 from ..fit.kubelet.podshape import CPU, PodShape, asks
 from ..fit.kubelet.topologymanager.scope import Placement, Verdict
+from ..fit.kubelet.topologymanager.topology_manager import NumaSet
 from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
 from .admissionconfig import AdmissionConfig
 from .allocator import Allocator, SimPod
@@ -76,7 +73,7 @@ class Admission:
     message: str = ""
     containers: tuple[PlacedContainer, ...] = ()
     pod: SimPod | None = field(default=None, repr=False)
-    after: NodeState | None = field(default=None, repr=False)  # the managers' state after it
+    after: ManagersState | None = field(default=None, repr=False)  # the managers' state after it
 
     def __bool__(self) -> bool:
         return self.admitted
@@ -128,16 +125,16 @@ class Admitter:
 
     # ---- the managers' state -------------------------------------------------------------
 
-    def node_state(self, held: Sequence[SimPod]) -> NodeState:
+    def node_state(self, held: Sequence[SimPod]) -> ManagersState:
         """What the kubelet's managers hold with ``held`` (every pod holding resources, in
         admission order) admitted."""
         books = self.resources
         cpu = None
         if self.spec.cpu_manager_policy == "static":
             free = frozenset().union(*books.free_cpus.values())
-            cpu = CpuState(self.online, free, books.cpu_numa, self.siblings,
-                           max(self.topology.cpus_per_core(), 1), self.reserved_cores,
-                           self.topology)
+            cpu = CpuManagerState(self.online, free, books.cpu_numa, self.siblings,
+                                  max(self.topology.cpus_per_core(), 1), self.reserved_cores,
+                                  self.topology)
         memory = None
         if self.spec.memory_manager_policy == "Static":
             empty = {n: MemoryNode({}, {}, frozenset({n})) for n in self.numa_ids}
@@ -156,8 +153,8 @@ class Admitter:
                 requested[resource] = requested.get(resource, 0) + amount
         requests = NodeRequests(node_allocatable(self.spec, books.devices, books.unregistered),
                                 requested, len(active), complete=True)
-        return NodeState(self.numa_ids, cpu, memory, self._devices(held), self.spec.distances(),
-                         requests)
+        return ManagersState(self.numa_ids, cpu, memory, self._devices(held),
+                             self.spec.distances(), requests)
 
     def _devices(self, held: Sequence[SimPod]) -> dict[str, DeviceState]:
         """Per device resource: every registered device (``allDevices``, unhealthy ones
@@ -190,7 +187,7 @@ class Admitter:
 
     # ---- admission -----------------------------------------------------------------------
 
-    def admit(self, pod: PodSpec, before: NodeState, config: AdmissionConfig,
+    def admit(self, pod: PodSpec, before: ManagersState, config: AdmissionConfig,
               uid: str = "") -> Admission:
         """The kubelet's verdict on ``pod`` against ``before``; an admitted pod's resources
         are taken off the books (``Admission.pod`` holds them, ``Admission.after`` is the
@@ -234,7 +231,7 @@ class Admitter:
         after = replace(verdict.state, cpu=after_cpu, memory=memory)
         return Admission(True, None, "", tuple(placed), sim, after)
 
-    def _containers(self, pod: PodSpec, verdict: Verdict, before: NodeState,
+    def _containers(self, pod: PodSpec, verdict: Verdict, before: ManagersState,
                     config: AdmissionConfig
                     ) -> tuple[list[PlacedContainer], list[ContainerAssignment],
                                list[ContainerAssignment], list[SimDevice]]:
@@ -278,7 +275,7 @@ class Admitter:
             (inits if regular_init else listed).append(assignment)
         return placed, listed, inits, taken
 
-    def _numa(self, placement: Placement, before: NodeState,
+    def _numa(self, placement: Placement, before: ManagersState,
               config: AdmissionConfig) -> frozenset[int]:
         if config.topology_manager_policy == "none":
             return frozenset()
@@ -291,7 +288,7 @@ class Admitter:
                           if r in before.devices))
         return frozenset(self.numa_ids) if aligned else frozenset()
 
-    def _message(self, verdict: Verdict, shape: PodShape, before: NodeState,
+    def _message(self, verdict: Verdict, shape: PodShape, before: ManagersState,
                  config: AdmissionConfig) -> str:
         """The kubelet's message for a rejection (``admission.GetPodAdmitResult``): the
         error's own text when it has a type, else ``Allocate failed due to ..., which is
@@ -323,7 +320,7 @@ def _unexpected(error: str) -> str:
     return f"Allocate failed due to {error}, which is unexpected"
 
 
-def _pod_level(pod: PodSpec, listed: Sequence[ContainerAssignment], state: NodeState,
+def _pod_level(pod: PodSpec, listed: Sequence[ContainerAssignment], state: ManagersState,
                options: CpuOptions) -> tuple[tuple[int, ...], tuple[MemoryBlock, ...],
                                              frozenset[int], tuple[MemoryBlock, ...]] | None:
     """The pod's own CPUs and memory beyond its containers' (``pod_level``), taken next to

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 
-from ..fit.kubelet.managers_state import NodeState as ManagersState
+from ..fit.kubelet.managers_state import ManagersState
 from ..model import Allocatable, DeviceEntry, MemoryBlock
 from .admissionconfig import AdmissionConfig, check_runs, config_from_spec, updated_config
 from .admitting import Admission, Admitter

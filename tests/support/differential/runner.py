@@ -28,7 +28,7 @@ from typing import Any
 from exporter.commands.snapshot import read_once
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
 from exporter.fit.kubelet.config import Rules
-from exporter.fit.kubelet.managers_state import NodeState
+from exporter.fit.kubelet.managers_state import ManagersState
 from exporter.fit.kubelet.topologymanager.scope import Placement
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
@@ -100,7 +100,7 @@ class FitRead:
     """The fit engine's answer, and what it answered on (for a named exception's check)."""
 
     answer: ShapeAnswer
-    state: NodeState
+    state: ManagersState
     rules: Rules
 
 

@@ -11,9 +11,11 @@ import pytest
 
 from exporter.fit.kubelet.config import Managers
 from exporter.fit.kubelet.cpumanager.policy_static import cpu_hints
+from exporter.fit.kubelet.cpumanager.state import CpuManagerState
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
 from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
-from exporter.fit.kubelet.managers_state import CpuState, DeviceState, MemoryNode
 from exporter.fit.kubelet.memorymanager.policy_static import memory_hints
+from exporter.fit.kubelet.memorymanager.state import MemoryNode
 from exporter.fit.kubelet.podshape import (
     GUARANTEED,
     ContainerShape,
@@ -52,8 +54,8 @@ def cpu_case(case: dict[str, Any]) -> list[dict[str, Any]] | None:
     siblings = {c: frozenset(core) for node in machine["numa"].values()
                 for core in node.get("smt_siblings", []) for c in core}
     reserved = frozenset(machine.get("reserved_cpus") or ())
-    state = CpuState(online, frozenset(case["state"]["free_cpus"]) - reserved, cpu_numa,
-                     siblings)
+    state = CpuManagerState(online, frozenset(case["state"]["free_cpus"]) - reserved, cpu_numa,
+                            siblings)
     pod = PodShape("p", (ContainerShape("c", {"cpu": case["request"]["cpu"] * 1000}),),
                    qos=case["request"].get("qos", GUARANTEED))
     request = asks(pod, pod.containers[0], Managers()).cpus

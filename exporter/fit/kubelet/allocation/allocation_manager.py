@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..config import POD, Rules
 from ..lifecycle.predicate import predicate
-from ..managers_state import NodeState
+from ..managers_state import ManagersState
 from ..podshape import PodShape
 from ..topologymanager.policy_none import NONE
 from ..topologymanager.scope import Verdict
@@ -22,7 +22,7 @@ from ..topologymanager.scope_container import admit_container_scope
 from ..topologymanager.scope_pod import admit_pod_scope
 
 
-def admit(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+def admit(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     """The kubelet's admission of ``pod`` on ``state``: the Topology Manager's admit handler
     (merge and allocation), then the resource-fit predicate
     (:mod:`exporter.fit.kubelet.lifecycle.predicate`), which sees the pod only when the Topology

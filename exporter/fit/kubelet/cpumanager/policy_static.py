@@ -1,4 +1,4 @@
-"""The resource managers' ``Allocate``, on a :class:`NodeState`: a new state, or the error the
+"""The resource managers' ``Allocate``, on a :class:`ManagersState`: a new state, or the error the
 kubelet would give. Pure functions.
 
 * devices (``devicemanager`` ``devicesToAllocate``): reusable devices of the pod first, then
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..admission.errors import Failure
-from ..managers_state import CpuState, NodeState, NumaSet
+from ..managers_state import ManagersState
 from ..topologymanager.bitmask import (
     kept_sums,
     mask_bits,
@@ -31,13 +31,14 @@ from ..topologymanager.bitmask import (
     preferred_hints,
     single_node_hints,
 )
-from ..topologymanager.topology_manager import Hints
+from ..topologymanager.topology_manager import Hints, NumaSet
 from .cpu_assignment import CpuAssignmentError, CpuOptions, allocate_cpus
+from .state import CpuManagerState
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
 
 
-def smt_check(cpu: CpuState, request: int) -> Failure | None:
+def smt_check(cpu: CpuManagerState, request: int) -> Failure | None:
     """``full-pcpus-only``: a request not a multiple of the threads per core, or more than the
     free physical CPUs node-wide."""
     threads = max(cpu.threads_per_core, 1)
@@ -51,7 +52,7 @@ def smt_check(cpu: CpuState, request: int) -> Failure | None:
     return None
 
 
-def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
+def pick_cpus(cpu: CpuManagerState, request: int, hint: NumaSet | None,
               reusable: frozenset[int], options: CpuOptions | None = None
               ) -> frozenset[int] | None:
     """Which CPUs ``allocateCPUs`` takes from the free and this pod's reusable CPUs, as
@@ -67,12 +68,12 @@ def pick_cpus(cpu: CpuState, request: int, hint: NumaSet | None,
         return None
 
 
-def with_cpus_taken(state: NodeState, cpus: frozenset[int]) -> NodeState:
+def with_cpus_taken(state: ManagersState, cpus: frozenset[int]) -> ManagersState:
     assert state.cpu is not None
     return replace(state, cpu=replace(state.cpu, free=state.cpu.free - cpus))
 
 
-def cpu_hints(cpu: CpuState, request: int, reusable: frozenset[int] = frozenset(),
+def cpu_hints(cpu: CpuManagerState, request: int, reusable: frozenset[int] = frozenset(),
               single: bool = False) -> Hints:
     """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
     it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request.

@@ -10,9 +10,45 @@ resource-fit predicate (``OutOf<resource>``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from ..managers_state import DeviceState, NumaSet
+from ..topologymanager.topology_manager import NumaSet
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    """One device-plugin resource, counted per set of NUMA nodes (the empty set: devices
+    without topology): every registered device (``allDevices``, unhealthy and assigned ones
+    included) and the healthy unassigned ones. Which device of a set the kubelet picks does
+    not change admission, so devices are counted, not named."""
+
+    registered: Mapping[NumaSet, int]
+    free: Mapping[NumaSet, int]
+    # the node's allocatable count (healthy devices) and the devices containers hold, for the
+    # resource-fit predicate; None: every registered device is healthy, held = registered - free
+    healthy: int | None = None
+    held: int | None = None
+    # the device manager has the resource but neither API names one of its devices (all of
+    # them unhealthy and unassigned): their topology is unknown, and taken as NUMA-aware
+    # (deviceHasTopologyAlignment counts unhealthy devices too), so no NUMA set has one free
+    registered_unseen: bool = False
+
+    def healthy_total(self) -> int:
+        return self.registered_total() if self.healthy is None else self.healthy
+
+    def held_total(self) -> int:
+        return self.registered_total() - self.free_total() if self.held is None else self.held
+
+    def topology_aware(self) -> bool:
+        """``deviceHasTopologyAlignment``: some device names a NUMA node."""
+        return self.registered_unseen or any(numa and count > 0
+                                             for numa, count in self.registered.items())
+
+    def free_total(self) -> int:
+        return sum(self.free.values())
+
+    def registered_total(self) -> int:
+        return sum(self.registered.values())
 
 
 def allocate_devices(devices: DeviceState, request: int, hint: NumaSet | None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..managers_state import DeviceState, NumaSet
 from ..topologymanager.bitmask import (
     MaskTable,
     Sums,
@@ -21,7 +20,8 @@ from ..topologymanager.bitmask import (
     preferred_hints,
     single_node_hints,
 )
-from ..topologymanager.topology_manager import Hints
+from ..topologymanager.topology_manager import Hints, NumaSet
+from .manager import DeviceState
 
 
 def capacity_sums(table: MaskTable, registered: Mapping[NumaSet, int]) -> Sums:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..admission.errors import Failure
-from ..managers_state import NodeState
+from ..managers_state import ManagersState
 from ..podshape import CPU, MEMORY, PodShape, is_memory_resource
 
 PODS, EPHEMERAL_STORAGE = "pods", "ephemeral-storage"
@@ -38,7 +38,7 @@ def _failure(resource: str, requested: int, used: int, capacity: int) -> Failure
                    f"used: {used}, capacity: {capacity}")
 
 
-def predicate(pod: PodShape, before: NodeState, after: NodeState) -> Failure | None:
+def predicate(pod: PodShape, before: ManagersState, after: ManagersState) -> Failure | None:
     """``noderesources.Fits`` for ``pod`` on the node ``before`` it (``after``: once the
     Topology Manager allocated it). Unknown figures are not checked."""
     node = before.requests
@@ -57,7 +57,7 @@ def predicate(pod: PodShape, before: NodeState, after: NodeState) -> Failure | N
     return _scalars(wanted, before, after, node.requested, allocatable, node.complete)
 
 
-def _scalars(wanted: Mapping[str, int], before: NodeState, after: NodeState,
+def _scalars(wanted: Mapping[str, int], before: ManagersState, after: ManagersState,
              used_by: Mapping[str, int], known: Mapping[str, int], complete: bool
              ) -> Failure | None:
     """Hugepages and extended resources, sorted by name."""

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..admission.errors import UNEXPECTED_ADMISSION_ERROR, Failure
-from ..managers_state import MemoryNode, NumaSet
 from ..topologymanager.bitmask import (
     MaskTable,
     Sums,
@@ -22,7 +21,8 @@ from ..topologymanager.bitmask import (
     node_sums,
     preferred_hints,
 )
-from ..topologymanager.topology_manager import TopologyHint
+from ..topologymanager.topology_manager import NumaSet, TopologyHint
+from .state import MemoryNode
 
 
 def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],

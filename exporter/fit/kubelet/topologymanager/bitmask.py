@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from ..managers_state import NumaSet
-from .topology_manager import TopologyHint
+from .topology_manager import NumaSet, TopologyHint
 
 # Beyond this many NUMA nodes the 2^n sets are not enumerated: only single nodes and all of
 # them (the kubelet itself refuses a policy on more than 8 unless max-allowable-numa-nodes says

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..managers_state import NumaSet
+from .topology_manager import NumaSet
 
 Distances = Mapping[int, Mapping[int, int]]
 

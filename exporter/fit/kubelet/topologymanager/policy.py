@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import product
 
-from ..managers_state import NumaSet
 from .numa_info import Distances, average_distance
-from .topology_manager import ProviderAnswer, TopologyHint
+from .topology_manager import NumaSet, ProviderAnswer, TopologyHint
 
 
 def provider_lists(answers: Sequence[ProviderAnswer]) -> list[list[TopologyHint]]:

@@ -20,7 +20,7 @@ from ..config import Rules
 from ..cpumanager.policy_static import cpu_hints, pick_cpus, smt_check, with_cpus_taken
 from ..devicemanager.manager import allocate_devices
 from ..devicemanager.topology_hints import device_hints
-from ..managers_state import NodeState, NumaSet
+from ..managers_state import ManagersState
 from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
 from ..podshape import Ask, ContainerShape
 from . import policy_best_effort, policy_none, policy_restricted, policy_single_numa_node
@@ -29,7 +29,7 @@ from .policy_best_effort import BEST_EFFORT
 from .policy_none import NONE
 from .policy_restricted import RESTRICTED
 from .policy_single_numa_node import SINGLE_NUMA_NODE, filter_single_numa_hints
-from .topology_manager import ProviderAnswer, TopologyHint
+from .topology_manager import NumaSet, ProviderAnswer, TopologyHint
 
 NO_BLOCK, MULTIPLE = "none", "multiple"
 
@@ -66,7 +66,7 @@ class Placement:
     memory: NumaSet = frozenset()
     devices: Mapping[str, NumaSet] = field(default_factory=dict)
     pinned_by: str | None = None
-    before: NodeState | None = None  # what the container was judged against
+    before: ManagersState | None = None  # what the container was judged against
     cpu_ids: frozenset[int] = frozenset()  # the exclusive CPUs it got, reused ones included
     # memory per NUMA set it was allocated on (one block per type, as the memory manager's)
     memory_blocks: tuple[tuple[str, int, NumaSet], ...] = ()
@@ -82,10 +82,10 @@ class Verdict:
     container: str | None = None  # the container that could not be placed
     message: str = ""
     placements: tuple[Placement, ...] = ()
-    state: NodeState | None = None  # after allocation, when admitted
+    state: ManagersState | None = None  # after allocation, when admitted
     pinned_by: str | None = None  # the init container pinning the rejected container
     grouped_nodes: NumaSet = frozenset()  # memory-group nodes refused for single-node memory
-    before: NodeState | None = None  # what the rejected container was judged against
+    before: ManagersState | None = None  # what the rejected container was judged against
     blocked: tuple[str, ...] = ()  # each resource that alone has no allowed NUMA set
 
 
@@ -100,7 +100,7 @@ class Reuse:
     owner: str | None = None
 
 
-def provider_answers(state: NodeState, ask: Ask, reuse: Reuse, single: bool = False
+def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool = False
                      ) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them.
     ``single``: only what ``single-numa-node`` keeps of them (its merge filters every wider
@@ -152,21 +152,21 @@ def blocked_resources(policy: str, answers: list[ProviderAnswer], ask: Ask) -> l
     return blocked
 
 
-def grouped_refusals(state: NodeState, ask: Ask) -> NumaSet:
+def grouped_refusals(state: ManagersState, ask: Ask) -> NumaSet:
     """The nodes of multi-NUMA memory groups, when the container asks for memory."""
     if state.memory is None or not ask.memory:
         return frozenset()
     return frozenset(n for n, node in state.memory.items() if len(node.group) > 1)
 
 
-def policy_distances(state: NodeState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
+def policy_distances(state: ManagersState, rules: Rules) -> Mapping[int, Mapping[int, int]] | None:
     return state.distances if rules.prefer_closest_numa_nodes else None
 
 
-def allocate_aligned_resources(state: NodeState, container: ContainerShape, ask: Ask,
+def allocate_aligned_resources(state: ManagersState, container: ContainerShape, ask: Ask,
                                hint: TopologyHint, reuse: Reuse, regular_init: bool,
                                pinned: str | None, rules: Rules
-                               ) -> tuple[NodeState, Placement] | Failure:
+                               ) -> tuple[ManagersState, Placement] | Failure:
     """``allocateAlignedResources``: the device, CPU and memory managers' ``Allocate`` for one
     container, in that order."""
     before = state

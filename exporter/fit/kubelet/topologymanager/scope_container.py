@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..admission.errors import Failure
 from ..config import Rules
-from ..managers_state import NodeState
+from ..managers_state import ManagersState
 from ..podshape import Ask, PodShape, asks
 from .policy_none import NONE
 from .policy_single_numa_node import SINGLE_NUMA_NODE
@@ -29,7 +29,7 @@ from .scope import (
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR, TopologyHint
 
 
-def admit_container_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+def admit_container_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     reuse = Reuse()
     placements: list[Placement] = []
     for container, regular_init in pod.in_admission_order():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..admission.errors import Failure
 from ..config import Rules
-from ..managers_state import NodeState
+from ..managers_state import ManagersState
 from ..podshape import PodShape, asks, pod_scope_hint_ask
 from .policy_single_numa_node import SINGLE_NUMA_NODE
 from .scope import (
@@ -26,7 +26,7 @@ from .scope import (
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR
 
 
-def admit_pod_scope(pod: PodShape, state: NodeState, rules: Rules) -> Verdict:
+def admit_pod_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     ask = pod_scope_hint_ask(pod, rules.managers)
     answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE)
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..managers_state import NumaSet
-
 
 @dataclass(frozen=True)
 class TopologyHint:
@@ -28,3 +26,6 @@ ProviderAnswer = Mapping[str, Hints] | None
 
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+
+
+NumaSet = frozenset[int]

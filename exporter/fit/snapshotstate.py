@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Topology
 from ..podcontext import NodeContext
 from .allocatable import Reservation, derived_allocatable
-from .kubelet.cpumanager.cpu_assignment import CpuTopology
 from .kubelet.cpumanager.state import CpuManagerState
+from .kubelet.cpumanager.topology import CpuTopology
 from .kubelet.devicemanager.manager import DeviceState
 from .kubelet.managers_state import ManagersState, NodeRequests
 from .kubelet.memorymanager.state import MemoryNode

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field, replace
 
 from ..fit.fromspec import pod_shape
 from ..fit.kubelet.allocation.allocation_manager import admit
-from ..fit.kubelet.cpumanager.cpu_assignment import CpuOptions, CpuTopology
+from ..fit.kubelet.cpumanager.policy_options import CpuOptions
 from ..fit.kubelet.cpumanager.policy_static import pick_cpus
 from ..fit.kubelet.cpumanager.state import CpuManagerState
+from ..fit.kubelet.cpumanager.topology import CpuTopology
 from ..fit.kubelet.devicemanager.manager import DeviceState
 from ..fit.kubelet.managers_state import ManagersState, NodeRequests
 from ..fit.kubelet.memorymanager.policy_static import take_memory

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .cpumanager.cpu_assignment import CpuOptions
+from .cpumanager.policy_options import CpuOptions
 from .topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 
 CONTAINER, POD = "container", "pod"

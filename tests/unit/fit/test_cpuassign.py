@@ -10,13 +10,13 @@ import pytest
 from exporter.fit.kubelet.cpumanager.cpu_assignment import (
     SPREAD,
     CpuAssignmentError,
-    CpuOptions,
-    CpuTopology,
-    allocate_cpus,
     standard_deviation,
     take_distributed,
     take_packed,
 )
+from exporter.fit.kubelet.cpumanager.policy_options import CpuOptions
+from exporter.fit.kubelet.cpumanager.policy_static import allocate_cpus
+from exporter.fit.kubelet.cpumanager.topology import CpuTopology
 from exporter.topology import parse_cpulist
 
 

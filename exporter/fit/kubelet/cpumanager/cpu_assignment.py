@@ -27,79 +27,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import combinations
+
+from .topology import CpuTopology
 
 PACKED, SPREAD = "packed", "spread"
 
 
 class CpuAssignmentError(Exception):
     """Not enough CPUs (the kubelet's ``takeByTopology`` error text)."""
-
-
-@dataclass(frozen=True)
-class CpuTopology:
-    """``topology.CPUTopology``: per online CPU its core, socket and NUMA node, and the CPUs of
-    each core, socket and NUMA node."""
-
-    core: Mapping[int, int]
-    socket: Mapping[int, int]
-    numa: Mapping[int, int]
-    by_core: Mapping[int, frozenset[int]]
-    by_socket: Mapping[int, frozenset[int]]
-    by_numa: Mapping[int, frozenset[int]]
-
-    @classmethod
-    def build(cls, cpu_numa: Mapping[int, int], siblings: Mapping[int, frozenset[int]],
-              cpu_socket: Mapping[int, int] | None = None) -> CpuTopology:
-        """From sysfs: a CPU's core is its lowest sibling; without a socket map each NUMA node
-        is its own socket (what a sysfs tree without ``physical_package_id`` gives)."""
-        core = {cpu: min(siblings.get(cpu, frozenset()) | {cpu}) for cpu in cpu_numa}
-        socket = {cpu: (cpu_socket or {}).get(cpu, numa) for cpu, numa in cpu_numa.items()}
-        return cls(core, socket, dict(cpu_numa), _group(core), _group(socket),
-                   _group(cpu_numa))
-
-    @property
-    def num_cores(self) -> int:
-        return len(self.by_core)
-
-    @property
-    def num_sockets(self) -> int:
-        return len(self.by_socket)
-
-    @property
-    def num_numa_nodes(self) -> int:
-        return len(self.by_numa)
-
-    @property
-    def num_cpus(self) -> int:
-        return len(self.numa)
-
-    def cpus_per_core(self) -> int:
-        """``CPUsPerCore``: NumCPUs / NumCores (the ``full-pcpus-only`` group size)."""
-        return self.num_cpus // self.num_cores if self.num_cores else 0
-
-    def cpus_per_socket(self) -> int:
-        return self.num_cpus // self.num_sockets if self.num_sockets else 0
-
-    def cpus_in_core(self, core: int) -> frozenset[int]:
-        return self.by_core.get(core, frozenset())
-
-    def cpus_in_socket(self, socket: int) -> frozenset[int]:
-        return self.by_socket.get(socket, frozenset())
-
-    def cpus_in_numa(self, numa: int) -> frozenset[int]:
-        return self.by_numa.get(numa, frozenset())
-
-    def sockets_of(self, numa_ids: Iterable[int]) -> frozenset[int]:
-        return frozenset(self.socket[c] for n in numa_ids for c in self.cpus_in_numa(n))
-
-
-def _group(key: Mapping[int, int]) -> dict[int, frozenset[int]]:
-    groups: dict[int, set[int]] = {}
-    for cpu, value in key.items():
-        groups.setdefault(value, set()).add(cpu)
-    return {value: frozenset(cpus) for value, cpus in groups.items()}
 
 
 def _round3(value: float) -> float:
@@ -364,42 +300,3 @@ def take_distributed(topology: CpuTopology, available: Iterable[int], count: int
                                      f"remaining: {acc.needed}")
         return frozenset(acc.result)
     return take_packed(topology, available, count, strategy)
-
-
-@dataclass(frozen=True)
-class CpuOptions:
-    """The CPU manager policy options that change which CPUs are taken
-    (``cpumanager/policy_options.go``)."""
-
-    distribute_across_numa: bool = False
-    distribute_across_cores: bool = False
-    align_by_socket: bool = False
-    full_pcpus_only: bool = False
-
-
-def take_by_topology(topology: CpuTopology, available: Iterable[int], count: int,
-                     options: CpuOptions) -> frozenset[int]:
-    """``staticPolicy.takeByTopology``: packed, or distributed across NUMA nodes."""
-    strategy = SPREAD if options.distribute_across_cores else PACKED
-    if options.distribute_across_numa:
-        group = topology.cpus_per_core() if options.full_pcpus_only else 1
-        return take_distributed(topology, available, count, max(group, 1), strategy,
-                                options.align_by_socket)
-    return take_packed(topology, available, count, strategy)
-
-
-def allocate_cpus(topology: CpuTopology, allocatable: frozenset[int], count: int,
-                  hint: frozenset[int] | None, options: CpuOptions) -> frozenset[int]:
-    """``staticPolicy.allocateCPUs``: ``allocatable`` is the free CPUs plus this pod's
-    reusable ones; CPUs of the hint's NUMA nodes (their sockets with ``align-by-socket``) are
-    taken first, then the rest from anywhere."""
-    result: frozenset[int] = frozenset()
-    if hint is not None:
-        if options.align_by_socket:
-            sockets = topology.sockets_of(hint)
-            aligned = frozenset(c for c in allocatable if topology.socket.get(c) in sockets)
-        else:
-            aligned = frozenset(c for c in allocatable if topology.numa.get(c) in hint)
-        result = take_by_topology(topology, aligned, min(count, len(aligned)), options)
-    rest = take_by_topology(topology, allocatable - result, count - len(result), options)
-    return result | rest

@@ -19,6 +19,7 @@ kubelet would give. Pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ..admission.errors import Failure
@@ -32,8 +33,10 @@ from ..topologymanager.bitmask import (
     single_node_hints,
 )
 from ..topologymanager.topology_manager import Hints, NumaSet
-from .cpu_assignment import CpuAssignmentError, CpuOptions, allocate_cpus
+from .cpu_assignment import PACKED, SPREAD, CpuAssignmentError, take_distributed, take_packed
+from .policy_options import CpuOptions
 from .state import CpuManagerState
+from .topology import CpuTopology
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
 
@@ -103,3 +106,31 @@ def cpu_hints(cpu: CpuManagerState, request: int, reusable: frozenset[int] = fro
         if len(reusable) + free[b] >= request:
             found.append(i)
     return preferred_hints(table, found, min_width)
+
+
+def take_by_topology(topology: CpuTopology, available: Iterable[int], count: int,
+                     options: CpuOptions) -> frozenset[int]:
+    """``staticPolicy.takeByTopology``: packed, or distributed across NUMA nodes."""
+    strategy = SPREAD if options.distribute_across_cores else PACKED
+    if options.distribute_across_numa:
+        group = topology.cpus_per_core() if options.full_pcpus_only else 1
+        return take_distributed(topology, available, count, max(group, 1), strategy,
+                                options.align_by_socket)
+    return take_packed(topology, available, count, strategy)
+
+
+def allocate_cpus(topology: CpuTopology, allocatable: frozenset[int], count: int,
+                  hint: frozenset[int] | None, options: CpuOptions) -> frozenset[int]:
+    """``staticPolicy.allocateCPUs``: ``allocatable`` is the free CPUs plus this pod's
+    reusable ones; CPUs of the hint's NUMA nodes (their sockets with ``align-by-socket``) are
+    taken first, then the rest from anywhere."""
+    result: frozenset[int] = frozenset()
+    if hint is not None:
+        if options.align_by_socket:
+            sockets = topology.sockets_of(hint)
+            aligned = frozenset(c for c in allocatable if topology.socket.get(c) in sockets)
+        else:
+            aligned = frozenset(c for c in allocatable if topology.numa.get(c) in hint)
+        result = take_by_topology(topology, aligned, min(count, len(aligned)), options)
+    rest = take_by_topology(topology, allocatable - result, count - len(result), options)
+    return result | rest

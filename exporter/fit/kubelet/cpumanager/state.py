@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..topologymanager.topology_manager import NumaSet
-from .cpu_assignment import CpuTopology
+from .topology import CpuTopology
 
 
 @dataclass(frozen=True)

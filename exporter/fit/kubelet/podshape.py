@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ...podcontext import effective_requests
+from ...podspec import effective_requests
 from .config import Managers
 
 CPU = "cpu"

@@ -9,8 +9,8 @@ scope:
   snapshot;
 * a change: one pod replaced (the simulator's churn), then the same answers the way the fit
   view recomputes them, with the state kept from the previous snapshot
-  (:class:`~exporter.fit.statecache.NodeStateCache`) and each NUMA node's count of copies kept
-  (:class:`~exporter.fit.capacity.NodeCounts`), against the accounting's ledger applying the
+  (:class:`~exporter.fit.state.incremental.ManagersStateCache`) and each NUMA node's count of copies
+  kept (:class:`~exporter.fit.capacity.NodeCounts`), against the accounting's ledger applying the
   same change.
 
 The fit section is recomputed only when the accounting, the allocatable view, the shapes or the
@@ -36,8 +36,8 @@ from exporter.fit.capacity import NodeCounts
 from exporter.fit.kubelet.config import Rules
 from exporter.fit.section import shape_families
 from exporter.fit.shapes import parse_shapes
-from exporter.fit.snapshotstate import node_state
-from exporter.fit.statecache import NodeStateCache
+from exporter.fit.state.from_snapshot import node_state
+from exporter.fit.state.incremental import ManagersStateCache
 from exporter.model import KubeletSnapshot, Topology
 from exporter.simulator import NodeState, load_profile
 from exporter.simulator.sysfs import write_sysfs
@@ -94,7 +94,7 @@ def measure_changes(simulated: NodeState, topology: Topology, rules: Rules,
                     rounds: int) -> tuple[float, float]:
     """Mean CPU ms of a change's fit recompute (state and counts kept) and of the ledger
     applying the same change; one pod replaced before each."""
-    cache, counts, ledger = NodeStateCache(), NodeCounts(), Ledger()
+    cache, counts, ledger = ManagersStateCache(), NodeCounts(), Ledger()
 
     def fit(snapshot: KubeletSnapshot) -> None:
         state = cache.state(snapshot, topology, True, True)

@@ -25,7 +25,7 @@ from ..podcontext import NodeContext
 from .kubelet.config import Rules
 from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, asks
-from .statefiles import KubeletState
+from .state.checkpoints import KubeletState
 
 NO_CPU_MANAGER_STATE = "no_cpu_manager_state"
 NO_DEVICE_CHECKPOINT = "no_device_checkpoint"

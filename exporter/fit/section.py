@@ -41,8 +41,8 @@ from .kubeletconfig import (
     resolve,
 )
 from .shapes import ShapeError, ShapeFile
-from .statecache import NodeStateCache
-from .statefiles import KubeletState, StateFiles
+from .state.checkpoints import KubeletState, StateFiles
+from .state.incremental import ManagersStateCache
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class FitView:
     kubelet: KubeletState | None = None
     # the managers' state and each NUMA node's count of copies per shape, kept from one
     # snapshot to the next
-    state_cache: NodeStateCache = field(default_factory=NodeStateCache)
+    state_cache: ManagersStateCache = field(default_factory=ManagersStateCache)
     node_counts: NodeCounts = field(default_factory=NodeCounts)
     _counter: Counter | None = None
     _config_problem: str | None = None

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.fit.allocatable import Reservation, derived_allocatable, parse_reservation
 from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Managers, Rules
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape
 from exporter.fit.kubeletconfig import KubeletConfigError, parse_kubelet_config
-from exporter.fit.snapshotstate import node_state
+from exporter.fit.state.allocatable import Reservation, derived_allocatable, parse_reservation
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
 from exporter.podcontext import ContainerContext, NodeContext, PodContext
 

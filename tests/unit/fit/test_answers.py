@@ -8,7 +8,7 @@ import math
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series, sentence
 from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.snapshotstate import node_state
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,

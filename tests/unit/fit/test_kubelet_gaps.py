@@ -10,8 +10,8 @@ from exporter.fit.answers import answer, where
 from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.snapshotstate import node_state
-from exporter.fit.statefiles import KubeletState, parse_cpu_manager_state
+from exporter.fit.state.checkpoints import KubeletState, parse_cpu_manager_state
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,

@@ -21,12 +21,12 @@ from exporter.fit.kubelet.podshape import (
     pod_scope_hint_ask,
     single_container,
 )
-from exporter.fit.snapshotstate import kubelet_minor, node_state
-from exporter.fit.statefiles import (
+from exporter.fit.state.checkpoints import (
     KubeletState,
     parse_device_checkpoint,
     parse_memory_manager_state,
 )
+from exporter.fit.state.from_snapshot import kubelet_minor, node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,

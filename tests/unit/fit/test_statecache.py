@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.fit.snapshotstate import node_state
-from exporter.fit.statecache import NodeStateCache
+from exporter.fit.state.from_snapshot import node_state
+from exporter.fit.state.incremental import ManagersStateCache
 from exporter.model import (
     Allocatable,
     ContainerAssignment,
@@ -38,7 +38,7 @@ def pod(name: str, cpus: tuple[int, ...] = (), memory: tuple[MemoryBlock, ...] =
     return PodAssignment("ns", name, (ContainerAssignment("c", cpus, memory, devices),))
 
 
-def both(cache: NodeStateCache, *pods: PodAssignment):  # type: ignore[no-untyped-def]
+def both(cache: ManagersStateCache, *pods: PodAssignment):  # type: ignore[no-untyped-def]
     snapshot = KubeletSnapshot(pods, ALLOCATABLE)
     kept = cache.state(snapshot, TOPOLOGY, True, True)
     assert kept == node_state(snapshot, TOPOLOGY, True, True)
@@ -48,7 +48,7 @@ def both(cache: NodeStateCache, *pods: PodAssignment):  # type: ignore[no-untype
 
 
 def test_pods_coming_and_going_by_hand():
-    cache = NodeStateCache()
+    cache = ManagersStateCache()
     a = pod("a", (1, 4), (MemoryBlock("memory", 2 * GiB, (0,)),), (("g1", 1),))
     first = both(cache, a)
     assert sorted(first.cpu.free) == [2, 3, 5, 6, 7]
@@ -83,7 +83,7 @@ def test_pods_coming_and_going_by_hand():
 
 
 def test_a_snapshot_that_did_not_change_gives_the_same_parts():
-    cache = NodeStateCache()
+    cache = ManagersStateCache()
     a = pod("a", (1,), (MemoryBlock("memory", GiB, (0,)),), (("g0", 0),))
     first = both(cache, a, pod("web"))
     again = both(cache, pod("web-2"), a)  # a pod holding nothing replaced, the order changed
@@ -92,7 +92,7 @@ def test_a_snapshot_that_did_not_change_gives_the_same_parts():
 
 
 def test_a_new_allocatable_list_starts_again():
-    cache = NodeStateCache()
+    cache = ManagersStateCache()
     a = pod("a", (1,), gpus=(("g0", 0),))
     both(cache, a)
     unhealthy = Allocatable(cpu_ids=ALLOCATABLE.cpu_ids, memory=ALLOCATABLE.memory,
@@ -136,7 +136,7 @@ pods = st.builds(PodAssignment, st.just("ns"), st.text("abc", min_size=1, max_si
 def test_kept_equals_built_from_scratch(pool, steps, managers):  # type: ignore[no-untyped-def]
     """Each step lists some of the pool's pods (each pod object at most once), in a random
     order: the kept state equals the one built from that snapshot alone."""
-    cache = NodeStateCache()
+    cache = ManagersStateCache()
     for chosen, shuffle in steps:
         listed = [pool[i % len(pool)] for i in dict.fromkeys(chosen)]
         listed = list({id(p): p for p in listed}.values())

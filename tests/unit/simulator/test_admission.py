@@ -460,7 +460,7 @@ def test_the_managers_state_carried_from_admission_equals_one_rebuilt(profile):
 
 
 def test_the_cpu_manager_state_holds_the_finished_init_containers_cpus(tmp_path):
-    from exporter.fit.statefiles import parse_cpu_manager_state
+    from exporter.fit.state.checkpoints import parse_cpu_manager_state
     from exporter.simulator.checkpoints import write_state_files
 
     state = node()
@@ -480,7 +480,7 @@ def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
     4Gi reserved on node 0; the hugepages)."""
     import yaml
 
-    from exporter.fit.allocatable import derived_allocatable, parse_reservation
+    from exporter.fit.state.allocatable import derived_allocatable, parse_reservation
     from exporter.model import Allocatable, KubeletSnapshot
     from exporter.simulator import write_sysfs
     from exporter.simulator.admitting import node_allocatable

@@ -21,17 +21,17 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Topology
-from ..podcontext import NodeContext
+from ...model import ApiVersion, KubeletSnapshot, MemoryBlock, PodAssignment, Topology
+from ...podcontext import NodeContext
+from ..kubelet.cpumanager.state import CpuManagerState
+from ..kubelet.cpumanager.topology import CpuTopology
+from ..kubelet.devicemanager.manager import DeviceState
+from ..kubelet.managers_state import ManagersState, NodeRequests
+from ..kubelet.memorymanager.state import MemoryNode
+from ..kubelet.podshape import CPU
+from ..kubelet.topologymanager.topology_manager import NumaSet
 from .allocatable import Reservation, derived_allocatable
-from .kubelet.cpumanager.state import CpuManagerState
-from .kubelet.cpumanager.topology import CpuTopology
-from .kubelet.devicemanager.manager import DeviceState
-from .kubelet.managers_state import ManagersState, NodeRequests
-from .kubelet.memorymanager.state import MemoryNode
-from .kubelet.podshape import CPU
-from .kubelet.topologymanager.topology_manager import NumaSet
-from .statefiles import POD_LEVEL, KubeletState, MemoryManagerState, Registered
+from .checkpoints import POD_LEVEL, KubeletState, MemoryManagerState, Registered
 
 
 def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
@@ -46,7 +46,7 @@ def node_state(snapshot: KubeletSnapshot, topology: Topology, cpu_static: bool,
     and devices of finished init containers that ``List`` hides; ``max_pods``: the kubelet
     configuration's ``maxPods`` when no Node object says ``pods`` (``None``: not known, the
     pod count is not checked); ``reservation``: what the config file reserves, for the Node's
-    allocatable when no Node object gives it (:mod:`exporter.fit.allocatable`)."""
+    allocatable when no Node object gives it (:mod:`exporter.fit.state.allocatable`)."""
     allocatable = snapshot.allocatable
     if allocatable is None or snapshot.api_version != ApiVersion.V1:
         return None

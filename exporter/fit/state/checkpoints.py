@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..topology import parse_cpulist
+from ...topology import parse_cpulist
 
 log = logging.getLogger(__name__)
 

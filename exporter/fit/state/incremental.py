@@ -1,5 +1,5 @@
 """The resource managers' state kept from one snapshot to the next, updated from the pods that
-came and went: what :func:`~exporter.fit.snapshotstate.node_state` builds from the whole
+came and went: what :func:`~exporter.fit.state.from_snapshot.node_state` builds from the whole
 snapshot, equal to it, at the cost of the change.
 
 The decoder hands back the same object for an unchanged pod, so pods are compared by
@@ -19,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..model import ApiVersion, KubeletSnapshot, PodAssignment, Topology
-from ..podcontext import NodeContext
+from ...model import ApiVersion, KubeletSnapshot, PodAssignment, Topology
+from ...podcontext import NodeContext
+from ..kubelet.cpumanager.state import CpuManagerState
+from ..kubelet.devicemanager.manager import DeviceState
+from ..kubelet.managers_state import ManagersState, NodeRequests
+from ..kubelet.memorymanager.state import MemoryNode
+from ..kubelet.topologymanager.topology_manager import NumaSet
 from .allocatable import Reservation, derived_allocatable
-from .kubelet.cpumanager.state import CpuManagerState
-from .kubelet.devicemanager.manager import DeviceState
-from .kubelet.managers_state import ManagersState, NodeRequests
-from .kubelet.memorymanager.state import MemoryNode
-from .kubelet.topologymanager.topology_manager import NumaSet
-from .snapshotstate import (
+from .checkpoints import KubeletState, Registered
+from .from_snapshot import (
     Hidden,
     _ids,
     _memory_state,
@@ -41,7 +42,6 @@ from .snapshotstate import (
     pod_blocks,
     without_finished,
 )
-from .statefiles import KubeletState, Registered
 
 DeviceKey = tuple[str, str]  # (resource, device id)
 
@@ -203,8 +203,8 @@ def _add(counts: dict[NumaSet, int], numa: NumaSet, sign: int) -> None:
         del counts[numa]
 
 
-class NodeStateCache:
-    """:func:`~exporter.fit.snapshotstate.node_state`, updated from the pods that changed."""
+class ManagersStateCache:
+    """:func:`~exporter.fit.state.from_snapshot.node_state`, updated from the pods that changed."""
 
     def __init__(self) -> None:
         self._base: tuple[object, ...] | None = None
@@ -232,7 +232,7 @@ class NodeStateCache:
               memory_static: bool, context: NodeContext | None = None,
               kubelet: KubeletState | None = None, max_pods: int | None = None,
               reservation: Reservation | None = None) -> ManagersState | None:
-        """What :func:`~exporter.fit.snapshotstate.node_state` returns for the same
+        """What :func:`~exporter.fit.state.from_snapshot.node_state` returns for the same
         arguments."""
         allocatable = snapshot.allocatable
         if allocatable is None or snapshot.api_version != ApiVersion.V1:

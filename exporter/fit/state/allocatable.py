@@ -20,10 +20,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..model import KubeletSnapshot, Topology
-from ..podcontext import quantity
-from ..topology import hugepage_resource_name, parse_cpulist
-from .kubelet.podshape import CPU, MEMORY, is_memory_resource
+from ...model import KubeletSnapshot, Topology
+from ...podcontext import quantity
+from ...topology import hugepage_resource_name, parse_cpulist
+from ..kubelet.podshape import CPU, MEMORY, is_memory_resource
 
 DEFAULT_EVICTION_MEMORY = "100Mi"  # KubeletConfiguration's default evictionHard memory.available
 MEMORY_AVAILABLE = "memory.available"

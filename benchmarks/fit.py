@@ -33,8 +33,8 @@ from exporter.accounting import Ledger, account
 from exporter.exposition.rendering import render_text
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series
 from exporter.fit.capacity import NodeCounts
+from exporter.fit.fitview import shape_families
 from exporter.fit.kubelet.config import Rules
-from exporter.fit.section import shape_families
 from exporter.fit.shapes import parse_shapes
 from exporter.fit.state.from_snapshot import node_state
 from exporter.fit.state.incremental import ManagersStateCache

@@ -144,7 +144,7 @@ class Rejection:
     message: str
     requests: tuple[tuple[str, int], ...]
     # the pod's spec and the status fields admission reads, for judging it container by
-    # container (exporter.fit.fromspec)
+    # container (exporter.fit.from_pod_object)
     pod: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 

@@ -25,7 +25,7 @@ from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView, PodContextSource, Rejections
+    from ..fit.fitview import FitView, PodContextSource, Rejections
     from ..kubeapi.view import KubeView
     from ..podsapi.sources import PodSources
     from ..web.webconfig import WebConfig
@@ -91,7 +91,7 @@ def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
               pod_context: PodContextSource | None = None) -> FitView:
     """The fit answers: shapes, the kubelet's configuration, rejections and pod context (from
     the kubelet's Pods API or the view), the kubelet's state files (under ``--watch-path``)."""
-    from ..fit.section import FitSetupError, build_fit_view
+    from ..fit.fitview import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
                               settings.full_pcpus_only, health.registry, rejections,

@@ -79,7 +79,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
 
 MAP_FORMATS = ("svg", "html")
 QUIET_LOGGERS = ("exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
-                 "exporter.kubeapi.view", "exporter.fit.section")
+                 "exporter.kubeapi.view", "exporter.fit.fitview")
 
 
 async def read_once(settings: Settings, topology: Topology | None = None, quiet: bool = True,

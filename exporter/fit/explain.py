@@ -35,7 +35,7 @@ from .assumptions import (
     NO_POD_CONTEXT,
     NODE_ALLOCATABLE_DERIVED,
 )
-from .fromspec import pod_shape
+from .from_pod_object import pod_shape
 from .kubelet.config import Rules
 from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, asks

@@ -47,7 +47,7 @@ from .watch import StateFileWatcher
 from .worker import Worker
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView
+    from ..fit.fitview import FitView
     from ..kubeapi.view import KubeView
     from ..nodemap.build import MapInputs
     from ..podsapi.sources import PodSources

@@ -8,7 +8,7 @@ node's managers hold: the free CPUs, memory and devices exactly as the simulator
 (finished init containers' CPUs and devices included), the memory groups of the held blocks, every
 active pod's requests for the resource-fit predicate, and the Node's allocatable as the kubelet
 computes it. The pod is the one the API shows (:func:`~exporter.simulator.podobjects.pod_object`),
-read as the exporter reads a pod (:func:`exporter.fit.fromspec.pod_shape`).
+read as the exporter reads a pod (:func:`exporter.fit.from_pod_object.pod_shape`).
 
 An admitted pod gets what the fit engine picked (:meth:`Admitter.admit`): the CPU ids of
 ``takeByTopology``; its sidecars' and app containers' memory blocks, filled over their NUMA
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..fit.fromspec import pod_shape
+from ..fit.from_pod_object import pod_shape
 from ..fit.kubelet.allocation.allocation_manager import admit
 from ..fit.kubelet.cpumanager.policy_options import CpuOptions
 from ..fit.kubelet.cpumanager.policy_static import pick_cpus

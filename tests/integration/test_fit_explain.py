@@ -20,7 +20,7 @@ import pytest
 
 from exporter import cli
 from exporter.commands.snapshot import snapshot
-from exporter.fit.section import FitView
+from exporter.fit.fitview import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
 from exporter.simulator.apiserver import FakeApiServer, pod
 
@@ -207,7 +207,7 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 async def test_rejected_pods_are_counted_with_the_blocking_resource(
         api: FakeApiServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="exporter.fit.section")
+    caplog.set_level(logging.WARNING, logger="exporter.fit.fitview")
     async with Node(PROFILE) as node, \
             Exporter(node.settings(kube_api=True, node_name="test-node")) as exporter:
         s = await exporter.wait_for(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.fit.fromspec import pod_shape
+from exporter.fit.from_pod_object import pod_shape
 from exporter.fit.kubelet.config import Managers
 from exporter.fit.kubelet.podshape import asks
 from exporter.podcontext import pod_context

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.accounting import account
-from exporter.fit.section import FitView
+from exporter.fit.fitview import FitView
 from exporter.fit.shapes import ShapeFile
 from exporter.model import (
     Allocatable,

@@ -28,7 +28,7 @@ from ..podspec import Rejection
 from .answers import ShapeAnswer, answer, full_cores_series, numa_free_series, sentence
 from .assumptions import assumptions
 from .capacity import NodeCounts
-from .fromspec import pod_shape
+from .from_pod_object import pod_shape
 from .kubelet.config import Rules
 from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, single_container

@@ -1,4 +1,5 @@
-"""A pod as the kubelet's admission sees it, and who asks the hint providers for what.
+"""A pod as the kubelet's admission sees it, and who asks the hint providers for what (the
+managers' request readers in k8s.io/kubernetes v1.37.2, named below).
 
 A :class:`PodShape` is a named shape from ``--fit-shapes`` or a rejected pod's spec: QoS,
 init containers (sidecars marked) and app containers, each with its requests (``cpu`` in

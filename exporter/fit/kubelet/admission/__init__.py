@@ -1,1 +1,4 @@
-"""The kubelet's ``pkg/kubelet/cm/admission``, mirrored."""
+"""Admission errors (``pkg/kubelet/cm/admission``, v1.37.2).
+
+- ``errors``: what a manager's refusal carries (``Failure``: reason, resource, message).
+"""

@@ -1,4 +1,5 @@
-"""Which CPUs the static CPU manager takes: ``cpumanager/cpu_assignment.go``, rule for rule.
+"""Which CPUs the static CPU manager takes (``cpumanager/cpu_assignment.go``, v1.37.2), rule for
+rule.
 
 The CPUs a container gets decide what the next container, the next pod and the next copy of a
 shape find free, so the fit answers pick them as the kubelet does, not merely "enough on the
@@ -13,9 +14,10 @@ hint's nodes":
 * :func:`take_distributed` is ``takeByTopologyNUMADistributed``
   (``distribute-cpus-across-numa``): the fewest NUMA nodes across which the request splits
   evenly in groups of ``cpuGroupSize``, the remainder where the standard deviation of what stays
-  free is smallest;
-* :func:`allocate_cpus` is ``staticPolicy.allocateCPUs``: the hint's NUMA nodes first (the
-  sockets of them with ``align-by-socket``), the rest from anywhere.
+  free is smallest.
+
+``staticPolicy.takeByTopology`` and ``allocateCPUs``, which choose between them, are in
+:mod:`.policy_static`.
 
 The uncore-cache option (``prefer-align-cpus-by-uncorecache``) needs the L3 layout, which the
 exporter does not read; it is taken as off. The topology is the kubelet's ``CPUTopology``:

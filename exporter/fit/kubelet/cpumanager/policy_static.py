@@ -1,20 +1,13 @@
-"""The resource managers' ``Allocate``, on a :class:`ManagersState`: a new state, or the error the
-kubelet would give. Pure functions.
+"""The CPU manager's ``static`` policy (``cpumanager/policy_static.go``, v1.37.2).
 
-* devices (``devicemanager`` ``devicesToAllocate``): reusable devices of the pod first, then
-  devices meeting the hint, then those with topology outside it, then those without
-  (``filterByAffinity``); fewer free than requested is an error
-  (``UnexpectedAdmissionError``); a resource no device plugin registered is left to the
-  resource-fit predicate (``OutOf<resource>``).
-* CPUs (``cpumanager/policy_static.go`` ``Allocate``, ``allocateCPUs``): ``full-pcpus-only``
-  checks first (``SMTAlignmentError``), then CPUs on the hint's NUMA nodes, then any, each
-  picked as ``takeByTopology`` picks them (:mod:`exporter.fit.kubelet.cpumanager.cpu_assignment`):
-  which CPUs a container gets decides what the next container and the next pod find free.
-* memory (``memorymanager/policy_static.go`` ``Allocate``): no hint means the manager's own
-  best hint; a hint that does not hold the request is extended to the best hint containing it
-  (one not preferred where the hint was is an error); a hint violating the group rule fails;
-  each NUMA node of the hint is filled in id order, and every node of it joins the group
-  ``Cells`` = the hint.
+* hints (``GetTopologyHints``, :func:`cpu_hints`: ``generateCPUTopologyHints``) over the NUMA
+  nodes that have CPUs: a mask holding every reusable CPU of the pod whose free and reusable
+  CPUs reach the request, preferred when as narrow as the fewest nodes whose online CPUs could;
+* ``Allocate``: ``full-pcpus-only`` checks first (:func:`smt_check`, ``SMTAlignmentError``),
+  then ``allocateCPUs`` (:func:`allocate_cpus`): CPUs on the hint's NUMA nodes (their sockets
+  with ``align-by-socket``), then any, each picked as ``takeByTopology`` picks them
+  (:mod:`.cpu_assignment`): which CPUs a container gets decides what the next container and
+  the next pod find free.
 """
 
 from __future__ import annotations

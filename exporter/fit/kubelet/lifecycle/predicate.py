@@ -1,4 +1,5 @@
-"""The kubelet's resource-fit predicate: the admit handler that runs after the Topology Manager.
+"""The kubelet's resource-fit predicate (``lifecycle/predicate.go``, v1.37.2): the admit handler
+that runs after the Topology Manager.
 
 ``kubelet.go`` registers the Topology Manager's admit handler
 (``GetAllocateResourcesPodAdmitHandler``) before ``lifecycle.NewPredicateAdmitHandler``, so

@@ -3,6 +3,11 @@
 * hints (``GetTopologyHints``, ``calculateHints``): every NUMA set with enough *allocatable* of
   each requested type sets the minimum width; a single node of a multi-NUMA group and a set
   breaking the group rule are skipped; the others need enough free memory;
+* ``Allocate`` (:func:`place_memory`, :func:`take_memory`): no hint means the manager's own
+  best hint (``findBestHint``); a hint that does not hold the request is extended to the best
+  hint containing it (one not preferred where the hint was is an error); a hint violating the
+  group rule fails (``isAffinityViolatingNUMAAllocations``); each NUMA node of the hint is
+  filled in id order, and every node of it joins the group ``Cells`` = the hint.
 """
 
 from __future__ import annotations

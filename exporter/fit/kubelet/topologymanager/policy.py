@@ -1,4 +1,5 @@
-"""The Topology Manager's hint merger (``topologymanager/policy.go``), as pure functions.
+"""The Topology Manager's hint merger (``topologymanager/policy.go``, v1.37.2), as pure
+functions.
 
 :func:`provider_lists` reads each provider's answer as ``filterProvidersHints`` does: no map
 or a resource with ``None`` is one preferred "any" hint; an empty list is one non-preferred

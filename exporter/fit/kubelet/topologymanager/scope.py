@@ -1,13 +1,16 @@
-"""One pod against one node state, as the kubelet's Topology Manager admits it.
+"""What both Topology Manager scopes share (``topologymanager/scope.go``, v1.37.2).
 
-:func:`admit` walks the pod as the configured scope does (``scope_container.go``,
-``scope_pod.go``, ``scope_none.go``): under scope ``container`` every container, init ones
-first, is merged and allocated on its own, so later containers see what earlier ones took and
-must contain a regular init container's reusable CPUs and devices; under scope ``pod`` one merge
-over the pod's effective request, then every container allocated with that hint; under policy
-``none`` no merge, allocation only. The verdict says whether the kubelet admits it, with which
-reason and blocking resource otherwise, where each container lands, and the node state after
-it (for placing one pod after another).
+* the policy, picked by its name as ``NewManager`` picks it (:func:`policy_merge`);
+* each container's or the pod's hints from the device, CPU and memory managers, in the order
+  the kubelet registers them (:func:`provider_answers`, ``accumulateProvidersHints``);
+* ``allocateAlignedResources`` (:func:`allocate_aligned_resources`): the managers' ``Allocate``
+  for one container with the merged hint, and what a regular init container leaves reusable
+  (:class:`Reuse`: ``cpusToReuse``, ``devicesToReuse``, reusable memory);
+* what the scope's ``Admit`` answers (:class:`Verdict`, each container's :class:`Placement`),
+  and which resource blocked a rejection (:func:`blocked_resources`: the exporter's reading,
+  not the kubelet's, which gives none).
+
+The walks themselves are :mod:`.scope_container` and :mod:`.scope_pod`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
   it watching the simulator's fake API server serving the profile's node as a cluster shows it
-  (``exporter.simulator.apiserver``, in this process) plus ``--dra-devices`` more DRA devices
+  (``tests.support.fakeapiserver.server``, in this process) plus ``--dra-devices`` more DRA devices
   published in ResourceSlices (the standard ``numaNode`` attribute, every 16th device tainted;
   the profile's own DRA devices get a ``numaNode`` too), and with the API holding nothing for
   the node; median of ``--runs`` runs each;
@@ -44,12 +44,10 @@ from exporter.accounting.figures import dra_figures
 from exporter.accounting.numa import TopologyView
 from exporter.kubeapi.resourceslices import inventory, slice_record
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apiserver import (
-    FakeApiServer as SimulatedApiServer,
-    cluster_from_profile,
-)
 from exporter.simulator.sysfs import write_sysfs
 from exporter.topology import read_topology
+from tests.support.fakeapiserver.cluster import cluster_from_profile
+from tests.support.fakeapiserver.server import FakeApiServer as SimulatedApiServer
 
 from .harness import (
     IMAGE_ENVIRONMENT,

@@ -13,7 +13,7 @@ status updates, a deletion timestamp, DELETED), four exporters one after another
 
 For each: the exporter's RSS after warm-up, and what it asked of the API server over a fixed
 window from its start (requests and response bytes per resource, through a counting proxy in
-front of the simulator's fake API server, ``exporter.simulator.apiserver``). Then the decode
+front of the simulator's fake API server, ``tests.support.fakeapiserver.server``). Then the decode
 figures: the import cost of the ``v1.Pod`` subset against the whole of core/v1 (compiled from
 ``protos/k8s.io/`` into a scratch directory), and the bytes and decode time of a realistic pod
 (managed fields, env, volumes, statuses) as the kubelet's ``pod.Marshal()`` sends it.
@@ -41,7 +41,8 @@ from aiohttp import web
 
 from exporter.protogen import compile_whole_k8s
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apiserver import FakeApiServer, cluster_from_profile
+from tests.support.fakeapiserver.cluster import cluster_from_profile
+from tests.support.fakeapiserver.server import FakeApiServer
 
 from . import harness
 from .harness import REPO, Simulator, free_port

@@ -51,8 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.simulator.apiserver import FakeApiServer
-
+from .support.fakeapiserver.server import FakeApiServer
 from .support.pki import CA, server_pki
 
 LAYERS = ("unit", "integration", "spec", "deploy")

@@ -22,8 +22,9 @@ from exporter import cli
 from exporter.commands.snapshot import snapshot
 from exporter.fit.fitview import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
-from exporter.simulator.apiserver import FakeApiServer, pod
 
+from ..support.fakeapiserver.objects import pod
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node, small_profile
 
 GiB = 1 << 30

@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
-from exporter.simulator.apiobjects import container, node, pod
-from exporter.simulator.slices import resource_slices
-
 from ..support.docs import assert_live_matches_docs
+from ..support.fakeapiserver.objects import container, node, pod
+from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import (
     REPO,
     Exporter,

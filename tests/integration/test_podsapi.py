@@ -20,9 +20,10 @@ import pytest
 from exporter.cli import main
 from exporter.fit.explain import fit_json
 from exporter.podsapi import sources as pod_sources
-from exporter.simulator.apiserver import FakeApiServer, container, node, pod
 from exporter.simulator.profile import parse_pod
 
+from ..support.fakeapiserver.objects import container, node, pod
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node, Scrape, small_profile
 
 NODE = "test-node"

@@ -33,8 +33,8 @@ from exporter.fit.kubelet.topologymanager.scope import Placement
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
-from exporter.simulator.apiserver import FakeApiServer
 
+from ..fakeapiserver.server import FakeApiServer
 from ..realkubelet import (
     Admission,
     Container,

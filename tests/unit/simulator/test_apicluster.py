@@ -4,9 +4,10 @@ pods it rejected at admission as the kubelet reports them (no server started: ob
 from __future__ import annotations
 
 from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apicluster import SimulatedCluster
-from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.profile import parse_pod
+
+from ...support.fakeapiserver.cluster import SimulatedCluster
+from ...support.fakeapiserver.server import FakeApiServer
 
 
 def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:

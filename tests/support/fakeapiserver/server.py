@@ -9,11 +9,11 @@ streaming newline-delimited JSON events in chunks: a watch replays the history a
 ``resourceVersion``, then follows changes until its ``timeoutSeconds``.
 
 This module is the protocol; the objects, their versions and the open watches are the
-:class:`~.apistore.ClusterStore` a :class:`FakeApiServer` is, who a request comes as is
-:mod:`.apiauth`, the objects' builders are :mod:`.apiobjects`, and a simulated node shown in
-the API is :mod:`.apicluster` (all re-exported here, where callers have always found them).
+:class:`~.store.ClusterStore` a :class:`FakeApiServer` is, who a request comes as is
+:mod:`.auth`, the objects' builders are :mod:`.objects`, and a simulated node shown in the API
+is :mod:`.cluster`; callers import each from where it is defined.
 
-Every request is authenticated first (:func:`.apiauth.request_identity`; ``tokens=None`` admits
+Every request is authenticated first (:func:`.auth.request_identity`; ``tokens=None`` admits
 anonymous requests); ``identities`` records who each admitted request came as (``token:...``,
 ``cert:...``), ``rejected`` the path and Authorization header of each refused one (401).
 
@@ -27,7 +27,8 @@ status), and :meth:`stop` / :meth:`start` on the same port (an unreachable API s
 
 Run alone it serves a cluster-shaped node built from a simulator profile, for measurements:
 
-    python -m exporter.simulator.apiserver --profile large --port 18443 --kubeconfig /tmp/kubeconfig
+    python -m tests.support.fakeapiserver.server --profile large --port 18443 \
+        --kubeconfig /tmp/kubeconfig
 """
 
 from __future__ import annotations
@@ -42,14 +43,18 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .apiauth import TOKEN, request_identity, tls_context
-from .apicluster import SimulatedCluster, cluster_from_profile, simulated_node
-from .apiobjects import Obj, container, device_taint_rule, node, pod, resource_slice, status
-from .apistore import (
+from .auth import TOKEN, request_identity
+from .cluster import (
+    cluster_from_profile,
+)
+from .objects import (
+    Obj,
+    status,
+)
+from .store import (
     COLLECTIONS,
     SLICE_VERSIONS,
     ClusterStore,
-    Collection,
     Terms,
     Watcher,
     api_version,
@@ -57,11 +62,7 @@ from .apistore import (
     shown,
 )
 
-__all__ = [
-    "COLLECTIONS", "SLICE_VERSIONS", "TOKEN", "Collection", "FakeApiServer", "Obj",
-    "SimulatedCluster", "cluster_from_profile", "container", "device_taint_rule", "node", "pod",
-    "resource_slice", "simulated_node", "status", "tls_context",
-]
+__all__ = ["FakeApiServer"]
 
 SELECTABLE = {"metadata.name", "metadata.namespace", "spec.nodeName"}
 

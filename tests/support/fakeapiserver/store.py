@@ -1,8 +1,8 @@
 """What the fake API server holds: the objects by kind, their resourceVersions, the event history
 a watch replays, and the open watches each change reaches.
 
-Kept apart from the HTTP side (:mod:`.apiserver`) because it is the cluster's state, not its
-protocol: tests and the simulator's mirror (:mod:`.apicluster`) change it directly, and the
+Kept apart from the HTTP side (:mod:`.server`) because it is the cluster's state, not its
+protocol: tests and the simulator's mirror (:mod:`.cluster`) change it directly, and the
 server only reads it to list, watch and get. ``COLLECTIONS`` lists the object kinds, one entry
 per kind; :func:`shown` spells an object as the API version asked for does.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .apiobjects import Obj
+from .objects import Obj
 
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
@@ -32,7 +32,7 @@ class Collection:
 
 
 # The object kinds served, by collection name. Another kind is one more entry here; its objects
-# are then put, deleted, listed and watched like the others (builders in .apiobjects).
+# are then put, deleted, listed and watched like the others (builders in .objects).
 COLLECTIONS: dict[str, Collection] = {
     "nodes": Collection("Node"),
     "pods": Collection("Pod"),

@@ -14,14 +14,15 @@ import copy
 import json
 import uuid
 
-from ..topology import hugepage_resource_name
-from .admitting import node_allocatable
-from .apiobjects import Obj, container, node, pod, resource_slice
-from .apistore import ClusterStore
-from .podobjects import pod_object
-from .profile import ContainerSpec, PodSpec
+from exporter.simulator.admitting import node_allocatable
+from exporter.simulator.podobjects import pod_object
+from exporter.simulator.profile import ContainerSpec, PodSpec
+from exporter.simulator.state import NodeState
+from exporter.topology import hugepage_resource_name
+
+from .objects import Obj, container, node, pod, resource_slice
 from .slices import resource_slices
-from .state import NodeState
+from .store import ClusterStore
 
 SLICES_PER_POOL = 4
 
@@ -101,7 +102,7 @@ def cluster_from_profile(server: ClusterStore, profile: str) -> str:
     their requests (sidecars as restartable init containers), managed fields and statuses; the
     device resources plus a patched ``example.com/dongle: 4`` and two dead Akri entries at 0;
     each DRA pool in a few ResourceSlices. Returns the node name."""
-    from .profile import load_profile
+    from exporter.simulator.profile import load_profile
 
     spec = load_profile(profile)
     state = NodeState(spec)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .profile import NodeSpec
+from exporter.simulator.profile import NodeSpec
 
 
 def resource_slices(spec: NodeSpec, parts: int = 1, generation: int = 1) -> list[dict[str, Any]]:

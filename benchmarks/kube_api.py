@@ -43,8 +43,8 @@ from exporter.accounting import Ledger
 from exporter.accounting.figures import dra_figures
 from exporter.accounting.numa import TopologyView
 from exporter.kubeapi.resourceslices import inventory, slice_record
-from exporter.simulator import NodeState, load_profile
-from exporter.simulator.sysfs import write_sysfs
+from exporter.simulator import SimulatedNode, load_profile
+from exporter.simulator.node.sysfs import write_sysfs
 from exporter.topology import read_topology
 from tests.support.fakeapiserver.cluster import cluster_from_profile
 from tests.support.fakeapiserver.server import FakeApiServer as SimulatedApiServer
@@ -208,7 +208,7 @@ def measure_inventory(dra_devices: int) -> dict:
         timings.append(time.perf_counter() - started)
     assert figures is not None
     # a changed slice hands the ledger a new inventory: every pod is counted again
-    pods = tuple(sim.assignment for sim in NodeState(spec).pods.values())
+    pods = tuple(sim.assignment for sim in SimulatedNode(spec).pods.values())
     ledger = Ledger()
     inventories = [inventory(records.values(), [], lambda _: None) for _ in range(6)]
     ledger.update(pods, None, view.topology, "v1", inventories[0])

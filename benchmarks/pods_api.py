@@ -40,7 +40,7 @@ import aiohttp
 from aiohttp import web
 
 from exporter.protogen import compile_whole_k8s
-from exporter.simulator import NodeState, load_profile
+from exporter.simulator import SimulatedNode, load_profile
 from tests.support.fakeapiserver.cluster import cluster_from_profile
 from tests.support.fakeapiserver.server import FakeApiServer
 
@@ -189,7 +189,7 @@ async def measure_profile(profile: str, window: float, churn: int, runs: int) ->
     proxy = CountingProxy(server.url)
     await proxy.start()
     churner = asyncio.create_task(churn_api(server, churn))
-    results: dict = {"pod_count": len(NodeState(load_profile(profile)).pods), "runs": runs}
+    results: dict = {"pod_count": len(SimulatedNode(load_profile(profile)).pods), "runs": runs}
     runs_of: dict[str, list[dict]] = {name: [] for name in VARIANTS}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-pods-api-") as directory:

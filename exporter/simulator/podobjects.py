@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from .node.podmaker import _ADMISSION_MESSAGES
 from .profile import ContainerSpec, PodSpec
 
 # A Guaranteed container must name a memory limit; a profile container without one has this.
@@ -113,3 +114,12 @@ def _served_by_dra(pod: PodSpec) -> dict[str, Any] | None:
     if not mappings:
         return None
     return {"resourceClaimName": claim_name, "requestMappings": mappings}
+
+
+def rejected_pod_object(pod: PodSpec, reason: str, node_name: str,
+                        message: str | None = None) -> dict[str, object]:
+    """The pod as the API server shows it after the kubelet rejected it at admission:
+    ``status.phase`` Failed, ``status.reason`` the admission reason, ``status.message`` the
+    kubelet's (``"Pod was rejected: "`` and the reason's message)."""
+    return pod_object(pod, node_name, "Failed", reason,
+                      message or _ADMISSION_MESSAGES.get(reason, "Pod was rejected"))

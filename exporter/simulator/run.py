@@ -19,10 +19,10 @@ from pathlib import Path
 from aiohttp import web
 
 from .control import control_app
+from .node.book import SimulatedNode
+from .node.server import DEFAULT_REREGISTER_SECONDS, Simulator
+from .node.sysfs import write_kubelet_config, write_sysfs
 from .profile import NodeSpec
-from .server import DEFAULT_REREGISTER_SECONDS, Simulator
-from .state import NodeState
-from .sysfs import write_kubelet_config, write_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     """Serve the simulated kubelet until ``stop`` is set."""
     if options.sysfs_root:
         write_sysfs(spec, options.sysfs_root)
-    simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
+    simulator = Simulator(SimulatedNode(spec, seed=options.seed), options.socket_path,
                           qps=options.qps, burst=options.burst,
                           reregister_seconds=options.reregister_seconds,
                           pods_api_socket=options.pods_api_socket)
@@ -101,7 +101,7 @@ class DemoKubelet:
     sysfs_root: Path
     kubelet_config: Path
     fit_shapes: Path
-    state: NodeState
+    state: SimulatedNode
 
 
 @asynccontextmanager
@@ -117,7 +117,7 @@ async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
         config = write_kubelet_config(spec, workdir / "config.yaml")
         shapes = workdir / "fit-shapes.yaml"
         shapes.write_text(DEMO_SHAPES)
-        state = NodeState(spec)
+        state = SimulatedNode(spec)
         simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock",
                               pods_api_socket=workdir / "pods-api" / "pods-api.sock")
         await simulator.start()

@@ -140,7 +140,7 @@ def test_quantities_in_kubernetes_notation(tmp_path: Path) -> None:
 def test_bad_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
     from exporter.simulator import load_profile
-    from exporter.simulator.sysfs import write_sysfs
+    from exporter.simulator.node.sysfs import write_sysfs
     sysfs = str(write_sysfs(load_profile("small"), tmp_path / "sys"))
     shapes = write(tmp_path / "shapes.yaml", "shapes: {a: {cpu: 8, gpus: 2}}")
     assert cli.main(["snapshot", "--sysfs-root", sysfs, "--socket", str(tmp_path / "no.sock"),

@@ -273,7 +273,7 @@ async def test_the_view_takes_over_while_the_pods_api_fails_and_gives_back(api, 
 
 async def test_no_socket_then_a_socket(caplog):
     caplog.set_level(logging.INFO, logger="exporter.podsapi")
-    from exporter.simulator.podsapi import PodsApiServer
+    from exporter.simulator.podsapi.server import PodsApiServer
 
     async with Node(kubelet_profile()) as kubelet:
         exporter = Exporter(kubelet.settings())

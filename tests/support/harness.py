@@ -21,7 +21,7 @@ from exporter.commands.serve import build_refresher
 from exporter.refresh.settings import Settings
 from exporter.simulator import (
     Faults,
-    NodeState,
+    SimulatedNode,
     Simulator,
     load_profile,
     parse_profile,
@@ -109,7 +109,7 @@ class Node:
         self.pods_api_socket = self.dir / "pods-api" / "pods-api.sock"
         if pods_api:
             sim_options["pods_api_socket"] = self.pods_api_socket
-        self.simulator = Simulator(NodeState(spec), self.socket, faults=faults, **sim_options)
+        self.simulator = Simulator(SimulatedNode(spec), self.socket, faults=faults, **sim_options)
 
     async def __aenter__(self) -> Node:
         await self.simulator.start()

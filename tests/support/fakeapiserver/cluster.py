@@ -14,10 +14,10 @@ import copy
 import json
 import uuid
 
-from exporter.simulator.admitting import node_allocatable
+from exporter.simulator.node.admitting import node_allocatable
+from exporter.simulator.node.book import SimulatedNode
 from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import ContainerSpec, PodSpec
-from exporter.simulator.state import NodeState
 from exporter.topology import hugepage_resource_name
 
 from .objects import Obj, container, node, pod, resource_slice
@@ -27,7 +27,7 @@ from .store import ClusterStore
 SLICES_PER_POOL = 4
 
 
-def simulated_node(state: NodeState) -> Obj:
+def simulated_node(state: SimulatedNode) -> Obj:
     """The simulated node as the API shows it: CPUs, memory and hugepages of every NUMA node
     and each device-plugin resource's devices in capacity; in allocatable what the kubelet's
     resource-fit predicate counts against (less the reserved CPUs and memory, ``maxPods``, the
@@ -55,7 +55,7 @@ class SimulatedCluster:
     ``status.reason`` the kubelet's reason), as the kubelet reports them to the API server.
     Each pod keeps its uid while it exists."""
 
-    def __init__(self, server: ClusterStore, state: NodeState, pods: bool = True):
+    def __init__(self, server: ClusterStore, state: SimulatedNode, pods: bool = True):
         self.server = server
         self.state = state
         self.pods = pods  # False: the node and its ResourceSlices only (the kubelet's Pods
@@ -105,7 +105,7 @@ def cluster_from_profile(server: ClusterStore, profile: str) -> str:
     from exporter.simulator.profile import load_profile
 
     spec = load_profile(profile)
-    state = NodeState(spec)
+    state = SimulatedNode(spec)
     extended: dict[str, str] = {}
     for device in spec.devices:
         extended[device.resource] = str(int(extended.get(device.resource, "0")) + 1)

@@ -3,7 +3,7 @@ pods it rejected at admission as the kubelet reports them (no server started: ob
 
 from __future__ import annotations
 
-from exporter.simulator import NodeState, load_profile
+from exporter.simulator import SimulatedNode, load_profile
 from exporter.simulator.profile import parse_pod
 
 from ...support.fakeapiserver.cluster import SimulatedCluster
@@ -11,7 +11,7 @@ from ...support.fakeapiserver.server import FakeApiServer
 
 
 def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:
-    state = NodeState(load_profile("dual-socket-gpu"))
+    state = SimulatedNode(load_profile("dual-socket-gpu"))
     server = FakeApiServer()
     cluster = SimulatedCluster(server, state)
     assert cluster.sync() and not cluster.sync()  # nothing changed in between

@@ -8,15 +8,15 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .state import NodeState
+from .book import SimulatedNode
 
 
-def write_state_files(state: NodeState, directory: Path) -> None:
+def write_state_files(state: SimulatedNode, directory: Path) -> None:
     """``cpu_manager_state``, ``memory_manager_state``, ``dra_manager_state`` and
     ``device-plugins/kubelet_internal_checkpoint``, shaped like the kubelet's checkpoints (each
     pod by its UID, finished init containers included) and replaced atomically (write, then
     rename), as its checkpoint manager does."""
-    from ..topology import format_cpulist
+    from ...topology import format_cpulist
 
     cpus: dict[str, Any] = {}
     memory: dict[str, Any] = {}
@@ -63,7 +63,7 @@ def write_state_files(state: NodeState, directory: Path) -> None:
         os.replace(scratch, path)
 
 
-def _machine_state(state: NodeState) -> dict[str, Any]:
+def _machine_state(state: SimulatedNode) -> dict[str, Any]:
     """The memory manager's ``machineState`` (``memorymanager/state``): per NUMA node its
     assignments, group (``cells``) and, per memory type, allocatable, reserved and free."""
     nodes = state.managers().memory or {}

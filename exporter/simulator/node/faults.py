@@ -1,6 +1,6 @@
 """The simulated kubelet's misbehaviour and bookkeeping: the kubelet's rate limiter, the fault
-switches another process can flip (through :mod:`.control`), and the record of every call
-answered, for tests that count calls."""
+switches another process can flip (through :mod:`exporter.simulator.control`), and the record
+of every call answered, for tests that count calls."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """Pods the simulator makes up: new ones from a profile's weighted templates, renamed copies for
-churn, and a rejected pod as the API server shows it."""
+churn, and a rejected pod as the API server shows it.
+"""
 
 from __future__ import annotations
 
 import random
 import string
 
-from .podobjects import pod_object
-from .profile import GenerateSpec, PodSpec, ProfileError, parse_pod
+from ..profile import GenerateSpec, PodSpec, ProfileError, parse_pod
 
 
 class PodMaker:
@@ -51,12 +51,3 @@ _ADMISSION_MESSAGES = {
     "TopologyAffinityError": "Pod was rejected: Resources cannot be allocated with Topology "
                              "locality",
 }
-
-
-def rejected_pod_object(pod: PodSpec, reason: str, node_name: str,
-                        message: str | None = None) -> dict[str, object]:
-    """The pod as the API server shows it after the kubelet rejected it at admission:
-    ``status.phase`` Failed, ``status.reason`` the admission reason, ``status.message`` the
-    kubelet's (``"Pod was rejected: "`` and the reason's message)."""
-    return pod_object(pod, node_name, "Failed", reason,
-                      message or _ADMISSION_MESSAGES.get(reason, "Pod was rejected"))

@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..model import ContainerAssignment, DraDevice, MemoryBlock, PodAssignment
-from .profile import NodeSpec, PodSpec, SimDevice
+from ...model import ContainerAssignment, DraDevice, MemoryBlock, PodAssignment
+from ..profile import NodeSpec, PodSpec, SimDevice
 
 
 @dataclass

@@ -29,24 +29,24 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..fit.from_pod_object import pod_shape
-from ..fit.kubelet.allocation.allocation_manager import admit
-from ..fit.kubelet.cpumanager.policy_options import CpuOptions
-from ..fit.kubelet.cpumanager.policy_static import pick_cpus
-from ..fit.kubelet.cpumanager.state import CpuManagerState
-from ..fit.kubelet.cpumanager.topology import CpuTopology
-from ..fit.kubelet.devicemanager.manager import DeviceState
-from ..fit.kubelet.managers_state import ManagersState, NodeRequests
-from ..fit.kubelet.memorymanager.policy_static import take_memory
-from ..fit.kubelet.memorymanager.state import MemoryNode
-from ..fit.kubelet.podshape import CPU, PodShape, asks
-from ..fit.kubelet.topologymanager.scope import Placement, Verdict
-from ..fit.kubelet.topologymanager.topology_manager import NumaSet
-from ..model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
+from ...fit.from_pod_object import pod_shape
+from ...fit.kubelet.allocation.allocation_manager import admit
+from ...fit.kubelet.cpumanager.policy_options import CpuOptions
+from ...fit.kubelet.cpumanager.policy_static import pick_cpus
+from ...fit.kubelet.cpumanager.state import CpuManagerState
+from ...fit.kubelet.cpumanager.topology import CpuTopology
+from ...fit.kubelet.devicemanager.manager import DeviceState
+from ...fit.kubelet.managers_state import ManagersState, NodeRequests
+from ...fit.kubelet.memorymanager.policy_static import take_memory
+from ...fit.kubelet.memorymanager.state import MemoryNode
+from ...fit.kubelet.podshape import CPU, PodShape, asks
+from ...fit.kubelet.topologymanager.scope import Placement, Verdict
+from ...fit.kubelet.topologymanager.topology_manager import NumaSet
+from ...model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
+from ..podobjects import pod_object
+from ..profile import NodeSpec, PodSpec, SimDevice
 from .admissionconfig import AdmissionConfig
 from .allocator import Allocator, SimPod
-from .podobjects import pod_object
-from .profile import NodeSpec, PodSpec, SimDevice
 
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"

@@ -17,7 +17,8 @@ kubelet's replies (SPEC sections 2 and 5):
 * one global token bucket (100 QPS, burst 10) in front of every method, answering
   ``RESOURCE_EXHAUSTED`` "rejected by rate limit";
 * with ``pods_api_socket``, the kubelet's local Pods API on that socket too
-  (:mod:`exporter.simulator.podsapi`), started, stopped and restarted with podresources.
+  (:mod:`exporter.simulator.podsapi.server`), started, stopped and restarted with
+  podresources.
 
 Fault switches (``Faults``) make it misbehave on purpose.
 """
@@ -37,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 
-from .._proto.v1 import api_pb2 as v1
-from .._proto.v1alpha1 import api_pb2 as v1alpha1
-from ..model import PodAssignment
+from ..._proto.v1 import api_pb2 as v1
+from ..._proto.v1alpha1 import api_pb2 as v1alpha1
+from ...model import PodAssignment
 from .allocator import SimPod
+from .book import SimulatedNode
 from .checkpoints import write_state_files
 from .faults import DEFAULT_BURST, DEFAULT_QPS, CallStats, Faults, TokenBucket
-from .state import NodeState
 from .wire import (
     claim_entries,
     device_entries,
@@ -55,7 +56,7 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from .podsapi import PodsApiServer
+    from ..podsapi.server import PodsApiServer
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class _Abort(Exception):
 class Simulator:
     """A simulated kubelet podresources endpoint on ``socket_path``."""
 
-    def __init__(self, state: NodeState, socket_path: str | os.PathLike[str],
+    def __init__(self, state: SimulatedNode, socket_path: str | os.PathLike[str],
                  faults: Faults | None = None, qps: float = DEFAULT_QPS,
                  burst: int = DEFAULT_BURST,
                  reregister_seconds: float = DEFAULT_REREGISTER_SECONDS,
@@ -99,7 +100,7 @@ class Simulator:
         self._variant = 0
         self.pods_api: PodsApiServer | None = None
         if pods_api_socket is not None:
-            from .podsapi import PodsApiServer
+            from ..podsapi.server import PodsApiServer
             self.pods_api = PodsApiServer(state, pods_api_socket, self.faults, self.stats,
                                           qps, burst)
 

@@ -4,7 +4,7 @@ and the views the gRPC layer serves.
 Every pod (a profile's, a generated one, one submitted at run time) is admitted as the kubelet
 admits it, by the fit engine's rules (:mod:`.admitting`), under the node's kubelet
 configuration (:mod:`.admissionconfig`); its resources are then booked in :mod:`.allocator`.
-New pods for churn come from :mod:`.pods`.
+New pods for churn come from :mod:`.podmaker`.
 """
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ from __future__ import annotations
 import random
 import uuid
 
-from ..fit.kubelet.managers_state import ManagersState
-from ..model import Allocatable, DeviceEntry, MemoryBlock
+from ...fit.kubelet.managers_state import ManagersState
+from ...model import Allocatable, DeviceEntry, MemoryBlock
+from ..podobjects import rejected_pod_object
+from ..profile import NodeSpec, PodSpec, ProfileError, SimDevice
 from .admissionconfig import AdmissionConfig, check_runs, config_from_spec, updated_config
 from .admitting import Admission, Admitter
 from .allocator import Allocator, NoFit, SimPod
-from .pods import PodMaker, rejected_pod_object
-from .profile import NodeSpec, PodSpec, ProfileError, SimDevice
+from .podmaker import PodMaker
 
 PodKey = tuple[str, str]
 
-__all__ = ["NodeState", "PodKey"]
+__all__ = ["PodKey", "SimulatedNode"]
 
 
-class NodeState:
+class SimulatedNode:
     """Admitted pods and free resources of one simulated node; ``version`` counts changes."""
 
     def __init__(self, spec: NodeSpec, seed: int | None = None):

@@ -8,9 +8,9 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from .._proto.v1 import api_pb2 as v1
-from ..model import DeviceEntry, MemoryBlock
-from .state import NodeState
+from ..._proto.v1 import api_pb2 as v1
+from ...model import DeviceEntry, MemoryBlock
+from .book import SimulatedNode
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ def device_entries(devices: Any) -> list[v1.ContainerDevices]:
     """The kubelet's shape: one entry per device per NUMA node, each with that one node; one
     entry without topology for a device without topology; none for a device whose topology
     names no NUMA node (``GetAllocatableResources`` converts such a registration as is; an
-    assigned one is held without topology, see ``NodeState``)."""
+    assigned one is held without topology, see ``SimulatedNode``)."""
     entries = []
     for device in devices:
         for device_id in device.device_ids:
@@ -91,7 +91,7 @@ def device_entries(devices: Any) -> list[v1.ContainerDevices]:
     return entries
 
 
-def hostile_list(rng: random.Random, state: NodeState) -> v1.ListPodResourcesResponse:
+def hostile_list(rng: random.Random, state: SimulatedNode) -> v1.ListPodResourcesResponse:
     """A List reply full of things a kubelet should never say (but an exporter must survive).
 
     CPUs held by two pods, CPUs and NUMA ids sysfs does not know, negative ids, empty and

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..topology import format_cpulist
-from .profile import NodeSpec
+from ...topology import format_cpulist
+from ..profile import NodeSpec
 
 ADMISSION_FEATURE_GATES = ("PodLevelResourceManagers",)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..fit.kubelet.config import Managers, Rules
-from .profile import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES, NodeSpec
+from ...fit.kubelet.config import Managers, Rules
+from ..profile import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES, NodeSpec
 
 POLICIES = TOPOLOGY_MANAGER_POLICIES
 SCOPES = TOPOLOGY_MANAGER_SCOPES

@@ -29,96 +29,37 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
 
-from .._proto.k8s.api.core.v1 import generated_pb2 as core
-from .._proto.pods.v1alpha1 import api_pb2 as pods
-from ..podspec import is_guaranteed
-from .faults import DEFAULT_BURST, DEFAULT_QPS, CallStats, Faults, TokenBucket
-from .podobjects import pod_object
-from .state import NodeState
+from ..._proto.k8s.api.core.v1 import generated_pb2 as core
+from ..._proto.pods.v1alpha1 import api_pb2 as pods
+from ..node.book import SimulatedNode
+from ..node.faults import DEFAULT_BURST, DEFAULT_QPS, CallStats, Faults, TokenBucket
+from ..podobjects import pod_object
+from .messages import Obj, kubelet_view, pod_message
 
 log = logging.getLogger(__name__)
 
+
 RATE_LIMIT_MESSAGE = "rejected by rate limit"
+
+
 WATCH_BUFFER = 100  # pods/server.go: each watcher's channel
+
+
 POLL_SECONDS = 0.05  # how often the node's state is compared with what watchers were sent
+
+
 GARBAGE = b"\x0a\xff\xff\xff\xff\x0f"  # a length that runs past the end: no v1.Pod
+
+
 PodKey = tuple[str, str]
-Obj = dict[str, Any]
 
-
-# ---- v1.Pod as protobuf -----------------------------------------------------------------
-
-def _quantities(target: Any, values: Mapping[str, Any]) -> None:
-    for name, value in values.items():
-        target[name].string = str(value)
-
-
-def _resources(target: Any, resources: Mapping[str, Any]) -> None:
-    _quantities(target.limits, resources.get("limits") or {})
-    _quantities(target.requests, resources.get("requests") or {})
-
-
-def _container(target: Any, container: Mapping[str, Any]) -> None:
-    target.name = container.get("name", "")
-    if container.get("restartPolicy"):
-        target.restartPolicy = container["restartPolicy"]
-    if "resources" in container:
-        target.resources.SetInParent()
-        _resources(target.resources, container["resources"])
-
-
-def pod_message(obj: Mapping[str, Any]) -> Any:
-    """A pod object (API JSON) as ``v1.Pod``, the fields the exporter reads."""
-    pod = core.Pod()
-    meta, spec, status = (obj.get(part) or {} for part in ("metadata", "spec", "status"))
-    for name in ("name", "namespace", "uid"):
-        if meta.get(name):
-            setattr(pod.metadata, name, meta[name])
-    if spec.get("nodeName"):
-        pod.spec.nodeName = spec["nodeName"]
-    for container in spec.get("containers") or ():
-        _container(pod.spec.containers.add(), container)
-    for container in spec.get("initContainers") or ():
-        _container(pod.spec.initContainers.add(), container)
-    _quantities(pod.spec.overhead, spec.get("overhead") or {})
-    if "resources" in spec:
-        pod.spec.resources.SetInParent()
-        _resources(pod.spec.resources, spec["resources"])
-    for name in ("phase", "reason", "message", "qosClass"):
-        if status.get(name):
-            setattr(pod.status, name, status[name])
-    return pod
-
-
-def _qos_class(spec: Mapping[str, Any]) -> str:
-    """Kubernetes' QoS class, from the containers (``v1qos.GetPodQOS``)."""
-    if is_guaranteed(dict(spec)):
-        return "Guaranteed"
-    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
-        resources = container.get("resources") or {}
-        for part in ("requests", "limits"):
-            if {"cpu", "memory"} & set(resources.get(part) or {}):
-                return "Burstable"
-    return "BestEffort"
-
-
-def kubelet_view(obj: Obj) -> Obj:
-    """A pod as the kubelet's Pods API shows it: the status is the kubelet's own (QoS class
-    set, no ``extendedResourceClaimStatus``)."""
-    status = {k: v for k, v in (obj.get("status") or {}).items()
-              if k != "extendedResourceClaimStatus"}
-    status["qosClass"] = _qos_class(obj.get("spec") or {})
-    return {**obj, "status": status}
-
-
-# ---- the server ---------------------------------------------------------------------------
 
 class _Dropped(Exception):
     """The watcher fell too far behind."""
@@ -127,7 +68,7 @@ class _Dropped(Exception):
 class PodsApiServer:
     """The Pods API of a simulated node, served on ``socket_path`` while started."""
 
-    def __init__(self, state: NodeState, socket_path: str | os.PathLike[str],
+    def __init__(self, state: SimulatedNode, socket_path: str | os.PathLike[str],
                  faults: Faults, stats: CallStats, qps: float = DEFAULT_QPS,
                  burst: int = DEFAULT_BURST):
         self.state = state

@@ -36,17 +36,16 @@ class ProfileError(ValueError):
     """A profile that cannot describe a node."""
 
 
-def _quantity(value: object, what: str) -> float:
-    """A non-negative Kubernetes quantity (:func:`exporter.podspec.parse_quantity`)."""
-    if isinstance(value, bool):
-        raise ProfileError(f"bad {what} quantity {value!r}")
+def _quantity(value: object, what: str, unit: float = 1) -> int:
+    """A non-negative Kubernetes quantity (:func:`exporter.podspec.parse_quantity`) in ``unit``
+    parts, whole ones only."""
     try:
-        amount = parse_quantity(value)
+        amount = parse_quantity(value) * unit
     except ValueError:
-        raise ProfileError(f"bad {what} quantity {value!r}") from None
-    if amount < 0:
+        amount = -1
+    if isinstance(value, bool) or amount < 0 or abs(amount - round(amount)) > 1e-6:
         raise ProfileError(f"bad {what} quantity {value!r}")
-    return amount
+    return round(amount)
 
 
 def parse_bytes(value: int | str) -> int:
@@ -54,10 +53,7 @@ def parse_bytes(value: int | str) -> int:
     ``1.0001Ki``) is refused."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    amount = _quantity(value, "memory")
-    if not amount.is_integer():
-        raise ProfileError(f"bad memory quantity {value!r}")
-    return int(amount)
+    return _quantity(value, "memory")
 
 
 def parse_cpus(value: int | str | None) -> tuple[int, bool]:
@@ -70,12 +66,7 @@ def parse_cpus(value: int | str | None) -> tuple[int, bool]:
 def _millis(value: int | str | None) -> int:
     """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores; finer than a millicore is
     refused."""
-    if value is None:
-        return 0
-    millis = _quantity(value, "CPU") * 1000
-    if abs(millis - round(millis)) > 1e-6:
-        raise ProfileError(f"bad CPU quantity {value!r}")
-    return round(millis)
+    return 0 if value is None else _quantity(value, "CPU", 1000)
 
 
 def hugepage_size_bytes(name: str) -> int:

@@ -40,7 +40,7 @@ from pathlib import Path
 import aiohttp
 
 from exporter.accounting import Ledger
-from exporter.accounting.figures import dra_figures
+from exporter.accounting.dra import dra_figures
 from exporter.accounting.numa import TopologyView
 from exporter.kubeapi.resourceslices import inventory, slice_record
 from exporter.simulator import SimulatedNode, load_profile

@@ -219,7 +219,7 @@ async def read_pod(namespace: str, name: str,
     """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
     from ..fit.explain import ExplainError, PodQuestion
     from ..kubeapi.auth import ConfigError
-    from ..kubeapi.client import ApiClient, ApiError, describe
+    from ..kubeapi.client import ApiClient, ApiError, describe_failure
     from ..kubeapi.config import load_config
 
     try:
@@ -236,7 +236,7 @@ async def read_pod(namespace: str, name: str,
         raise ExplainError(f"cannot read pod {namespace}/{name}: {error}") from None
     except Exception as error:  # connection refused, TLS, credentials: say which
         raise ExplainError(f"cannot read pod {namespace}/{name}: "
-                           f"{describe(error, config.server)}") from None
+                           f"{describe_failure(error, config.server)}") from None
     finally:
         await client.close()
     return PodQuestion.of(namespace, name, obj)

@@ -122,7 +122,7 @@ def full_cores_series(state: ManagersState) -> dict[str, int]:
     return counts
 
 
-def min_numa_nodes(state: ManagersState, ask: Ask) -> int | None:
+def shape_min_numa_nodes(state: ManagersState, ask: Ask) -> int | None:
     """The narrowest NUMA set every provider has a hint for; ``None`` when none does. One
     NUMA node is tried first with the single-node hints alone (the usual answer)."""
     if _one_node_holds(state, ask):
@@ -222,7 +222,7 @@ def answer(shape: PodShape, state: ManagersState, rules: Rules,
     grouped = frozenset(n for n in state.numa_ids if state.grouped(n))
     return ShapeAnswer(shape, rules, verdict, ask, aligned, not_aligned, alone, free, shortfall,
                        grouped, room,
-                       min_numa_nodes(state, ask) if aligned and missing is None else None,
+                       shape_min_numa_nodes(state, ask) if aligned and missing is None else None,
                        {r: node_wide_free(state, r) for r in aligned})
 
 

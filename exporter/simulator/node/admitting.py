@@ -80,8 +80,8 @@ class Admission:
         return self.admitted
 
 
-def node_allocatable(spec: NodeSpec, devices: Iterable[SimDevice],
-                     unregistered: frozenset[str]) -> dict[str, int]:
+def simulated_node_allocatable(spec: NodeSpec, devices: Iterable[SimDevice],
+                               unregistered: frozenset[str]) -> dict[str, int]:
     """The Node's allocatable as the kubelet computes it (what the resource-fit predicate and
     the API's Node show): CPUs less the reserved ones (``reservedSystemCPUs``) in millicores,
     each memory type less the reserved memory, ``maxPods``, the healthy devices of registered
@@ -152,7 +152,8 @@ class Admitter:
         for pod in active:
             for resource, amount in pod.requests.items():
                 requested[resource] = requested.get(resource, 0) + amount
-        requests = NodeRequests(node_allocatable(self.spec, books.devices, books.unregistered),
+        requests = NodeRequests(simulated_node_allocatable(self.spec, books.devices,
+                                                           books.unregistered),
                                 requested, len(active), complete=True)
         return ManagersState(self.numa_ids, cpu, memory, self._devices(held),
                              self.spec.distances(), requests)

@@ -14,7 +14,7 @@ import copy
 import json
 import uuid
 
-from exporter.simulator.node.admitting import node_allocatable
+from exporter.simulator.node.admitting import simulated_node_allocatable
 from exporter.simulator.node.book import SimulatedNode
 from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import ContainerSpec, PodSpec
@@ -42,7 +42,7 @@ def simulated_node(state: SimulatedNode) -> Obj:
             capacity[name] = str(int(capacity.get(name, "0")) + size * pages)
     for device in state.devices:
         capacity[device.resource] = str(int(capacity.get(device.resource, "0")) + 1)
-    allocatable = node_allocatable(spec, state.devices, state.unregistered)
+    allocatable = simulated_node_allocatable(spec, state.devices, state.unregistered)
     shown = {name: (f"{amount}m" if name == "cpu" else str(amount))
              for name, amount in allocatable.items()}
     return node(spec.name, capacity, shown)

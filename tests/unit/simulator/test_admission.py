@@ -487,7 +487,7 @@ def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
     from exporter.fit.state.allocatable import derived_allocatable, parse_reservation
     from exporter.model import Allocatable, KubeletSnapshot
     from exporter.simulator import write_sysfs
-    from exporter.simulator.node.admitting import node_allocatable
+    from exporter.simulator.node.admitting import simulated_node_allocatable
     from exporter.simulator.node.sysfs import write_kubelet_config
     from exporter.topology import read_topology
 
@@ -496,6 +496,6 @@ def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
     derived = derived_allocatable(KubeletSnapshot((), Allocatable()),
                                   read_topology(write_sysfs(spec, tmp_path / "sys")),
                                   config["maxPods"], parse_reservation(config))
-    shown = node_allocatable(spec, (), frozenset())
+    shown = simulated_node_allocatable(spec, (), frozenset())
     assert derived == shown
     assert (derived["cpu"], derived["memory"]) == (62000, 380 * GiB)

@@ -1,26 +1,38 @@
 """The Topology Manager's hint merger (``topologymanager/policy.go``, v1.37.2), as pure
 functions.
 
-:func:`provider_lists` reads each provider's answer as ``filterProvidersHints`` does: no map
-or a resource with ``None`` is one preferred "any" hint; an empty list is one non-preferred
-"any" hint (it cannot be satisfied). :func:`merge` ANDs every permutation (one hint per
-resource); a merged hint is preferred only if every hint is preferred *and* every non-``None``
-mask is the same set. The best merged hint (``HintMerger.compare``): preferred beats not;
-among preferred ones the narrowest, then the lowest NUMA ids (``bitmask.IsNarrowerThan``), or
-with ``prefer-closest-numa-nodes`` the smallest average distance between equally wide sets
-(``NUMAInfo.Closest``). Among non-preferred ones the kubelet does *not* simply take the
-narrowest: it steers towards ``maxOfMinAffinityCounts`` (the largest, over resources, of each
-resource's narrowest hint), keeping a candidate of that width over narrower or wider ones.
+:class:`Policy` is what each ``policy_*`` module implements. :func:`provider_lists` reads each
+provider's answer as ``filterProvidersHints`` does: no map or a resource with ``None`` is one
+preferred "any" hint; an empty list is one non-preferred "any" hint (it cannot be satisfied).
+:func:`merge` ANDs every permutation (one hint per resource); a merged hint is preferred only if
+every hint is preferred *and* every non-``None`` mask is the same set. The best merged hint
+(``HintMerger.compare``): preferred beats not; among preferred ones the narrowest, then the lowest
+NUMA ids (``bitmask.IsNarrowerThan``), or with ``prefer-closest-numa-nodes`` the smallest average
+distance between equally wide sets (``NUMAInfo.Closest``). Among non-preferred ones the kubelet does
+*not* simply take the narrowest: it steers towards ``maxOfMinAffinityCounts`` (the largest, over
+resources, of each resource's narrowest hint), keeping a candidate of that width over narrower or
+wider ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import product
+from typing import Protocol
 
 from .numa_info import Distances, average_distance
 from .topology_manager import NumaSet, ProviderAnswer, TopologyHint
 
+
+class Policy(Protocol):
+    """``Policy``: a Topology Manager policy, by its name (policy_*.py)."""
+
+    name: str
+
+    def merge(self, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+              distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+        """(best hint, admit) from the hint providers' answers."""
+        ...
 
 def provider_lists(answers: Sequence[ProviderAnswer]) -> list[list[TopologyHint]]:
     """``filterProvidersHints``: one list of hints per (provider, resource)."""

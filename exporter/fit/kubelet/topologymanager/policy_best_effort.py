@@ -14,7 +14,12 @@ from .topology_manager import ProviderAnswer, TopologyHint
 BEST_EFFORT = "best-effort"
 
 
-def merge(answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
-          distances: Distances | None = None) -> tuple[TopologyHint, bool]:
-    """``bestEffortPolicy.Merge``: (best hint, admit)."""
-    return merge_hints(provider_lists(answers), numa_ids, distances), True
+class BestEffortPolicy:
+    """``bestEffortPolicy``."""
+
+    name = BEST_EFFORT
+
+    def merge(self, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+              distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+        """``bestEffortPolicy.Merge``: (best hint, admit)."""
+        return merge_hints(provider_lists(answers), numa_ids, distances), True

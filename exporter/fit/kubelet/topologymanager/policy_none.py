@@ -14,7 +14,12 @@ from .topology_manager import ProviderAnswer, TopologyHint
 NONE = "none"
 
 
-def merge(answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
-          distances: Distances | None = None) -> tuple[TopologyHint, bool]:
-    """``nonePolicy.Merge``: (any node, admit)."""
-    return TopologyHint(None, True), True
+class NonePolicy:
+    """``nonePolicy``."""
+
+    name = NONE
+
+    def merge(self, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+              distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+        """``nonePolicy.Merge``: (any node, admit)."""
+        return TopologyHint(None, True), True

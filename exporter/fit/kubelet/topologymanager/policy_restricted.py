@@ -14,8 +14,13 @@ from .topology_manager import ProviderAnswer, TopologyHint
 RESTRICTED = "restricted"
 
 
-def merge(answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
-          distances: Distances | None = None) -> tuple[TopologyHint, bool]:
-    """``restrictedPolicy.Merge``: (best hint, admit)."""
-    best = merge_hints(provider_lists(answers), numa_ids, distances)
-    return best, best.preferred
+class RestrictedPolicy:
+    """``restrictedPolicy``."""
+
+    name = RESTRICTED
+
+    def merge(self, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+              distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+        """``restrictedPolicy.Merge``: (best hint, admit)."""
+        best = merge_hints(provider_lists(answers), numa_ids, distances)
+        return best, best.preferred

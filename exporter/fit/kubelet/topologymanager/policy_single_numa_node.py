@@ -23,10 +23,15 @@ def filter_single_numa_hints(lists: list[list[TopologyHint]]) -> list[list[Topol
             for hints in lists]
 
 
-def merge(answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
-          distances: Distances | None = None) -> tuple[TopologyHint, bool]:
-    """``singleNumaNodePolicy.Merge``: (best hint, admit); ``distances`` is not used."""
-    best = merge_hints(filter_single_numa_hints(provider_lists(answers)), numa_ids)
-    if best.affinity == frozenset(numa_ids):
-        best = TopologyHint(None, best.preferred)
-    return best, best.preferred
+class SingleNumaNodePolicy:
+    """``singleNumaNodePolicy``."""
+
+    name = SINGLE_NUMA_NODE
+
+    def merge(self, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
+              distances: Distances | None = None) -> tuple[TopologyHint, bool]:
+        """``singleNumaNodePolicy.Merge``: (best hint, admit); ``distances`` is not used."""
+        best = merge_hints(filter_single_numa_hints(provider_lists(answers)), numa_ids)
+        if best.affinity == frozenset(numa_ids):
+            best = TopologyHint(None, best.preferred)
+        return best, best.preferred

@@ -26,29 +26,29 @@ from ..devicemanager.topology_hints import device_hints
 from ..managers_state import ManagersState
 from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
 from ..podshape import Ask, ContainerShape
-from . import policy_best_effort, policy_none, policy_restricted, policy_single_numa_node
 from .numa_info import Distances
-from .policy_best_effort import BEST_EFFORT
-from .policy_none import NONE
-from .policy_restricted import RESTRICTED
-from .policy_single_numa_node import SINGLE_NUMA_NODE, filter_single_numa_hints
+from .policy import Policy
+from .policy_best_effort import BEST_EFFORT, BestEffortPolicy
+from .policy_none import NONE, NonePolicy
+from .policy_restricted import RestrictedPolicy
+from .policy_single_numa_node import (
+    SINGLE_NUMA_NODE,
+    SingleNumaNodePolicy,
+    filter_single_numa_hints,
+)
 from .topology_manager import NumaSet, ProviderAnswer, TopologyHint
 
 NO_BLOCK, MULTIPLE = "none", "multiple"
-
-
-# Each policy's Merge by the policy's name, as NewManager (topology_manager.go) picks it.
-MERGE = {NONE: policy_none.merge, BEST_EFFORT: policy_best_effort.merge,
-         RESTRICTED: policy_restricted.merge, SINGLE_NUMA_NODE: policy_single_numa_node.merge}
-
-
-POLICIES = tuple(MERGE)
+# Each policy by its name, as NewManager (topology_manager.go) picks it.
+POLICY: dict[str, Policy] = {p.name: p for p in (
+    NonePolicy(), BestEffortPolicy(), RestrictedPolicy(), SingleNumaNodePolicy())}
+POLICIES = tuple(POLICY)
 
 
 def policy_merge(policy: str, answers: Sequence[ProviderAnswer], numa_ids: Sequence[int],
                  distances: Distances | None = None) -> tuple[TopologyHint, bool]:
     """The ``policy``'s ``Merge``: (best hint, admit). ``affinity`` ``None`` means any node."""
-    return MERGE[policy](answers, numa_ids, distances)
+    return POLICY[policy].merge(answers, numa_ids, distances)
 
 
 def can_admit(policy: str, best: TopologyHint) -> bool:

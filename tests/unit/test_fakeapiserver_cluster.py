@@ -1,13 +1,14 @@
-"""The demo's Kubernetes API shows what the simulated kubelet has: its node, its pods, and the
-pods it rejected at admission as the kubelet reports them (no server started: objects only)."""
+"""The fake Kubernetes API server (tests/support/fakeapiserver/) shows what the simulated kubelet
+has: its node, its pods, and the pods it rejected at admission as the kubelet reports them (no
+server started: objects only)."""
 
 from __future__ import annotations
 
 from exporter.simulator import SimulatedNode, load_profile
 from exporter.simulator.profile import parse_pod
 
-from ...support.fakeapiserver.cluster import SimulatedCluster
-from ...support.fakeapiserver.server import FakeApiServer
+from ..support.fakeapiserver.cluster import SimulatedCluster
+from ..support.fakeapiserver.server import FakeApiServer
 
 
 def test_node_pods_and_rejections_are_shown_and_follow_changes() -> None:

@@ -1,5 +1,5 @@
 """Pod context from the kubelet's local Pods API: the exporter against the simulator's Pods API
-on a real unix socket (``exporter/simulator/podsapi.py``, served as v1.37's
+on a real unix socket (``exporter/simulator/podsapi/``, served as v1.37's
 ``pkg/kubelet/apis/pods`` serves it), alone and beside the Kubernetes-API view.
 
 The simulated node (``small_profile``): NUMA nodes 0 (CPUs 0-3, CPU 0 reserved) and 1 (CPUs

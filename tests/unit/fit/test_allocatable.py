@@ -1,4 +1,4 @@
-"""The Node's allocatable without the Node object (``exporter/fit/allocatable.py``): what the
+"""The Node's allocatable without the Node object (``exporter/fit/state/allocatable.py``): what the
 kubelet's node status sets (``nodestatus.MachineInfo`` less ``GetNodeAllocatableReservation``),
 from sysfs and the kubelet's config file, worked out by hand."""
 

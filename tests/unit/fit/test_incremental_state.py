@@ -1,5 +1,5 @@
-"""The managers' state kept from one snapshot to the next (exporter/fit/statecache.py) equals
-the state built from the whole snapshot (exporter/fit/snapshotstate.py), after every change:
+"""The managers' state kept from one snapshot to the next (exporter/fit/state/incremental.py) equals
+the state built from the whole snapshot (exporter/fit/state/from_snapshot.py), after every change:
 worked through by hand on a two-node machine, then over random changes.
 
 The machine: NUMA node 0 holds CPUs 0-3, node 1 CPUs 4-7; CPU 0 is reserved (not

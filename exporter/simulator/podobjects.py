@@ -1,6 +1,7 @@
 """Simulated pods as the Kubernetes API server shows them (``v1.Pod`` objects as JSON).
 
-The demo's small API server and the rejected-pod records read these: the spec's requests and
+Admission, the Pods API and the rejected-pod records read these (:func:`pod_object`, and
+:func:`rejected_pod_object` for a pod the kubelet refused): the spec's requests and
 limits as the pod was written (a Guaranteed pod's requests equal its limits; a Burstable pod
 requests CPU and memory without limits; device-plugin resources are in both, as the API
 requires for extended resources), and the status the kubelet posts. An extended resource the

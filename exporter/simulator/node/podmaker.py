@@ -1,5 +1,5 @@
-"""Pods the simulator makes up: new ones from a profile's weighted templates, renamed copies for
-churn, and a rejected pod as the API server shows it.
+"""Pods the simulator makes up: new ones from a profile's weighted templates, and renamed copies
+for churn.
 """
 
 from __future__ import annotations

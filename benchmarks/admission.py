@@ -18,9 +18,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from exporter.fit.admission import admit
-from exporter.simulator import NodeState, load_profile
-from exporter.simulator.admissionconfig import POLICIES, AdmissionConfig
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.simulator import SimulatedNode, load_profile
+from exporter.simulator.node.admissionconfig import POLICIES, AdmissionConfig
 from exporter.simulator.profile import parse_pod
 
 PODS = (
@@ -46,7 +46,7 @@ def median_ms(action: Callable[[], object], rounds: int) -> float:
 
 
 def measure(profile: str, rounds: int) -> dict[str, float]:
-    state = NodeState(load_profile(profile))
+    state = SimulatedNode(load_profile(profile))
     held = [p for p in state.pods.values() if not p.released]
     results = {"build_state_ms": median_ms(lambda: state.kubelet.node_state(held), rounds)}
     before = state.managers()

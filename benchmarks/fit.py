@@ -9,8 +9,8 @@ scope:
   snapshot;
 * a change: one pod replaced (the simulator's churn), then the same answers the way the fit
   view recomputes them, with the state kept from the previous snapshot
-  (:class:`~exporter.fit.statecache.NodeStateCache`) and each NUMA node's count of copies kept
-  (:class:`~exporter.fit.capacity.NodeCounts`), against the accounting's ledger applying the
+  (:class:`~exporter.fit.state.incremental.ManagersStateCache`) and each NUMA node's count of copies
+  kept (:class:`~exporter.fit.capacity.NodeCounts`), against the accounting's ledger applying the
   same change.
 
 The fit section is recomputed only when the accounting, the allocatable view, the shapes or the
@@ -31,16 +31,16 @@ import yaml
 
 from exporter.accounting import Ledger, account
 from exporter.exposition.rendering import render_text
-from exporter.fit.admission import Rules
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series
 from exporter.fit.capacity import NodeCounts
-from exporter.fit.section import shape_families
+from exporter.fit.fitview import shape_families
+from exporter.fit.kubelet.config import Rules
 from exporter.fit.shapes import parse_shapes
-from exporter.fit.snapshotstate import node_state
-from exporter.fit.statecache import NodeStateCache
+from exporter.fit.state.from_snapshot import node_state
+from exporter.fit.state.incremental import ManagersStateCache
 from exporter.model import KubeletSnapshot, Topology
-from exporter.simulator import NodeState, load_profile
-from exporter.simulator.sysfs import write_sysfs
+from exporter.simulator import SimulatedNode, load_profile
+from exporter.simulator.node.sysfs import write_sysfs
 from exporter.topology import read_topology
 
 # the four shapes as a --fit-shapes file (benchmarks.run configures them on the refresh)
@@ -63,7 +63,7 @@ RULES = {"single-numa-node/container": Rules("single-numa-node", "container"),
 
 def measure(profile: str, rounds: int, rules: Rules) -> dict[str, float]:
     spec = load_profile(profile)
-    state = NodeState(spec)
+    state = SimulatedNode(spec)
     with tempfile.TemporaryDirectory() as directory:
         topology = read_topology(write_sysfs(spec, directory))
     snapshot = KubeletSnapshot(tuple(p.assignment for p in state.listed_pods(True)),
@@ -82,7 +82,7 @@ def measure(profile: str, rounds: int, rules: Rules) -> dict[str, float]:
         fit_times.append(time.perf_counter() - started)
     fit_ms = statistics.median(fit_times) * 1000
     account_ms = statistics.median(account_times) * 1000
-    change_ms, ledger_ms = measure_changes(NodeState(spec), topology, rules, rounds)
+    change_ms, ledger_ms = measure_changes(SimulatedNode(spec), topology, rules, rounds)
     return {"pods": len(snapshot.pods), "numa_nodes": len(topology.numa_nodes),
             "fit_ms": round(fit_ms, 2), "accounting_ms": round(account_ms, 2),
             "ratio": round(fit_ms / account_ms, 3),
@@ -90,11 +90,11 @@ def measure(profile: str, rounds: int, rules: Rules) -> dict[str, float]:
             "capacities": {a.shape.name: a.capacity for a in answers}}
 
 
-def measure_changes(simulated: NodeState, topology: Topology, rules: Rules,
+def measure_changes(simulated: SimulatedNode, topology: Topology, rules: Rules,
                     rounds: int) -> tuple[float, float]:
     """Mean CPU ms of a change's fit recompute (state and counts kept) and of the ledger
     applying the same change; one pod replaced before each."""
-    cache, counts, ledger = NodeStateCache(), NodeCounts(), Ledger()
+    cache, counts, ledger = ManagersStateCache(), NodeCounts(), Ledger()
 
     def fit(snapshot: KubeletSnapshot) -> None:
         state = cache.state(snapshot, topology, True, True)

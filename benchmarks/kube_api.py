@@ -3,7 +3,7 @@
 * RSS of the exporter on the ``large`` profile after warm-up (``--interval 1
   --allocatable-interval 6``, 8 s to settle, then 30 scrapes 1 s apart), without the view, with
   it watching the simulator's fake API server serving the profile's node as a cluster shows it
-  (``exporter.simulator.apiserver``, in this process) plus ``--dra-devices`` more DRA devices
+  (``tests.support.fakeapiserver.server``, in this process) plus ``--dra-devices`` more DRA devices
   published in ResourceSlices (the standard ``numaNode`` attribute, every 16th device tainted;
   the profile's own DRA devices get a ``numaNode`` too), and with the API holding nothing for
   the node; median of ``--runs`` runs each;
@@ -40,16 +40,14 @@ from pathlib import Path
 import aiohttp
 
 from exporter.accounting import Ledger
-from exporter.accounting.figures import dra_figures
+from exporter.accounting.dra import dra_figures
 from exporter.accounting.numa import TopologyView
 from exporter.kubeapi.resourceslices import inventory, slice_record
-from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apiserver import (
-    FakeApiServer as SimulatedApiServer,
-    cluster_from_profile,
-)
-from exporter.simulator.sysfs import write_sysfs
+from exporter.simulator import SimulatedNode, load_profile
+from exporter.simulator.node.sysfs import write_sysfs
 from exporter.topology import read_topology
+from tests.support.fakeapiserver.cluster import cluster_from_profile
+from tests.support.fakeapiserver.server import FakeApiServer as SimulatedApiServer
 
 from .harness import (
     IMAGE_ENVIRONMENT,
@@ -210,7 +208,7 @@ def measure_inventory(dra_devices: int) -> dict:
         timings.append(time.perf_counter() - started)
     assert figures is not None
     # a changed slice hands the ledger a new inventory: every pod is counted again
-    pods = tuple(sim.assignment for sim in NodeState(spec).pods.values())
+    pods = tuple(sim.assignment for sim in SimulatedNode(spec).pods.values())
     ledger = Ledger()
     inventories = [inventory(records.values(), [], lambda _: None) for _ in range(6)]
     ledger.update(pods, None, view.topology, "v1", inventories[0])

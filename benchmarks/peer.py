@@ -51,8 +51,9 @@ from exporter._proto.v1 import api_pb2 as v1
 from exporter.kubelet.client import KubeletClient
 from exporter.podspec import parse_quantity
 from exporter.simulator import load_profile
-from exporter.simulator.apiserver import FakeApiServer, container, pod, status
 from exporter.topology import read_topology
+from tests.support.fakeapiserver.objects import container, pod, status
+from tests.support.fakeapiserver.server import FakeApiServer
 
 from .harness import (
     REPO,

@@ -13,7 +13,7 @@ status updates, a deletion timestamp, DELETED), four exporters one after another
 
 For each: the exporter's RSS after warm-up, and what it asked of the API server over a fixed
 window from its start (requests and response bytes per resource, through a counting proxy in
-front of the simulator's fake API server, ``exporter.simulator.apiserver``). Then the decode
+front of the simulator's fake API server, ``tests.support.fakeapiserver.server``). Then the decode
 figures: the import cost of the ``v1.Pod`` subset against the whole of core/v1 (compiled from
 ``protos/k8s.io/`` into a scratch directory), and the bytes and decode time of a realistic pod
 (managed fields, env, volumes, statuses) as the kubelet's ``pod.Marshal()`` sends it.
@@ -40,8 +40,9 @@ import aiohttp
 from aiohttp import web
 
 from exporter.protogen import compile_whole_k8s
-from exporter.simulator import NodeState, load_profile
-from exporter.simulator.apiserver import FakeApiServer, cluster_from_profile
+from exporter.simulator import SimulatedNode, load_profile
+from tests.support.fakeapiserver.cluster import cluster_from_profile
+from tests.support.fakeapiserver.server import FakeApiServer
 
 from . import harness
 from .harness import REPO, Simulator, free_port
@@ -188,7 +189,7 @@ async def measure_profile(profile: str, window: float, churn: int, runs: int) ->
     proxy = CountingProxy(server.url)
     await proxy.start()
     churner = asyncio.create_task(churn_api(server, churn))
-    results: dict = {"pod_count": len(NodeState(load_profile(profile)).pods), "runs": runs}
+    results: dict = {"pod_count": len(SimulatedNode(load_profile(profile)).pods), "runs": runs}
     runs_of: dict[str, list[dict]] = {name: [] for name in VARIANTS}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-pods-api-") as directory:

@@ -46,7 +46,7 @@ import aiohttp
 from exporter._proto.v1 import api_pb2 as v1
 from exporter.exposition.bodies import Exposition, HealthSections, Section
 from exporter.exposition.health import Health
-from exporter.fit.section import FitView, build_fit_view
+from exporter.fit.fitview import FitView, build_fit_view
 from exporter.kubeapi.resourceslices import inventory, slice_record
 from exporter.kubelet.client import KubeletClient
 from exporter.kubelet.decode import Replies

@@ -190,11 +190,11 @@ FLAGS: tuple[Flag, ...] = (
          "change (for the exporter's --watch-path)", None, None, metavar="DIR"),
     Flag("--seed", (SIMULATE,), "random seed for allocation order and churn", non_negative_int),
     # device plugins register again this long after a kubelet restart
-    # (exporter.simulator.server.DEFAULT_REREGISTER_SECONDS)
+    # (exporter.simulator.node.server.DEFAULT_REREGISTER_SECONDS)
     Flag("--reregister-seconds", (SIMULATE,), "after a restart (POST /restart), device plugins "
          "register again this many seconds later; until then GetAllocatableResources lists none "
          "of their devices (default: %(default)s)", non_negative_float, 3.0),
-    # the kubelet's own rate limit (exporter.simulator.faults.DEFAULT_QPS, DEFAULT_BURST)
+    # the kubelet's own rate limit (exporter.simulator.node.faults.DEFAULT_QPS, DEFAULT_BURST)
     Flag("--qps", (SIMULATE,), "rate limit, calls per second (default: %(default)s)",
          positive_float, 100.0),
     Flag("--burst", (SIMULATE,), "rate limit burst (default: %(default)s)", non_negative_int,

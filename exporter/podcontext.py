@@ -17,11 +17,11 @@ Quantities are integers: ``cpu`` in millicores, memory and ``hugepages-*`` and
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .podspec import dra_served, is_admission_reason, parse_quantity
+from .podspec import dra_served, effective_requests, is_admission_reason, parse_quantity
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -98,47 +98,6 @@ class NodeContext:
             if pod.namespace == namespace and pod.name == name:
                 return pod
         return None
-
-
-def effective_requests(containers: Iterable[Quantities],
-                       init_containers: Iterable[tuple[Quantities, bool]],
-                       pod_requests: Quantities | None = None,
-                       overhead: Quantities | None = None) -> dict[str, int]:
-    """``resourcehelper.PodRequests``: per resource the larger of app containers plus sidecars
-    and the largest regular init container plus the sidecars started before it
-    (``init_containers`` in spec order, each with whether it is a sidecar); pod-level requests
-    instead for CPU and memory when set; plus the overhead."""
-    total: dict[str, int] = {}
-    for requests in containers:
-        _add(total, requests)
-    sidecars: dict[str, int] = {}
-    peak: dict[str, int] = {}
-    for requests, sidecar in init_containers:
-        if sidecar:
-            _add(total, requests)
-            _add(sidecars, requests)
-            _raise(peak, sidecars)
-        else:
-            running = dict(sidecars)
-            _add(running, requests)
-            _raise(peak, running)
-    _raise(total, peak)
-    for resource in (CPU, MEMORY):
-        if pod_requests and resource in pod_requests:
-            total[resource] = pod_requests[resource]
-    _add(total, overhead or {})
-    return total
-
-
-def _add(total: dict[str, int], more: Quantities) -> None:
-    for name, amount in more.items():
-        total[name] = total.get(name, 0) + amount
-
-
-def _raise(peak: dict[str, int], other: Quantities) -> None:
-    for name, amount in other.items():
-        if amount > peak.get(name, 0):
-            peak[name] = amount
 
 
 def quantity(name: str, value: object) -> int:

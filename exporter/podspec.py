@@ -3,7 +3,7 @@ extended-resource names, effective pod requests, exclusive requests, admission r
 which extended-resource requests DRA serves.
 
 Plain rules over pod JSON (``dict``), no I/O; shared by the fit answers, the Kubernetes-API view
-and the simulator (each keeps its own logic on top). Quantities and extended-resource names
+and the simulator (each keeps its own logic on top). Mapping[str, int] and extended-resource names
 follow Kubernetes' ``resource.Quantity`` and ``IsExtendedResourceName``, pod requests the
 scheduler's ``resourcehelper.PodRequests``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -144,7 +144,7 @@ class Rejection:
     message: str
     requests: tuple[tuple[str, int], ...]
     # the pod's spec and the status fields admission reads, for judging it container by
-    # container (exporter.fit.fromspec)
+    # container (exporter.fit.from_pod_object)
     pod: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -274,3 +274,44 @@ def without_dra_served(obj: dict[str, Any]) -> dict[str, Any]:
         if kind in spec:
             spec[kind] = containers
     return pod
+
+
+def effective_requests(containers: Iterable[Mapping[str, int]],
+                       init_containers: Iterable[tuple[Mapping[str, int], bool]],
+                       pod_requests: Mapping[str, int] | None = None,
+                       overhead: Mapping[str, int] | None = None) -> dict[str, int]:
+    """``resourcehelper.PodRequests``: per resource the larger of app containers plus sidecars
+    and the largest regular init container plus the sidecars started before it
+    (``init_containers`` in spec order, each with whether it is a sidecar); pod-level requests
+    instead for CPU and memory when set; plus the overhead."""
+    total: dict[str, int] = {}
+    for requests in containers:
+        _add(total, requests)
+    sidecars: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for requests, sidecar in init_containers:
+        if sidecar:
+            _add(total, requests)
+            _add(sidecars, requests)
+            _raise(peak, sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, requests)
+            _raise(peak, running)
+    _raise(total, peak)
+    for resource in ("cpu", "memory"):
+        if pod_requests and resource in pod_requests:
+            total[resource] = pod_requests[resource]
+    _add(total, overhead or {})
+    return total
+
+
+def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
+    for name, amount in more.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _raise(peak: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > peak.get(name, 0):
+            peak[name] = amount

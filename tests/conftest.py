@@ -5,8 +5,9 @@
     tests/spec/         the SPEC's rules, black box: simulated kubelet in, /metrics out
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
-                        Kubernetes-API view's cluster, the web config, the real kubelet's driver
-                        and the differential fit runner); test modules never import each other
+                        Kubernetes-API view's cluster, the web config, the real kubelet's driver,
+                        the differential fit runner, and fakeapiserver/: the fake Kubernetes API
+                        server); test modules never import each other
     tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
 
 Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
@@ -20,7 +21,8 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_refresh_worker.py test_integration.py
   exporter/exposition/, catalog.py         tests/integration/test_exposition.py test_http.py
                                            tests/deploy/test_metrics_contract.py, docs/metrics.md
-  exporter/fit/, podspec.py                tests/spec/test_spec_fit.py
+  exporter/fit/, podspec.py                tests/unit/fit/ (the layers: pytest tests/unit/fit)
+                                           tests/spec/test_spec_fit.py
                                            tests/integration/test_fit_explain.py
                                            test_rejections.py test_differential_fit.py
   tests/realkubelet/ (the real kubelet)    tests/integration/test_real_kubelet_*.py
@@ -29,11 +31,11 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_listener.py test_webconfig*.py
                                            test_basicauth.py
   exporter/kubeapi/                        tests/integration/test_kubeapi*.py test_podsapi.py
-  exporter/podsapi/, protos/               tests/integration/test_podsapi.py
-                                           test_podsapi_faults.py test_demo_api.py
-  exporter/simulator/                      tests/integration/test_simulator.py test_rejections.py
-                                           test_kubeapi*.py (the fake API server)
-                                           test_podsapi.py tests/spec
+  exporter/podsapi/, protos/               tests/integration/test_podsapi.py test_demo_api.py
+  exporter/simulator/                      tests/unit/simulator/
+                                           tests/integration/test_simulator.py test_rejections.py
+                                           test_simulator_admission.py test_podsapi.py tests/spec
+  tests/support/fakeapiserver/             tests/integration/test_kubeapi*.py test_dra_view.py
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
   exporter/nodemap/                        tests/integration/test_numa_page.py
                                            test_numa_browser.py
@@ -51,8 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.simulator.apiserver import FakeApiServer
-
+from .support.fakeapiserver.server import FakeApiServer
 from .support.pki import CA, server_pki
 
 LAYERS = ("unit", "integration", "spec", "deploy")

@@ -18,8 +18,10 @@ The work is split so that a refresh costs little when little changed:
 * :mod:`.numa` — NUMA labels and groups, sysfs ids, the alignment search, memory apportioning;
 * :mod:`.figures` — what one pod contributes (:func:`pod_figures`, computed once per distinct
   pod) and what ``GetAllocatableResources`` offers;
-* :mod:`.ledger` — the node-wide aggregates (:class:`Ledger`), updated with the pods that
-  changed, and :func:`account`, the same computation from scratch;
+* :mod:`.ledger` — the node-wide aggregates (:class:`Ledger`) of CPUs, memory and devices,
+  updated with the pods that changed, and :func:`account`, the same computation from scratch;
+* :mod:`.dra` — DRA devices node-wide: what the ResourceSlices publish, and what the pods hold
+  (:class:`~.dra.DraLedger`, kept by the ledger);
 * :mod:`.listings` — a pod listed more than once, merged into one before the ledger counts it.
 """
 

@@ -14,22 +14,24 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..issues import IssueKind, Issues
-from ..model import (
-    Allocatable,
-    DraInventory,
-    DraKey,
-    MemoryBlock,
-    NumaIds,
-    PodAssignment,
-    shared,
-)
+from ..model import Allocatable, DraKey, MemoryBlock, NumaIds, PodAssignment, shared
 from .numa import UNKNOWN, TopologyView, group_label, min_numa_nodes
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
+
+
 PodKey = tuple[str, str]  # namespace, pod
+
+
 Device = tuple[str, str]  # resource, device id
+
+
 DraShare = tuple[DraKey, str]  # a device and one share_id it is allocated under
+
+
 DraInfoRow = tuple[str, str, str, str, str, str, str, str, str | None]
+
+
 T = TypeVar("T")
 
 
@@ -62,6 +64,8 @@ class PodFigures:
 
 
 NO_DRA_NUMA: dict[DraKey, tuple[int, ...]] = {}
+
+
 _NOTHING: frozenset[Any] = frozenset()
 
 
@@ -368,8 +372,6 @@ def _container_numa_nodes(cpus: set[int], blocks: list[MemoryBlock],
     return min_numa_nodes(frozenset(required), device_sets)
 
 
-# ---- what the kubelet could assign ---------------------------------------------------------
-
 @dataclass(eq=False)
 class AllocatableFigures:
     """GetAllocatableResources, attributed to NUMA nodes; computed once per reply."""
@@ -440,60 +442,6 @@ def allocatable_figures(allocatable: Allocatable | None, view: TopologyView,
             figures.device_capacity[(node, resource)] += 1
     figures.devices = dict(devices)
     figures.listed = frozenset(numa)
-    figures.issues = issues.counts
-    figures.examples = issues.examples
-    return figures
-
-
-# ---- what the ResourceSlices publish -------------------------------------------------------
-
-DraGroup = tuple[str, str, str]  # driver, pool, NUMA label
-
-
-@dataclass(eq=False)
-class DraFigures:
-    """The node's published DRA devices attributed to NUMA nodes; computed once per
-    :class:`~exporter.model.DraInventory` and topology."""
-
-    numa: dict[DraKey, tuple[int, ...]] = field(default_factory=dict)  # known NUMA ids
-    allocatable: dict[DraGroup, int] = field(default_factory=dict)
-    tainted: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # + effect
-    listed: frozenset[DraKey] = frozenset()  # devices offered to new claims
-    capacity: Counter[tuple[int, str]] = field(default_factory=Counter)  # (node, driver)
-    issues: Counter[str] = field(default_factory=Counter)
-    examples: dict[str, str] = field(default_factory=dict)
-
-
-def dra_figures(inventory: DraInventory | None, view: TopologyView) -> DraFigures | None:
-    """Published devices per (driver, pool, NUMA label): untainted ones as allocatable, each
-    taint effect a device carries counted under that effect. An id sysfs does not know is
-    dropped, as for any other item (a data issue). ``None`` without the Kubernetes API."""
-    if inventory is None:
-        return None
-    figures = DraFigures()
-    issues = Issues()
-    allocatable: Counter[DraGroup] = Counter()
-    tainted: Counter[tuple[str, str, str, str]] = Counter()
-    listed: set[DraKey] = set()
-    for device in inventory.devices:
-        key = device.key
-        if key in figures.numa:
-            issues.add(IssueKind.DUPLICATE_ENTRY,
-                       f"DRA device {'/'.join(key)} published twice in one pool generation")
-            continue
-        ids = view.ids(device.numa_ids, issues, f"DRA device {'/'.join(key)}")
-        figures.numa[key] = shared(ids)
-        label = group_label(ids)
-        for effect in device.effects:
-            tainted[(device.driver, device.pool, label, effect)] += 1
-        if device.allocatable:
-            allocatable[(device.driver, device.pool, label)] += 1
-            listed.add(key)
-            for node in ids:
-                figures.capacity[(node, device.driver)] += 1
-    figures.allocatable = dict(allocatable)
-    figures.tainted = dict(tainted)
-    figures.listed = frozenset(listed)
     figures.issues = issues.counts
     figures.examples = issues.examples
     return figures

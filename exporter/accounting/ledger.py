@@ -19,23 +19,19 @@ from ..model import (
     Allocatable,
     ApiVersion,
     DraInventory,
-    DraKey,
     KubeletSnapshot,
     PodAssignment,
     Topology,
 )
+from .dra import DraGroup, DraLedger
 from .figures import (
-    NO_DRA_NUMA,
     AllocatableFigures,
     ContainerKey,
     Device,
-    DraGroup,
     DraInfoRow,
-    DraShare,
     PodFigures,
     PodKey,
     allocatable_figures,
-    dra_figures,
     pod_figures,
 )
 from .listings import merge_listings
@@ -149,9 +145,7 @@ class Ledger:
         self._topology = topology
         self._view = view
         self._api_version = api_version
-        self._dra_inventory = dra
-        self._dra_figures = dra_figures(dra, view)
-        self._dra_numa = self._dra_figures.numa if self._dra_figures else NO_DRA_NUMA
+        self._dra = DraLedger(dra, view)
         self._pods: dict[PodKey, tuple[PodAssignment, PodFigures]] = {}
         self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
         self._order: list[PodKey] = []  # keys of held pods, sorted
@@ -169,11 +163,6 @@ class Ledger:
         self._device_extra_holders = 0
         self._memory: Counter[tuple[str, str]] = Counter()  # (group, type)
         self._memory_holders: Counter[tuple[str, str]] = Counter()  # -> pods with a block
-        self._dra_holders: Counter[DraKey] = Counter()
-        self._dra: Counter[DraGroup] = Counter()
-        self._share_holders: Counter[DraShare] = Counter()
-        self._shares: Counter[DraGroup] = Counter()
-        self._dra_use: Counter[tuple[int, str]] = Counter()  # (node, driver): allocatable ones
         self._issues: Counter[str] = Counter()
         # kind -> the example of each held pod with that kind, oldest first
         self._examples: dict[str, dict[PodKey, str]] = {}
@@ -195,10 +184,10 @@ class Ledger:
         if (self._result is not None and ids == self._pod_ids and len(ids) == len(pods)
                 and len(pods) == self._listed and allocatable is self._allocatable
                 and topology is self._topology and api_version == self._api_version
-                and dra is self._dra_inventory):
+                and dra is self._dra.inventory):
             return self._result  # the same pods, each listed once, as last time
         if (topology is not self._topology or api_version != self._api_version
-                or dra is not self._dra_inventory):
+                or dra is not self._dra.inventory):
             self._reset(topology, TopologyView(topology), api_version, dra)
             self._allocatable = None
             self._allocatable_figures = AllocatableFigures()
@@ -244,7 +233,7 @@ class Ledger:
 
     def _hold(self, key: PodKey, pod: PodAssignment) -> None:
         figures = pod_figures(pod, self._view, self._api_version != ApiVersion.V1ALPHA1,
-                              self._dra_numa)
+                              self._dra.numa)
         self._pods[key] = (pod, figures)
         self._key_of[id(pod)] = key
         insort(self._order, key)
@@ -303,25 +292,7 @@ class Ledger:
         for key, size in figures.memory.items():
             self._memory[key] += sign * size
             self._memory_holders[key] += sign
-        for dra_key in figures.dra:
-            before = self._dra_holders[dra_key]
-            after = before + sign
-            self._dra_holders[dra_key] = after
-            if before == 0 or after == 0:
-                self._dra[self._dra_group(dra_key)] += sign
-                if self._dra_figures is not None and dra_key in self._dra_figures.listed:
-                    for node in self._dra_numa.get(dra_key, ()):
-                        self._dra_use[(node, dra_key[0])] += sign
-            if after == 0:
-                del self._dra_holders[dra_key]
-        for share in figures.dra_shares:
-            before = self._share_holders[share]
-            after = before + sign
-            self._share_holders[share] = after
-            if before == 0 or after == 0:
-                self._shares[self._dra_group(share[0])] += sign
-            if after == 0:
-                del self._share_holders[share]
+        self._dra.add(figures, sign)
         for device, reported in figures.devices.items():
             resource = device[0]
             before = self._device_holders.get(device, 0)
@@ -349,9 +320,6 @@ class Ledger:
                 del self._device_holders[device]
                 del self._device_numa[device]
 
-    def _dra_group(self, key: DraKey) -> DraGroup:
-        return (key[0], key[1], group_label(self._dra_numa.get(key, ())))
-
     def _count_use(self, device: Device, group: tuple[str, tuple[int, ...]], sign: int) -> None:
         """An assigned device counts toward utilization while allocatable lists it (an
         unhealthy or unregistered device takes no allocatable capacity); else it is
@@ -377,7 +345,7 @@ class Ledger:
         issues.counts.update(+self._issues)
         issues.examples.update({kind: next(iter(held.values()))
                                 for kind, held in self._examples.items()})
-        for part in (alloc, self._dra_figures):
+        for part in (alloc, self._dra.published):
             if part is not None:
                 issues.counts.update(part.issues)
                 for kind, example in part.examples.items():
@@ -432,7 +400,7 @@ class Ledger:
             for (node, resource), used in self._device_use.items():
                 if used > 0 and (node, resource) not in alloc.device_capacity:
                     _excess(issues, str(node), resource, used)
-        self._finish_dra(result, issues)
+        _dra_figures(result, issues, self._dra)
         pods = self._pods
         result.pod_figures = [pods[key][1] for key in self._order]
         result.containers = self._containers
@@ -443,20 +411,17 @@ class Ledger:
         return result
 
 
-    def _finish_dra(self, result: Accounting, issues: Issues) -> None:
-        """DRA devices per (driver, pool, NUMA node): allocated (a true zero wherever devices
-        are allocatable), shares, what the slices publish, and utilization per single node."""
-        published = self._dra_figures
-        allocated = {k: v for k, v in self._dra.items() if v}
-        result.dra_device_shares = {k: v for k, v in self._shares.items() if v}
-        if published is not None:
-            result.dra_devices_allocatable = dict(published.allocatable)
-            result.dra_devices_tainted = dict(published.tainted)
-            allocated = {**dict.fromkeys(published.allocatable, 0), **allocated}
-            for (node, driver), capacity in sorted(published.capacity.items()):
-                _set_ratio(result, issues, str(node), driver,
-                           self._dra_use.get((node, driver), 0), capacity)
-        result.dra_devices_allocated = allocated
+
+def _dra_figures(result: Accounting, issues: Issues, dra: DraLedger) -> None:
+    """DRA devices per (driver, pool, NUMA node): allocated (a true zero wherever devices are
+    allocatable), shares, what the slices publish, and utilization per single node."""
+    result.dra_device_shares = dra.shares()
+    if dra.published is not None:
+        result.dra_devices_allocatable = dict(dra.published.allocatable)
+        result.dra_devices_tainted = dict(dra.published.tainted)
+    for node, driver, used, capacity in dra.utilization():
+        _set_ratio(result, issues, str(node), driver, used, capacity)
+    result.dra_devices_allocated = dra.allocated()
 
 
 def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:

@@ -5,5 +5,6 @@
 - ``snapshot``: read the kubelet once; the per-NUMA report, or a ``--shape``/``--why`` answer
   (the pod read from the Kubernetes API);
 - ``report``: the snapshot report's table and JSON;
-- ``demo``: ``serve`` from the built-in simulator; ``simulate``: the simulator alone.
+- ``demo``: ``serve`` from the built-in simulator, and the ``simulate`` command (the simulator
+  alone).
 """

@@ -38,15 +38,14 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
     spec = load_profile(profile)
     async with demo_kubelet(spec, control_address, churn_interval) as kubelet_sim:
-        # pods from the simulated kubelet's Pods API; the node and its ResourceSlices from the
-        # demo's own API server, which the exporter's Kubernetes-API view watches
+        # pods from the simulated kubelet's Pods API; the Node's allocatable derived from sysfs
+        # and the kubelet config file (no Kubernetes API server: no ResourceSlices either)
         settings = dataclasses.replace(
             settings, socket=str(kubelet_sim.socket_path),
-            sysfs_root=str(kubelet_sim.sysfs_root), node_name=spec.name, kube_api=True,
+            sysfs_root=str(kubelet_sim.sysfs_root), node_name=spec.name, kube_api=False,
             pods_api=True, pods_api_socket=str(kubelet_sim.pods_api_socket),
             fit_shapes=settings.fit_shapes or str(kubelet_sim.fit_shapes),
             kubelet_config=settings.kubelet_config or str(kubelet_sim.kubelet_config))
-        kube_environ = {"KUBECONFIG": str(kubelet_sim.kubeconfig)}
 
         def announce(port: int, refresher: Refresher) -> None:
             log.info("demo: simulated node %s (%s profile) -> %s", spec.name, profile,
@@ -74,7 +73,7 @@ async def demo(settings: Settings, address: tuple[str, int], profile: str,
 
         return await serve(settings, address, started=announce,
                            web_config=load_web_config(web_config_file),
-                           kube_environ=kube_environ, numa_page=numa_page)
+                           numa_page=numa_page)
 
 
 def demo_url(host: str, port: int, path: str = "/metrics") -> str:

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..exposition.health import Health
 from ..model import Topology
+from ..nodemap.pagecache import PageCache
 from ..refresh.loop import Refresher
 from ..refresh.settings import Settings
 from ..topology import TopologyError, read_topology
 from ..web.server import make_app, start_http
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView, PodContextSource, Rejections
+    from ..fit.fitview import FitView, PodContextSource, Rejections
     from ..kubeapi.view import KubeView
     from ..podsapi.sources import PodSources
     from ..web.webconfig import WebConfig
@@ -91,7 +92,7 @@ def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
               pod_context: PodContextSource | None = None) -> FitView:
     """The fit answers: shapes, the kubelet's configuration, rejections and pod context (from
     the kubelet's Pods API or the view), the kubelet's state files (under ``--watch-path``)."""
-    from ..fit.section import FitSetupError, build_fit_view
+    from ..fit.fitview import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
                               settings.full_pcpus_only, health.registry, rejections,
@@ -123,6 +124,11 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
             loop.add_signal_handler(signum, stop.set)
 
 
+def numa_page_of(refresher: Refresher) -> PageCache:
+    """``/numa``: the node map of ``refresher``'s last refresh, drawn in its worker thread."""
+    return PageCache(refresher.map_inputs, refresher.worker.run, refresher.settings.interval)
+
+
 async def serve(settings: Settings, address: tuple[str, int],
                 stop: asyncio.Event | None = None,
                 started: Callable[[int, Refresher], None] | None = None,
@@ -140,7 +146,8 @@ async def serve(settings: Settings, address: tuple[str, int],
     host, port = address
     try:
         runner, bound = await start_http(
-            make_app(refresher, web_config.middlewares() if web_config else (), numa_page),
+            make_app(refresher, web_config.middlewares() if web_config else (),
+                     numa_page_of(refresher) if numa_page else None),
             host, port,
             web_config.ssl_context() if web_config else None)
     except OSError as error:

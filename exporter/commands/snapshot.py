@@ -79,7 +79,7 @@ async def snapshot(settings: Settings, output_format: str, log_level: str,
 
 MAP_FORMATS = ("svg", "html")
 QUIET_LOGGERS = ("exporter.refresh.loop", "exporter.podsapi.source", "exporter.podsapi.sources",
-                 "exporter.kubeapi.view", "exporter.fit.section")
+                 "exporter.kubeapi.view", "exporter.fit.fitview")
 
 
 async def read_once(settings: Settings, topology: Topology | None = None, quiet: bool = True,
@@ -170,7 +170,7 @@ async def read_pod_context(sources: PodSources | None) -> list[dict[str, Any]] |
 async def _answer(question: object, refresher: Refresher, output_format: str,
                   pods: list[dict[str, Any]] | None) -> int:
     from ..fit.explain import ExplainError, shape_report, why_report
-    from ..fit.pod import PodShape
+    from ..fit.kubelet.podshape import PodShape
     from ..fit.shapes import ShapeName
 
     fit = refresher.fit
@@ -219,7 +219,7 @@ async def read_pod(namespace: str, name: str,
     """One GET of the pod, with the Kubernetes-API view's configuration and credentials."""
     from ..fit.explain import ExplainError, PodQuestion
     from ..kubeapi.auth import ConfigError
-    from ..kubeapi.client import ApiClient, ApiError, describe
+    from ..kubeapi.client import ApiClient, ApiError, describe_failure
     from ..kubeapi.config import load_config
 
     try:
@@ -236,7 +236,7 @@ async def read_pod(namespace: str, name: str,
         raise ExplainError(f"cannot read pod {namespace}/{name}: {error}") from None
     except Exception as error:  # connection refused, TLS, credentials: say which
         raise ExplainError(f"cannot read pod {namespace}/{name}: "
-                           f"{describe(error, config.server)}") from None
+                           f"{describe_failure(error, config.server)}") from None
     finally:
         await client.close()
     return PodQuestion.of(namespace, name, obj)

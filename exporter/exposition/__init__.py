@@ -1,7 +1,7 @@
 """From figures to /metrics bodies, every format and coding finished before a scrape asks.
 
-- ``rendering``: the kubelet figures as metric families and text (:class:`Renderer`, per pod;
-  ``gauge_family``, ``render_text``: the helpers the optional sections use);
+- ``rendering``: the kubelet figures as metric families and text (:class:`Renderer`, per pod),
+  and the helpers the optional sections use (``gauge_family``, ``render_text``);
 - ``textformat``: the text format and OpenMetrics as ``prometheus_client`` writes them, for
   the sections a default run writes without importing it;
 - ``health``: the exporter's own metrics (:class:`Health`), rendered from

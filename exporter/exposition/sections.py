@@ -28,7 +28,7 @@ class ViewSource(Protocol):
 
 
 class FitSource(Protocol):
-    """The fit answers (:class:`exporter.fit.section.FitView`): the same bytes object when
+    """The fit answers (:class:`exporter.fit.fitview.FitView`): the same bytes object when
     nothing changed."""
 
     def update(self, snapshot: KubeletSnapshot, topology: Topology,

@@ -1,7 +1,8 @@
 """The fit answers of one shape against one node state (SPEC 7.3), and their words.
 
-* admitted / rejection reason / blocking resource: :func:`exporter.fit.admission.admit` under
-  the kubelet's policy, scope and options;
+* admitted / rejection reason / blocking resource:
+  :func:`exporter.fit.kubelet.topologymanager.scope.admit` under the kubelet's policy, scope and
+  options;
 * fits per NUMA node: the whole pod admitted on that node alone under ``single-numa-node``;
 * free and shortfall per NUMA node for the pod's effective request (memory on a node of a
   multi-NUMA memory group is 0 free: the memory manager serves no single-node request there);
@@ -20,7 +21,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .admission import NO_BLOCK, Placement, Reuse, Rules, Verdict, admit, provider_answers
 from .capacity import (
     CAPACITY_CAP,
     NodeCounts,
@@ -32,10 +32,15 @@ from .capacity import (
     per_node_unit,
     restrict,
 )
-from .hints import masks, single_memory_hints
-from .nodestate import NodeState, NumaSet
-from .pod import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
-from .policy import SINGLE_NUMA_NODE
+from .kubelet.allocation.allocation_manager import admit
+from .kubelet.config import Rules
+from .kubelet.managers_state import ManagersState
+from .kubelet.memorymanager.policy_static import single_memory_hints
+from .kubelet.podshape import CPU, Ask, PodShape, is_memory_resource, pod_effective_ask
+from .kubelet.topologymanager.bitmask import masks
+from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import NO_BLOCK, Placement, Reuse, Verdict, provider_answers
+from .kubelet.topologymanager.topology_manager import NumaSet
 
 UNKNOWN = "unknown"
 __all__ = ["CAPACITY_CAP", "ShapeAnswer", "answer", "node_wide_free", "restrict"]
@@ -59,7 +64,7 @@ class ShapeAnswer:
     assumptions: tuple[str, ...] = ()  # what the answer rests on (exporter.fit.assumptions)
 
 
-def free_on(state: NodeState, resource: str, numa_id: int) -> int:
+def free_on(state: ManagersState, resource: str, numa_id: int) -> int:
     """What a new single-node request of ``resource`` could get on ``numa_id``."""
     if resource == CPU:
         return state.cpu.free_per_node().get(numa_id, 0) if state.cpu is not None else 0
@@ -75,7 +80,7 @@ def free_on(state: NodeState, resource: str, numa_id: int) -> int:
     return sum(n for numa, n in devices.free.items() if numa_id in numa)
 
 
-def is_aligned(state: NodeState, resource: str) -> bool:
+def is_aligned(state: ManagersState, resource: str) -> bool:
     if resource == CPU:
         return state.cpu is not None
     if is_memory_resource(resource):
@@ -84,7 +89,7 @@ def is_aligned(state: NodeState, resource: str) -> bool:
     return devices is None or devices.topology_aware()
 
 
-def numa_free_series(state: NodeState) -> dict[tuple[str, str], int]:
+def numa_free_series(state: ManagersState) -> dict[tuple[str, str], int]:
     """``podresources_numa_free`` as {(numa_node, resource): amount}."""
     values: dict[tuple[str, str], int] = {}
     types = sorted({t for node in (state.memory or {}).values() for t in node.allocatable})
@@ -103,7 +108,7 @@ def numa_free_series(state: NodeState) -> dict[tuple[str, str], int]:
     return values
 
 
-def full_cores_series(state: NodeState) -> dict[str, int]:
+def full_cores_series(state: ManagersState) -> dict[str, int]:
     """``podresources_numa_free_full_cores``: free CPUs whose SMT siblings are all free."""
     cpu = state.cpu
     if cpu is None:
@@ -117,7 +122,7 @@ def full_cores_series(state: NodeState) -> dict[str, int]:
     return counts
 
 
-def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
+def shape_min_numa_nodes(state: ManagersState, ask: Ask) -> int | None:
     """The narrowest NUMA set every provider has a hint for; ``None`` when none does. One
     NUMA node is tried first with the single-node hints alone (the usual answer)."""
     if _one_node_holds(state, ask):
@@ -141,7 +146,7 @@ def min_numa_nodes(state: NodeState, ask: Ask) -> int | None:
     return None
 
 
-def _one_node_holds(state: NodeState, ask: Ask) -> bool:
+def _one_node_holds(state: ManagersState, ask: Ask) -> bool:
     """Some NUMA node has a single-node hint from every provider that answers (the memory
     manager's single-node hints alone: without one, the full answer decides)."""
     common = set(state.numa_ids)
@@ -158,7 +163,7 @@ def _one_node_holds(state: NodeState, ask: Ask) -> bool:
     return answered and bool(common)
 
 
-def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict, ask: Ask,
+def capacity(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict, ask: Ask,
              counts: NodeCounts | None = None) -> float:
     """Pods admitted one after another (:mod:`exporter.fit.capacity`); with ``counts``, node
     by node where the shape decomposes so."""
@@ -173,7 +178,7 @@ def capacity(shape: PodShape, state: NodeState, rules: Rules, first: Verdict, as
     return float(capacity_by_placement(shape, state, rules, first, bound))
 
 
-def fits(shape: PodShape, state: NodeState, rules: Rules, counts: NodeCounts | None
+def fits(shape: PodShape, state: ManagersState, rules: Rules, counts: NodeCounts | None
          ) -> dict[int, bool]:
     """Per NUMA node, the whole pod admitted on it alone under ``single-numa-node``."""
     single = replace(rules, policy=SINGLE_NUMA_NODE)
@@ -183,7 +188,7 @@ def fits(shape: PodShape, state: NodeState, rules: Rules, counts: NodeCounts | N
     return nodes_admitting(shape, state, single, unit, counts)
 
 
-def absent(state: NodeState, ask: Ask) -> Verdict | None:
+def absent(state: ManagersState, ask: Ask) -> Verdict | None:
     """A device resource the node has not one device of: the kubelet's resource-fit predicate
     would drop it (``removeMissingExtendedResources``, for cluster-level resources), but no
     scheduler binds such a pod here; for the fit answers the node's allocatable count, 0, is
@@ -195,7 +200,7 @@ def absent(state: NodeState, ask: Ask) -> Verdict | None:
     return None
 
 
-def answer(shape: PodShape, state: NodeState, rules: Rules,
+def answer(shape: PodShape, state: ManagersState, rules: Rules,
            counts: NodeCounts | None = None) -> ShapeAnswer:
     """The shape's answers on ``state``; ``counts``: each NUMA node's count of copies, kept
     from the previous state (:class:`~exporter.fit.capacity.NodeCounts`)."""
@@ -217,7 +222,7 @@ def answer(shape: PodShape, state: NodeState, rules: Rules,
     grouped = frozenset(n for n in state.numa_ids if state.grouped(n))
     return ShapeAnswer(shape, rules, verdict, ask, aligned, not_aligned, alone, free, shortfall,
                        grouped, room,
-                       min_numa_nodes(state, ask) if aligned and missing is None else None,
+                       shape_min_numa_nodes(state, ask) if aligned and missing is None else None,
                        {r: node_wide_free(state, r) for r in aligned})
 
 

@@ -22,10 +22,10 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
 from __future__ import annotations
 
 from ..podcontext import NodeContext
-from .admission import Rules
-from .nodestate import NodeState
-from .pod import PodShape, asks
-from .statefiles import KubeletState
+from .kubelet.config import Rules
+from .kubelet.managers_state import ManagersState
+from .kubelet.podshape import PodShape, asks
+from .state.checkpoints import KubeletState
 
 NO_CPU_MANAGER_STATE = "no_cpu_manager_state"
 NO_DEVICE_CHECKPOINT = "no_device_checkpoint"
@@ -34,7 +34,7 @@ NO_POD_CONTEXT = "no_pod_context"
 NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
 
 
-def assumptions(shape: PodShape, state: NodeState, rules: Rules, context: NodeContext | None,
+def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: NodeContext | None,
                 kubelet: KubeletState | None) -> tuple[str, ...]:
     """The assumptions the answer for ``shape`` rests on, in a fixed order."""
     found: list[str] = []

@@ -24,18 +24,21 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
-from .admission import CONTAINER, Rules, Verdict, admit
-from .nodestate import DeviceState, NodeRequests, NodeState
-from .pod import CPU, Ask, PodShape, asks, is_memory_resource, pod_effective_ask
-from .policy import SINGLE_NUMA_NODE
-from .predicate import predicate
+from .kubelet.allocation.allocation_manager import admit
+from .kubelet.config import CONTAINER, Rules
+from .kubelet.devicemanager.manager import DeviceState
+from .kubelet.lifecycle.predicate import predicate
+from .kubelet.managers_state import ManagersState, NodeRequests
+from .kubelet.podshape import CPU, Ask, PodShape, asks, is_memory_resource, pod_effective_ask
+from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import Verdict
 
 # Placements tried for podresources_shape_capacity; a shape that fits this many more times is
 # reported as this many (the answer is "at least"): each placement costs one admission.
 CAPACITY_CAP = 64
 
 
-def restrict(state: NodeState, numa_id: int) -> NodeState:
+def restrict(state: ManagersState, numa_id: int) -> ManagersState:
     """The state with nothing free outside one NUMA node (capacities unchanged, so the minimum
     widths stay the kubelet's): admission under ``single-numa-node`` then succeeds only on
     that node."""
@@ -52,7 +55,7 @@ def restrict(state: NodeState, numa_id: int) -> NodeState:
     return replace(state, cpu=cpu, memory=memory, devices=devices)
 
 
-def capacity_bound(shape: PodShape, state: NodeState, ask: Ask) -> int:
+def capacity_bound(shape: PodShape, state: ManagersState, ask: Ask) -> int:
     """:data:`CAPACITY_CAP`, the node-wide free amount of each asked resource, and the
     predicate's own bounds on pods, CPU and memory requests."""
     bound = CAPACITY_CAP
@@ -71,7 +74,7 @@ def capacity_bound(shape: PodShape, state: NodeState, ask: Ask) -> int:
     return bound
 
 
-def node_wide_free(state: NodeState, resource: str) -> int:
+def node_wide_free(state: ManagersState, resource: str) -> int:
     if resource == CPU:
         return len(state.cpu.free) if state.cpu is not None else 0
     if is_memory_resource(resource):
@@ -80,7 +83,7 @@ def node_wide_free(state: NodeState, resource: str) -> int:
     return devices.free_total() if devices is not None else 0
 
 
-def capacity_by_placement(shape: PodShape, state: NodeState, rules: Rules, first: Verdict,
+def capacity_by_placement(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict,
                           bound: int) -> int:
     """Pods admitted one after another, from ``first`` (the verdict on ``state``)."""
     count = 0
@@ -104,7 +107,7 @@ class Unit:
     pod_ask: Ask
 
 
-def per_node_unit(shape: PodShape, state: NodeState, rules: Rules) -> Unit | None:
+def per_node_unit(shape: PodShape, state: ManagersState, rules: Rules) -> Unit | None:
     """The unit the shape decomposes into by NUMA node under ``rules``, ``None`` when its
     copies are not placed node by node (see the module's docstring)."""
     if (rules.policy != SINGLE_NUMA_NODE or shape.init_containers or not shape.containers
@@ -141,7 +144,7 @@ def _per_node(devices: DeviceState) -> bool:
     return devices.topology_aware() and all(len(numa) <= 1 for numa in devices.registered)
 
 
-def _node_key(state: NodeState, unit: Unit, numa_id: int) -> Hashable:
+def _node_key(state: ManagersState, unit: Unit, numa_id: int) -> Hashable:
     """What node ``numa_id`` alone holds that a unit's admission there reads."""
     cpu = state.cpu
     cpus = None
@@ -158,7 +161,7 @@ def _node_key(state: NodeState, unit: Unit, numa_id: int) -> Hashable:
     return (numa_id, cpus, memory, devices)
 
 
-def _static_key(state: NodeState, unit: Unit, rules: Rules) -> Hashable:
+def _static_key(state: ManagersState, unit: Unit, rules: Rules) -> Hashable:
     """What every node's count reads besides the node itself: the shape, the rules, the NUMA
     nodes, the kubelet's release, and each asked device resource's registered devices."""
     shape = unit.shape
@@ -183,12 +186,12 @@ class NodeCounts:
     _seen: set[Hashable] = field(default_factory=set)
     _statics: dict[Hashable, int] = field(default_factory=dict)
 
-    def static(self, state: NodeState, unit: Unit, rules: Rules) -> int:
+    def static(self, state: ManagersState, unit: Unit, rules: Rules) -> int:
         """A small number for what every node's count reads besides the node (hashed once
         per answer, not once per node)."""
         return self._statics.setdefault(_static_key(state, unit, rules), len(self._statics))
 
-    def same_topology(self, state: NodeState) -> None:
+    def same_topology(self, state: ManagersState) -> None:
         cpu = state.cpu
         topology = (cpu.online, cpu.topology) if cpu is not None else (None, None)
         last = self._topology
@@ -197,7 +200,7 @@ class NodeCounts:
             self._statics.clear()
             self._topology = topology
 
-    def count(self, state: NodeState, unit: Unit, rules: Rules, numa_id: int, limit: int,
+    def count(self, state: ManagersState, unit: Unit, rules: Rules, numa_id: int, limit: int,
               static: int) -> int:
         """Units node ``numa_id`` admits alone, up to ``limit``."""
         key = (static, _node_key(state, unit, numa_id))
@@ -229,7 +232,7 @@ class NodeCounts:
             self.counts.clear()
 
 
-def _more_units(before: NodeState, after: NodeState, ask: Ask, numa_id: int, rules: Rules
+def _more_units(before: ManagersState, after: ManagersState, ask: Ask, numa_id: int, rules: Rules
                 ) -> int | None:
     """After one unit was admitted on node ``numa_id`` alone, how many more the node holds:
     whether a unit fits there turns only on the node's free amounts reaching the unit's
@@ -262,7 +265,7 @@ def _more_units(before: NodeState, after: NodeState, ask: Ask, numa_id: int, rul
     return min(left) if left else None
 
 
-def capacity_by_node(shape: PodShape, state: NodeState, rules: Rules, first: Verdict,
+def capacity_by_node(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict,
                      bound: int, unit: Unit, counts: NodeCounts) -> int | None:
     """:func:`capacity_by_placement`'s count from each node's count: the Topology Manager
     admits copies while the nodes hold units for them (in id order), the predicate while its
@@ -281,7 +284,7 @@ def capacity_by_node(shape: PodShape, state: NodeState, rules: Rules, first: Ver
     return predicate_limit(shape, state, unit.pod_ask, admitted)
 
 
-def nodes_admitting(shape: PodShape, state: NodeState, single: Rules, unit: Unit,
+def nodes_admitting(shape: PodShape, state: ManagersState, single: Rules, unit: Unit,
                     counts: NodeCounts) -> dict[int, bool]:
     """Per NUMA node, the whole pod admitted on it alone under ``single-numa-node``: the node
     holds a pod's units, and the predicate admits the pod on the state restricted to the
@@ -309,7 +312,7 @@ def _held(devices: DeviceState, more: int) -> DeviceState:
     return replace(devices, held=devices.held_total() + more)
 
 
-def copies_placed(shape: PodShape, state: NodeState, ask: Ask, placed: int) -> NodeState:
+def copies_placed(shape: PodShape, state: ManagersState, ask: Ask, placed: int) -> ManagersState:
     """What the predicate reads of the state after ``placed`` copies (each taking ``ask``'s
     devices and adding its requests): the requests and the device resources' held counts."""
     devices = dict(state.devices)
@@ -326,7 +329,7 @@ def copies_placed(shape: PodShape, state: NodeState, ask: Ask, placed: int) -> N
     return replace(state, devices=devices, requests=requests)
 
 
-def predicate_limit(shape: PodShape, state: NodeState, ask: Ask, admitted: int) -> int:
+def predicate_limit(shape: PodShape, state: ManagersState, ask: Ask, admitted: int) -> int:
     """Of ``admitted`` copies the Topology Manager admits (the first of them admitted whole),
     how many the resource-fit predicate lets in: copy ``j`` is checked against the requests
     of the ``j - 1`` before it. From the second copy on the predicate's room only shrinks

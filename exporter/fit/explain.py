@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..podspec import Rejection, rejection
-from .admission import Rules
 from .answers import (
     ShapeAnswer,
     answer,
@@ -36,10 +35,11 @@ from .assumptions import (
     NO_POD_CONTEXT,
     NODE_ALLOCATABLE_DERIVED,
 )
-from .fromspec import pod_shape
+from .from_pod_object import pod_shape
+from .kubelet.config import Rules
+from .kubelet.managers_state import ManagersState
+from .kubelet.podshape import PodShape, asks
 from .kubeletconfig import KubeletConfig
-from .nodestate import NodeState
-from .pod import PodShape, asks
 
 
 class ExplainError(Exception):
@@ -74,7 +74,7 @@ def parse_pod_name(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _container_rows(result: ShapeAnswer, state: NodeState) -> list[dict[str, Any]]:
+def _container_rows(result: ShapeAnswer, state: ManagersState) -> list[dict[str, Any]]:
     """Per container: its request, each NUMA node's free amount and shortfall, and where the
     kubelet placed it (or that it could not)."""
     rules = result.rules
@@ -107,7 +107,7 @@ def _container_rows(result: ShapeAnswer, state: NodeState) -> list[dict[str, Any
     return rows
 
 
-def fit_json(result: ShapeAnswer, state: NodeState, config: KubeletConfig) -> dict[str, Any]:
+def fit_json(result: ShapeAnswer, state: ManagersState, config: KubeletConfig) -> dict[str, Any]:
     verdict = result.verdict
     return {
         "shape": result.shape.name,
@@ -131,7 +131,7 @@ def fit_json(result: ShapeAnswer, state: NodeState, config: KubeletConfig) -> di
     }
 
 
-def format_fit_table(result: ShapeAnswer, state: NodeState, config: KubeletConfig,
+def format_fit_table(result: ShapeAnswer, state: ManagersState, config: KubeletConfig,
                      title: str) -> str:
     """Per container: the request, free and shortfall per NUMA node, the placement; then the
     verdict."""
@@ -192,7 +192,7 @@ ASSUMPTION_TEXT = {
 }
 
 
-def shape_report(shape: PodShape, state: NodeState, config: KubeletConfig,
+def shape_report(shape: PodShape, state: ManagersState, config: KubeletConfig,
                  output_format: str, answer_of: AnswerOf | None = None) -> str:
     """``answer_of``: how the running fit view answers (with what it assumes); by default a
     bare :func:`answer` against ``state``."""
@@ -203,7 +203,7 @@ def shape_report(shape: PodShape, state: NodeState, config: KubeletConfig,
     return format_fit_table(result, state, config, f"Shape {shape.name} ({shape.qos})")
 
 
-def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
+def why_report(pod: PodQuestion, state: ManagersState, config: KubeletConfig,
                output_format: str, answer_of: AnswerOf | None = None) -> str:
     """The pod's containers admitted against this snapshot, as the kubelet would."""
     who = f"{pod.namespace}/{pod.name}"
@@ -234,7 +234,7 @@ def why_report(pod: PodQuestion, state: NodeState, config: KubeletConfig,
     return text + (note + "\n" if note else "")
 
 
-def free_table(state: NodeState) -> str:
+def free_table(state: ManagersState) -> str:
     """``podresources_numa_free`` as a table, for the plain ``snapshot``."""
     series = numa_free_series(state)
     full = full_cores_series(state)

@@ -8,7 +8,7 @@ scope decide admission, its options (``prefer-closest-numa-nodes``,
 ``full-pcpus-only`` (and the options that only change which CPUs are picked:
 ``distribute-cpus-across-numa``, ``distribute-cpus-across-cores``, ``align-by-socket``),
 ``maxPods``, what it reserves (``reservedSystemCPUs``, ``systemReserved``, ``kubeReserved``,
-``evictionHard``: the Node's allocatable, :mod:`exporter.fit.allocatable`) and the
+``evictionHard``: the Node's allocatable, :mod:`exporter.fit.state.allocatable`) and the
 ``PodLevelResourceManagers`` feature gate. Fields the file leaves
 out take the kubelet's defaults (policy ``none``, scope ``container``, CPU manager ``none``,
 memory manager ``None``). The flags ``--topology-manager-policy``,
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ..files import FileStamp
-from .admission import CONTAINER, SCOPES, Rules
-from .allocatable import DEFAULT_RESERVATION, Reservation, ReservationError, parse_reservation
-from .pod import Managers
-from .policy import NONE, POLICIES, SINGLE_NUMA_NODE
+from .kubelet.config import CONTAINER, SCOPES, Managers, Rules
+from .kubelet.topologymanager.policy_none import NONE
+from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import POLICIES
+from .state.allocatable import DEFAULT_RESERVATION, Reservation, ReservationError, parse_reservation
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_ACROSS_NUMA = "distribute-cpus-across-numa"

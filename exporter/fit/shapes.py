@@ -34,7 +34,7 @@ from typing import Any
 
 from ..files import FileStamp
 from ..podspec import is_extended_resource, parse_quantity
-from .pod import (
+from .kubelet.podshape import (
     BEST_EFFORT,
     CPU,
     GUARANTEED,

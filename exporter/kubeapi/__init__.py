@@ -14,6 +14,8 @@ terminated pods that kubelets before 1.34 still list.
 - ``client``: list and watch requests over aiohttp;
 - ``plugins``: credentials from exec plugins and auth providers, through the optional
   ``kubernetes`` package (imported only for a kubeconfig that needs it);
+- ``resourceslices``: DRA devices' NUMA nodes, taints and pools from ResourceSlices and
+  DeviceTaintRules;
 - ``reflector``: the list/watch loop of one resource, a task on the event loop;
 - ``view``: :class:`~exporter.kubeapi.view.KubeView`, the state those loops feed and its
   metric families.

@@ -158,7 +158,7 @@ def _event(line: bytes) -> dict[str, Any]:
     return event
 
 
-def describe(error: BaseException, server: str) -> str:
+def describe_failure(error: BaseException, server: str) -> str:
     """A failed request in one line an operator can act on."""
     if isinstance(error, aiohttp.ClientConnectorCertificateError):
         cause = error.certificate_error

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from ..backoff import BACKOFF_CAP_SECONDS, backoff_delay
-from .client import ApiClient, ApiError, describe
+from .client import ApiClient, ApiError, describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,8 @@ class Reflector:
         except _NotServed:
             self.sink.replaced(self.resource, {}, "not served")
         except Exception as error:
-            self.sink.failed(self.resource, describe(error, self.client.config.server), True)
+            self.sink.failed(self.resource, describe_failure(error, self.client.config.server),
+                             True)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -137,7 +138,8 @@ class Reflector:
             await self._not_served()
             return
         except Exception as error:  # whatever went wrong, the loop goes on, slowly
-            self.sink.failed(self.resource, describe(error, self.client.config.server), True)
+            self.sink.failed(self.resource, describe_failure(error, self.client.config.server),
+                             True)
             await self._pause()
             return
         if events or time.monotonic() - started >= MIN_WATCH_SECONDS:
@@ -232,7 +234,7 @@ class Reflector:
                 except (OSError, ValueError, aiohttp.ClientError) as error:
                     # the connection broke: resume from the last version
                     self.sink.failed(self.resource,
-                                     describe(error, self.client.config.server), False)
+                                     describe_failure(error, self.client.config.server), False)
         except ApiError as error:
             if error.status in (404, 410):  # expired, or the API version is gone
                 raise _Gone from None

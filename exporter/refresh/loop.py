@@ -47,13 +47,12 @@ from .watch import StateFileWatcher
 from .worker import Worker
 
 if TYPE_CHECKING:
-    from ..fit.section import FitView
+    from ..fit.fitview import FitView
     from ..kubeapi.view import KubeView
     from ..nodemap.build import MapInputs
     from ..podsapi.sources import PodSources
 
 log = logging.getLogger(__name__)
-PAGE_RELOAD_MIN, PAGE_RELOAD_MAX = 10.0, 300.0  # seconds between reloads of the node map
 
 
 class Refresher:
@@ -92,12 +91,8 @@ class Refresher:
         self.accounting: Accounting | None = None
         self.dra_inventory: DraInventory | None = None  # the view's, as of that refresh
         self.attempted = False
-        # the last node map page: (reload period, inputs, (page, gzipped page))
-        self._page: tuple[int, MapInputs, tuple[bytes, bytes]] | None = None
-        self._page_lock = asyncio.Lock()
-        self._page_failed: KubeletSnapshot | None = None  # logged once per snapshot
-        self._worker = Worker()
-        self._decoder = _Decoder(self._worker, self.core)
+        self.worker = Worker()  # the heavy part of a refresh, and the node map's drawing
+        self._decoder = _Decoder(self.worker, self.core)
         self._sysfs = RereadTopology(settings.sysfs_root, settings.allocatable_interval,
                                      self.topology)
         self.outcome = Outcome(self.status, self.health, self.client, settings.interval,
@@ -158,7 +153,7 @@ class Refresher:
                     self.core.decode_list(replies.list_reply, replies.api_version))
             if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
-            result, data = await self._worker.run(self.core.account, replies, self.topology,
+            result, data = await self.worker.run(self.core.account, replies, self.topology,
                                                   kept, dra)
             self._publish(result)
             self.dra_inventory = dra
@@ -174,7 +169,7 @@ class Refresher:
         # the health section as of this attempt (not reached when the refresh was cancelled);
         # the sections are replaced together, so a scrape never sees new data with old health
         fit = self.sections.fit_section(self.snapshot, self.topology, self.accounting)
-        health = await self._worker.run(self.sections.health_sections)  # after fit: it counts
+        health = await self.worker.run(self.sections.health_sections)  # after fit: it counts
         self.sections.update(data, fit, health)
         self.attempted = True
         return delay
@@ -237,52 +232,15 @@ class Refresher:
         return self.client.target, self.settings.node_name
 
     def map_inputs(self) -> MapInputs | None:
-        """What the last successful refresh has for the node map; None before one."""
+        """What the last successful refresh has for the node map (``/numa``,
+        :class:`~exporter.nodemap.pagecache.PageCache`; ``snapshot --format svg``); None before
+        one."""
         if self.snapshot is None or self.accounting is None:
             return None
         from ..nodemap.build import MapInputs  # only for those who look at the map
         return MapInputs(self.snapshot, self.accounting, self.topology, self.settings.node_name,
                          self.status.last_success or None, bool(self.status.up),
                          self.dra_inventory, self.fit.answers if self.fit is not None else ())
-
-    async def numa_page(self, compressed: bool = False) -> bytes | None:
-        """The node map page of the last successful refresh (None before one), gzipped or not,
-        built in the worker thread when asked: at most once per refresh and reload period,
-        however many ask, and never with a kubelet call. The page reloads itself every
-        ``--interval`` (10 s at least, 5 minutes at most)."""
-        reload_seconds = min(max(self.settings.interval, PAGE_RELOAD_MIN), PAGE_RELOAD_MAX)
-        inputs = self.map_inputs()
-        if inputs is None:
-            return None
-        from ..nodemap.page import build_page
-        async with self._page_lock:
-            now = time.time()
-            bucket = int(now // reload_seconds)
-            if self._page is not None and self._page[0] == bucket \
-                    and _same_inputs(self._page[1], inputs):
-                return self._page[2][compressed]
-            try:
-                pages = await self._worker.run(build_page, inputs, reload_seconds, now)
-            except Exception:  # a bug must cost the map, not the exporter or the log
-                if self._page_failed is not inputs.snapshot:
-                    log.exception("the node map could not be drawn from this snapshot")
-                self._page_failed = inputs.snapshot
-                return None
-            self._page = (bucket, inputs, pages)
-            return pages[compressed]
-
-
-def _same_inputs(old: MapInputs, new: MapInputs) -> bool:
-    """The same refresh: the same objects (compared by identity: the ledger hands back the same
-    accounting when nothing changed, and a snapshot compared by value would cost a walk of
-    every pod)."""
-    return all(a is b or (isinstance(a, (bool, int, float, str)) and a == b)
-               for a, b in zip(_compared(old), _compared(new)))
-
-
-def _compared(inputs: MapInputs) -> tuple[object, ...]:
-    return (inputs.snapshot, inputs.accounting, inputs.topology, inputs.node_name,
-            inputs.refreshed_at, inputs.kubelet_up, inputs.dra, inputs.shapes)
 
 
 class _Decoder:

@@ -10,7 +10,7 @@ the simulated kubelet (``"reregister_seconds"``: when its device plugins registe
 ``POST /pods`` with a pod in profile form (``{"namespace": "demo", "name": "p", "qos":
 "Guaranteed", "containers": [{"name": "c", "cpus": 2, "memory": "2Gi", "devices": {...}}]}``,
 ``sidecars`` and ``init_containers`` alike) admits it as the kubelet would under the admission
-configuration in use (:mod:`.admitting`): 200 with each container's NUMA nodes, CPUs, memory
+configuration in use (:mod:`.node.admitting`): 200 with each container's NUMA nodes, CPUs, memory
 blocks and devices, or 409 with the kubelet's ``reason`` and ``message``, the pod then kept as
 the failed pod the Kubernetes API would show. ``POST /pods/delete`` with ``{"namespace",
 "name"}`` removes either. ``GET /config`` shows the admission configuration in the kubelet
@@ -29,10 +29,10 @@ from typing import Any
 
 from aiohttp import web
 
-from .admissionconfig import check_runs, updated_config
-from .admitting import PlacedContainer
+from .node.admissionconfig import check_runs, updated_config
+from .node.admitting import PlacedContainer
+from .node.server import Simulator
 from .profile import ProfileError, parse_pod
-from .server import Simulator
 
 
 class _BadRequest(Exception):

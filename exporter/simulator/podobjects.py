@@ -1,6 +1,7 @@
 """Simulated pods as the Kubernetes API server shows them (``v1.Pod`` objects as JSON).
 
-The demo's small API server and the rejected-pod records read these: the spec's requests and
+Admission, the Pods API and the rejected-pod records read these (:func:`pod_object`, and
+:func:`rejected_pod_object` for a pod the kubelet refused): the spec's requests and
 limits as the pod was written (a Guaranteed pod's requests equal its limits; a Burstable pod
 requests CPU and memory without limits; device-plugin resources are in both, as the API
 requires for extended resources), and the status the kubelet posts. An extended resource the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from .node.podmaker import _ADMISSION_MESSAGES
 from .profile import ContainerSpec, PodSpec
 
 # A Guaranteed container must name a memory limit; a profile container without one has this.
@@ -113,3 +115,12 @@ def _served_by_dra(pod: PodSpec) -> dict[str, Any] | None:
     if not mappings:
         return None
     return {"resourceClaimName": claim_name, "requestMappings": mappings}
+
+
+def rejected_pod_object(pod: PodSpec, reason: str, node_name: str,
+                        message: str | None = None) -> dict[str, object]:
+    """The pod as the API server shows it after the kubelet rejected it at admission:
+    ``status.phase`` Failed, ``status.reason`` the admission reason, ``status.message`` the
+    kubelet's (``"Pod was rejected: "`` and the reason's message)."""
+    return pod_object(pod, node_name, "Failed", reason,
+                      message or _ADMISSION_MESSAGES.get(reason, "Pod was rejected"))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..podspec import parse_quantity
 from ..topology import hugepage_resource_name, parse_cpulist
 
 PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
@@ -31,23 +31,29 @@ QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
 
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T|m)?$")
-_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-
 
 class ProfileError(ValueError):
     """A profile that cannot describe a node."""
 
 
+def _quantity(value: object, what: str, unit: float = 1) -> int:
+    """A non-negative Kubernetes quantity (:func:`exporter.podspec.parse_quantity`) in ``unit``
+    parts, whole ones only."""
+    try:
+        amount = parse_quantity(value) * unit
+    except ValueError:
+        amount = -1
+    if isinstance(value, bool) or amount < 0 or abs(amount - round(amount)) > 1e-6:
+        raise ProfileError(f"bad {what} quantity {value!r}")
+    return round(amount)
+
+
 def parse_bytes(value: int | str) -> int:
-    """``"96Gi"`` -> bytes; plain integers are bytes already."""
-    if isinstance(value, int):
+    """``"96Gi"`` -> bytes; plain integers are bytes already. A fraction of a byte (``500m``,
+    ``1.0001Ki``) is refused."""
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = _QUANTITY.match(str(value).strip())
-    if not match or match.group(2) == "m":
-        raise ProfileError(f"bad memory quantity {value!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
+    return _quantity(value, "memory")
 
 
 def parse_cpus(value: int | str | None) -> tuple[int, bool]:
@@ -57,22 +63,10 @@ def parse_cpus(value: int | str | None) -> tuple[int, bool]:
     return millis // 1000, millis > 0 and millis % 1000 == 0
 
 
-_CPU = re.compile(r"^(\d+(?:\.\d{1,3})?|\.\d{1,3})$|^(\d+)m$")
-
-
 def _millis(value: int | str | None) -> int:
-    """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores."""
-    if value is None:
-        return 0
-    if isinstance(value, bool):
-        raise ProfileError(f"bad CPU quantity {value!r}")
-    match = _CPU.match(str(value).strip())
-    if not match:
-        raise ProfileError(f"bad CPU quantity {value!r}")
-    if match.group(2) is not None:
-        return int(match.group(2))
-    whole, _, fraction = match.group(1).partition(".")
-    return int(whole or 0) * 1000 + int((fraction + "000")[:3])
+    """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores; finer than a millicore is
+    refused."""
+    return 0 if value is None else _quantity(value, "CPU", 1000)
 
 
 def hugepage_size_bytes(name: str) -> int:

@@ -18,13 +18,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .apicluster import SimulatedCluster
-from .apiserver import FakeApiServer
 from .control import control_app
+from .node.book import SimulatedNode
+from .node.server import DEFAULT_REREGISTER_SECONDS, Simulator
+from .node.sysfs import write_kubelet_config, write_sysfs
 from .profile import NodeSpec
-from .server import DEFAULT_REREGISTER_SECONDS, Simulator
-from .state import NodeState
-from .sysfs import write_kubelet_config, write_sysfs
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ async def simulate(spec: NodeSpec, options: SimulateOptions, stop: asyncio.Event
     """Serve the simulated kubelet until ``stop`` is set."""
     if options.sysfs_root:
         write_sysfs(spec, options.sysfs_root)
-    simulator = Simulator(NodeState(spec, seed=options.seed), options.socket_path,
+    simulator = Simulator(SimulatedNode(spec, seed=options.seed), options.socket_path,
                           qps=options.qps, burst=options.burst,
                           reregister_seconds=options.reregister_seconds,
                           pods_api_socket=options.pods_api_socket)
@@ -95,54 +93,47 @@ shapes:
 class DemoKubelet:
     """Where the demo's simulated kubelet serves podresources and its Pods API (its pods,
     rejected ones too), its fake sysfs tree, its configuration file (the one its admission
-    follows), the demo's fit shapes, and the kubeconfig of the small Kubernetes API server that
-    shows its node and ResourceSlices."""
+    follows, and from which with sysfs the exporter derives the Node's allocatable), and the
+    demo's fit shapes."""
 
     socket_path: Path
     pods_api_socket: Path
     sysfs_root: Path
     kubelet_config: Path
     fit_shapes: Path
-    state: NodeState
-    kubeconfig: Path
-    api_url: str
+    state: SimulatedNode
 
 
 @asynccontextmanager
 async def demo_kubelet(spec: NodeSpec, control_address: tuple[str, int] | None,
                        churn_interval: float | None) -> AsyncIterator[DemoKubelet]:
     """A simulated kubelet in a temporary directory, removed afterwards, serving its Pods API
-    beside podresources, with a Kubernetes API server showing its node and ResourceSlices (not
-    its pods: the Pods API does); one pod replaced every ``churn_interval`` seconds if set.
-    The kubelet config file written there is what ``POST /pods`` admits under."""
+    beside podresources; one pod replaced every ``churn_interval`` seconds if set. The kubelet
+    config file written there is what ``POST /pods`` admits under. No Kubernetes API server:
+    the pods come from the Pods API, the Node's allocatable from sysfs and the config file."""
     workdir = Path(tempfile.mkdtemp(prefix="podresources-demo-"))
     try:
         sysfs = write_sysfs(spec, workdir / "sys")
         config = write_kubelet_config(spec, workdir / "config.yaml")
         shapes = workdir / "fit-shapes.yaml"
         shapes.write_text(DEMO_SHAPES)
-        state = NodeState(spec)
+        state = SimulatedNode(spec)
         simulator = Simulator(state, workdir / "pod-resources" / "kubelet.sock",
                               pods_api_socket=workdir / "pods-api" / "pods-api.sock")
         await simulator.start()
-        api = await FakeApiServer().start()
-        cluster = SimulatedCluster(api, state, pods=False)
-        cluster.sync()
-        kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
-        tasks = [asyncio.create_task(cluster.follow())]
+        tasks = []
         control = await start_control(simulator, control_address)
         if churn_interval:
             tasks.append(asyncio.create_task(churn(simulator, churn_interval, 1)))
         try:
             assert simulator.pods_api is not None
             yield DemoKubelet(simulator.socket_path, simulator.pods_api.socket_path, sysfs,
-                              config, shapes, state, kubeconfig, api.url)
+                              config, shapes, state)
         finally:
             for task in tasks:
                 task.cancel()
             if control is not None:
                 await control.cleanup()
-            await api.stop()
             await simulator.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

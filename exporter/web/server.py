@@ -44,14 +44,18 @@ class MetricsSource(Protocol):
         """(kubelet socket, node name)"""
         ...
 
-    async def numa_page(self, compressed: bool = False) -> bytes | None:
+
+class PageSource(Protocol):
+    """What ``/numa`` serves (:class:`~exporter.nodemap.pagecache.PageCache`)."""
+
+    async def page(self, compressed: bool = False) -> bytes | None:
         """The node map page of the last successful refresh (gzipped or not); None before
         one."""
         ...
 
 
 SOURCE: web.AppKey[MetricsSource] = web.AppKey("source")
-NUMA_PAGE: web.AppKey[bool] = web.AppKey("numa_page", bool)
+NUMA_PAGE: web.AppKey[PageSource | None] = web.AppKey("numa_page")
 _ALLOWED = ("GET", "HEAD")
 # /metrics bodies reach megabytes on big nodes: written in slices, each waiting for the peer to
 # take the previous ones, so a slow reader holds a slice rather than a copy of the body.
@@ -125,14 +129,14 @@ async def readyz(request: web.Request) -> web.Response:
 async def landing(request: web.Request) -> web.Response:
     socket, node = request.app[SOURCE].landing_info()
     numa = ('<li><a href="numa">/numa</a> &mdash; the node map: NUMA nodes, cores, memory and '
-            "devices, who holds what</li>\n") if request.app[NUMA_PAGE] else ""
+            "devices, who holds what</li>\n") if request.app[NUMA_PAGE] is not None else ""
     page = _LANDING.format(version=__version__, socket=html.escape(socket),
                            node=html.escape(node or "(unset)"), numa=numa)
     return web.Response(text=page, content_type="text/html")
 
 
 async def numa(request: web.Request) -> web.Response:
-    """The node map of the last refresh (built by the source, never from the kubelet)."""
+    """The node map of the last refresh (drawn by the page source, never from the kubelet)."""
     from ..nodemap.page import CONTENT_SECURITY_POLICY  # only for those who look at it
 
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
@@ -142,7 +146,8 @@ async def numa(request: web.Request) -> web.Response:
         return web.Response(status=406, headers=headers,
                             text="406 Not Acceptable: this page offers the gzip and identity "
                                  "content codings\n")
-    page = await request.app[SOURCE].numa_page(coding == "gzip")
+    source = request.app[NUMA_PAGE]
+    page = await source.page(coding == "gzip") if source is not None else None
     if page is None:
         return web.Response(status=503, headers={**headers, "Retry-After": "5"},
                             text="503 Service Unavailable: no node map to show: no snapshot of "
@@ -173,14 +178,15 @@ def _refuse_unknown_expectations(
 
 
 def make_app(source: MetricsSource, middlewares: Iterable[Any] = (),
-             numa_page: bool = True) -> web.Application:
-    """The endpoints; ``numa_page`` False (``--no-numa-page``) leaves ``/numa`` out (404)."""
+             numa_page: PageSource | None = None) -> web.Application:
+    """The endpoints; ``/numa`` only with a ``numa_page`` to serve (``--no-numa-page``: none,
+    404)."""
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[SOURCE] = source
     app[NUMA_PAGE] = numa_page
     routes: list[tuple[str, Handler]] = [("/metrics", metrics), ("/healthz", healthz),
                                          ("/readyz", readyz), ("/", landing)]
-    if numa_page:
+    if numa_page is not None:
         routes.append(("/numa", numa))
     for path, handler in routes:
         app.router.add_route("*", path, _method_guard(handler))

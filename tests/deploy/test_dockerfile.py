@@ -6,9 +6,13 @@ checked here, not built.
 
 from __future__ import annotations
 
+import ast
 import re
+import shutil
 import subprocess
+import sys
 import tomllib
+import zipfile
 
 import pytest
 import yaml
@@ -337,3 +341,34 @@ def test_chart_packages_with_its_templates_and_dashboards_not_its_ci_values(tmp_
     assert {root + "Chart.yaml", root + "values.schema.json", root + "templates/_rules.tpl",
             root + "files/dashboards/numa-overview.json"} <= names
     assert not any(name.startswith(root + "ci/") for name in names)
+
+
+# ---- what ships ------------------------------------------------------------------------------
+
+def test_the_wheel_the_image_installs_holds_the_product_and_no_test_fake(tmp_path):
+    """The image's build context (the COPY lines above) built as its build stage builds it: the
+    wheel holds exactly the modules of exporter/, none of them a test fake (the fake Kubernetes
+    API server lives in tests/support/fakeapiserver/, which never reaches the image)."""
+    context = tmp_path / "src"
+    context.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, context / name)
+    shutil.copytree(REPO / "exporter", context / "exporter",
+                    ignore=shutil.ignore_patterns("__pycache__", "REVISION"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path / "wheels"),
+                    str(context)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "wheels").glob("podresources_exporter-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {n for n in names if n.endswith(".py")}
+    source = {p.relative_to(REPO).as_posix() for p in (REPO / "exporter").rglob("*.py")}
+    assert shipped == source
+    assert all(n.startswith(("exporter/", "podresources_exporter-")) for n in names), names
+    fakes = sorted(n for n in shipped if "fake" in n.lower() or "apiserver" in n.lower())
+    assert fakes == []
+    for name in shipped:
+        tree = ast.parse(zipfile.ZipFile(wheel).read(name))
+        assert not [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                    and node.name.startswith("Fake")], name
+        assert not [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and (node.module or "").split(".")[0] == "tests"], name

@@ -11,7 +11,7 @@ from exporter.accounting import account
 from exporter.catalog import CATALOG
 from exporter.exposition.rendering import _Families, data_families, render_text
 from exporter.model import KubeletSnapshot
-from exporter.simulator import NodeState, load_profile
+from exporter.simulator import SimulatedNode, load_profile
 from exporter.topology import read_topology
 
 from ..support.docs import assert_live_matches_docs, documented
@@ -50,8 +50,8 @@ async def test_promtool_check_metrics_is_clean(line):
 
 def test_data_section_is_identical_in_openmetrics(tmp_path):
     spec = load_profile("dual-socket-gpu")
-    state = NodeState(spec)
-    from exporter.simulator.sysfs import write_sysfs
+    state = SimulatedNode(spec)
+    from exporter.simulator.node.sysfs import write_sysfs
     topology = read_topology(write_sysfs(spec, tmp_path))
     pods = tuple(p.assignment for p in state.listed_pods(active_only=True))
     result = account(KubeletSnapshot(pods, state.allocatable()), topology)

@@ -101,8 +101,8 @@ def test_defaults_match_the_documented_contract():
 
 
 def test_simulator_rate_limit_defaults_to_the_kubelets():
-    from exporter.simulator.faults import DEFAULT_BURST, DEFAULT_QPS
-    from exporter.simulator.server import DEFAULT_REREGISTER_SECONDS
+    from exporter.simulator.node.faults import DEFAULT_BURST, DEFAULT_QPS
+    from exporter.simulator.node.server import DEFAULT_REREGISTER_SECONDS
 
     args = parse_args(["simulate", "--socket", "/run/kubelet.sock"], environ={})
     # the kubelet's podresources token bucket: 100 calls per second, burst 10

@@ -47,9 +47,11 @@ async def test_demo_serves_its_rejections_through_the_kubelets_pods_api():
         scrape = await scrape_port_until(port, lambda s: True)
         assert scrape.series("podresources_pods_source_info") == {
             (("pods_api", "watching"), ("source", "pods_api")): 1}
-        # the view watches the node and its ResourceSlices, not the pods
-        assert set(scrape.by("podresources_kube_api_up", "resource")) == {
-            "node", "resourceslices", "devicetaintrules"}
+        # no Kubernetes API server in the demo: the Node's allocatable is derived from sysfs and
+        # the kubelet config file, and said so
+        assert scrape.series("podresources_kube_api_up") == {}
+        assert scrape.series("podresources_shape_assumption_info",
+                             assumption="node_allocatable_derived")
 
         environ = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         why = subprocess.run(

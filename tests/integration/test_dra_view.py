@@ -21,15 +21,9 @@ is free): nothing prepared it.
 
 from __future__ import annotations
 
-from exporter.simulator.apiserver import (
-    FakeApiServer,
-    container,
-    device_taint_rule,
-    node,
-    pod,
-)
-from exporter.simulator.slices import resource_slices
-
+from ..support.fakeapiserver.objects import container, device_taint_rule, node, pod
+from ..support.fakeapiserver.server import FakeApiServer
+from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import Exporter, Node, Scrape
 
 FPGA, RDMA, GPU = "fpga.example.com", "rdma.example.com", "gpu.nvidia.com"

@@ -20,10 +20,11 @@ import pytest
 
 from exporter import cli
 from exporter.commands.snapshot import snapshot
-from exporter.fit.section import FitView
+from exporter.fit.fitview import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
-from exporter.simulator.apiserver import FakeApiServer, pod
 
+from ..support.fakeapiserver.objects import pod
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node, small_profile
 
 GiB = 1 << 30
@@ -139,7 +140,7 @@ def test_quantities_in_kubernetes_notation(tmp_path: Path) -> None:
 def test_bad_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                         ) -> None:
     from exporter.simulator import load_profile
-    from exporter.simulator.sysfs import write_sysfs
+    from exporter.simulator.node.sysfs import write_sysfs
     sysfs = str(write_sysfs(load_profile("small"), tmp_path / "sys"))
     shapes = write(tmp_path / "shapes.yaml", "shapes: {a: {cpu: 8, gpus: 2}}")
     assert cli.main(["snapshot", "--sysfs-root", sysfs, "--socket", str(tmp_path / "no.sock"),
@@ -207,7 +208,7 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 async def test_rejected_pods_are_counted_with_the_blocking_resource(
         api: FakeApiServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="exporter.fit.section")
+    caplog.set_level(logging.WARNING, logger="exporter.fit.fitview")
     async with Node(PROFILE) as node, \
             Exporter(node.settings(kube_api=True, node_name="test-node")) as exporter:
         s = await exporter.wait_for(

@@ -18,7 +18,7 @@ from exporter.kubelet.limits import (
     MAX_ENTRIES_PER_POD,
     MAX_MEMORY_TYPES,
 )
-from exporter.simulator import NodeState, Simulator
+from exporter.simulator import SimulatedNode, Simulator
 
 from ..support.harness import Exporter, Node, small_profile
 
@@ -42,7 +42,7 @@ class RawSimulator(Simulator):
 
 def raw_node(list_reply: bytes, allocatable_reply: bytes | None = None) -> Node:
     node = Node(small_profile())
-    node.simulator = RawSimulator(NodeState(node.spec), node.socket)
+    node.simulator = RawSimulator(SimulatedNode(node.spec), node.socket)
     node.simulator.list_reply = list_reply
     node.simulator.allocatable_reply = allocatable_reply
     return node

@@ -1,6 +1,6 @@
 """The Kubernetes-API view (--kube-api): what the exporter reports from a fake API server.
 
-The fake (exporter/simulator/apiserver.py) speaks the list/watch protocol over HTTP, or HTTPS with
+The fake (tests/support/fakeapiserver/) speaks the list/watch protocol over HTTP, or HTTPS with
 client certificates; the client finds it through ``$KUBECONFIG``. The kubelet side is the
 simulator, as everywhere else. Here: the figures the view adds (use, staleness, DRA capacity)
 as the docs list them, the fallbacks to older or absent ResourceSlice APIs, and the exporter
@@ -18,10 +18,9 @@ import sys
 
 import pytest
 
-from exporter.simulator.apiobjects import container, node, pod
-from exporter.simulator.slices import resource_slices
-
 from ..support.docs import assert_live_matches_docs
+from ..support.fakeapiserver.objects import container, node, pod
+from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import (
     REPO,
     Exporter,

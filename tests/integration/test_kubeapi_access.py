@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from exporter.kubeapi import config
-from exporter.simulator.apiauth import tls_context
-from exporter.simulator.apiserver import FakeApiServer
 
+from ..support.fakeapiserver.auth import tls_context
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node
 from ..support.kubeapi import DONGLE, cluster, kubelet_profile, synced, until
 from ..support.kubeconfig import PLUGIN

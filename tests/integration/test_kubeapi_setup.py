@@ -12,8 +12,8 @@ import pytest
 
 from exporter.cli import main, parse_args
 from exporter.simulator import load_profile, write_sysfs
-from exporter.simulator.apiserver import FakeApiServer
 
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import REPO
 from ..support.kubeapi import NODE
 from ..support.kubeconfig import without_kubernetes
@@ -98,7 +98,8 @@ def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, s
 VIEW_ON = """
 import asyncio, os, sys, tempfile
 from pathlib import Path
-from exporter.simulator.apiserver import FakeApiServer, node
+from tests.support.fakeapiserver.objects import node
+from tests.support.fakeapiserver.server import FakeApiServer
 from tests.support.harness import Exporter, Node, small_profile
 
 async def main():

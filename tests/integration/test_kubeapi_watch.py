@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from exporter.simulator.apiobjects import node, pod, resource_slice
-
+from ..support.fakeapiserver.objects import node, pod, resource_slice
 from ..support.harness import Exporter, Node
 from ..support.kubeapi import DONGLE, GPU_DRA, NODE, cluster, dongles, kubelet_profile, synced
 

@@ -72,7 +72,7 @@ async def test_before_the_first_refresh_the_page_says_so_and_off_it_is_gone(tmp_
                 assert response.headers["Retry-After"] == "5"
         # --no-numa-page: no route, no link
         exporter = Exporter(node.settings())
-        server, port = await start_http(make_app(exporter.refresher, numa_page=False),
+        server, port = await start_http(make_app(exporter.refresher),
                                         "127.0.0.1", 0)
         try:
             await exporter.refresher.refresh_once()

@@ -1,5 +1,5 @@
 """Pod context from the kubelet's local Pods API: the exporter against the simulator's Pods API
-on a real unix socket (``exporter/simulator/podsapi.py``, served as v1.37's
+on a real unix socket (``exporter/simulator/podsapi/``, served as v1.37's
 ``pkg/kubelet/apis/pods`` serves it), alone and beside the Kubernetes-API view.
 
 The simulated node (``small_profile``): NUMA nodes 0 (CPUs 0-3, CPU 0 reserved) and 1 (CPUs
@@ -20,9 +20,10 @@ import pytest
 from exporter.cli import main
 from exporter.fit.explain import fit_json
 from exporter.podsapi import sources as pod_sources
-from exporter.simulator.apiserver import FakeApiServer, container, node, pod
 from exporter.simulator.profile import parse_pod
 
+from ..support.fakeapiserver.objects import container, node, pod
+from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node, Scrape, small_profile
 
 NODE = "test-node"
@@ -272,7 +273,7 @@ async def test_the_view_takes_over_while_the_pods_api_fails_and_gives_back(api, 
 
 async def test_no_socket_then_a_socket(caplog):
     caplog.set_level(logging.INFO, logger="exporter.podsapi")
-    from exporter.simulator.podsapi import PodsApiServer
+    from exporter.simulator.podsapi.server import PodsApiServer
 
     async with Node(kubelet_profile()) as kubelet:
         exporter = Exporter(kubelet.settings())

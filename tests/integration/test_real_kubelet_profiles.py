@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from exporter.simulator import NodeState, load_profile
+from exporter.simulator import SimulatedNode, load_profile
 from exporter.simulator.profile import NodeSpec, PodSpec
 
 from ..support.realkubelet import (
@@ -73,7 +73,7 @@ PLACED_ELSEWHERE = {
 }
 
 
-def simulated_pods(state: NodeState) -> list[PodSpec]:
+def simulated_pods(state: SimulatedNode) -> list[PodSpec]:
     """The pods the simulator tried on the node, in the order it admitted them: the
     profile's, rejected ones included, then the generated ones it admitted."""
     named = {(p.namespace, p.name) for p in state.spec.pods}
@@ -239,7 +239,7 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
         setattr(spec, key, value)
     for gate in MISSING_GATES.get(kubelet.release, ()):
         spec.feature_gates.pop(gate, None)
-    state = NodeState(spec)
+    state = SimulatedNode(spec)
     simulator_rejected = dict(line.split(": ", 1) for line in state.rejected)
     description = node_description(spec)
     node = kubelet.reset(description)
@@ -261,7 +261,7 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
         placement_differences(state, admitted, description)
 
 
-def placement_differences(state: NodeState, admitted: dict[str, Admission],
+def placement_differences(state: SimulatedNode, admitted: dict[str, Admission],
                           node: dict[str, Any]) -> list[tuple[str, str]]:
     """(pod, container) of every listed container the simulator and the real kubelet placed
     differently: CPU ids; each memory block's type and NUMA nodes (memory manager Static);

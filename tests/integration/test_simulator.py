@@ -10,8 +10,8 @@ import pytest
 
 from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
 from exporter._proto.v1alpha1 import api_pb2 as v1alpha1, api_pb2_grpc as v1alpha1_grpc
-from exporter.simulator import Faults, NodeState, load_profile, parse_profile, write_sysfs
-from exporter.simulator.faults import TokenBucket
+from exporter.simulator import Faults, SimulatedNode, load_profile, parse_profile, write_sysfs
+from exporter.simulator.node.faults import TokenBucket
 from exporter.simulator.profile import parse_pod
 from exporter.topology import read_topology
 
@@ -131,7 +131,7 @@ async def test_global_rate_limit_answers_resource_exhausted():
 
 def test_token_bucket_refills_at_the_configured_rate(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr("exporter.simulator.faults.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("exporter.simulator.node.faults.time.monotonic", lambda: now[0])
     bucket = TokenBucket(rate=100, burst=10)
     assert sum(bucket.allow() for _ in range(20)) == 10
     now[0] += 0.0501  # a little over 5 tokens later
@@ -209,10 +209,10 @@ def test_profiles_load_and_fit():
     pods within its maxPods and CPU allocatable (predicate.go)."""
     expected = {"dual-socket-gpu": ["ml/dra-infer-0: TopologyAffinityError"]}
     for name in ("small", "dual-socket-gpu", "huge", "gb200-tray"):
-        state = NodeState(load_profile(name))
+        state = SimulatedNode(load_profile(name))
         assert state.pods and state.rejected == expected.get(name, []), (name,
                                                                          state.rejected[:3])
-    large = NodeState(load_profile("large"))
+    large = SimulatedNode(load_profile("large"))
     assert not large.rejected
     # the fit engine's state carried from one admission to the next is the one rebuilt
     carried = large.managers()
@@ -227,7 +227,7 @@ def test_profiles_load_and_fit():
 
 def test_churn_is_reproducible_with_a_seed():
     def run():
-        state = NodeState(load_profile("large"), seed=11)
+        state = SimulatedNode(load_profile("large"), seed=11)
         return [state.churn(5) for _ in range(3)], sorted(state.pods)
     assert run() == run()
 
@@ -402,7 +402,7 @@ async def test_container_naming_a_claim_twice_gets_the_whole_claim_twice():
 def test_pod_level_memory_names_only_the_types_given_at_pod_level():
     """Fact 3: pod-level memory may list some memory types only (a pod-level pool:
     PodLevelResourceManagers, scope pod)."""
-    state = NodeState(parse_profile(small_profile(
+    state = SimulatedNode(parse_profile(small_profile(
         topology_manager_scope="pod", feature_gates={"PodLevelResourceManagers": True}, pods=[{
             "namespace": "ns", "name": "p", "pod_level": {"cpus": 1, "memory": "1Gi"},
             "containers": [{"name": "c", "cpus": 1, "memory": "2Gi",
@@ -419,7 +419,7 @@ def test_gb200_profile_has_numa_nodes_without_cpus(tmp_path):
     assert {n: len(node.cpus) for n, node in topology.numa_nodes.items() if node.cpus} == {
         0: 72, 1: 72}
     assert (tmp_path / "devices/system/node/node2/cpulist").read_text() == "\n"
-    allocatable = NodeState(spec).allocatable()
+    allocatable = SimulatedNode(spec).allocatable()
     assert sorted({b.numa_ids[0] for b in allocatable.memory}) == [0, 1, 2, 10, 18, 26]
 
 

@@ -182,8 +182,8 @@ async def test_routine_kubelet_events_raise_no_false_alarm():
     kinds = {kind for s in scrapes
              for kind, count in s.by("podresources_data_issues_total", "kind").items() if count}
     assert kinds <= {"terminated_pod"}, kinds
-    # the exposition stays valid and documented (the demo runs the Kubernetes-API view too)
-    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit", "kube-api"})
+    # the exposition stays valid and documented (the demo runs no Kubernetes-API view)
+    assert_live_matches_docs(scrapes[-1], {"node", "workload", "health", "fit"})
     assert "pod demo/gpu-job was rejected at admission (TopologyAffinityError); blocking " \
            "resource nvidia.com/gpu: the kubelet would reject it with TopologyAffinityError " \
            "under Topology Manager policy single-numa-node, scope container: no NUMA set the " \

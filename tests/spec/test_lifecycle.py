@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.simulator import Faults
-from exporter.simulator.admissionconfig import AdmissionConfig
+from exporter.simulator.node.admissionconfig import AdmissionConfig
 from exporter.simulator.profile import parse_pod
 
 from ..support.harness import Exporter, GiB, Node, small_profile

@@ -29,8 +29,8 @@ Expected values, by hand from the SPEC:
 from __future__ import annotations
 
 from exporter.model import ContainerAssignment as C, DraDevice
-from exporter.simulator.slices import resource_slices
 
+from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import Exporter, Node, small_profile
 from ..support.spec import put_pod
 

@@ -29,9 +29,9 @@ import tempfile
 from pathlib import Path
 
 from exporter.simulator import load_profile
-from exporter.simulator.apiserver import FakeApiServer
-from exporter.simulator.slices import resource_slices
 
+from .fakeapiserver.server import FakeApiServer
+from .fakeapiserver.slices import resource_slices
 from .harness import Exporter, Node
 from .prometheus import Prometheus, scrape_job, tool
 from .targets import DCGM_CURRENT, DCGM_OLDER, DcgmTarget, Holder, KubeletTarget

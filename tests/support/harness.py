@@ -17,11 +17,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.commands.serve import build_refresher
+from exporter.commands.serve import build_refresher, numa_page_of
 from exporter.refresh.settings import Settings
 from exporter.simulator import (
     Faults,
-    NodeState,
+    SimulatedNode,
     Simulator,
     load_profile,
     parse_profile,
@@ -109,7 +109,7 @@ class Node:
         self.pods_api_socket = self.dir / "pods-api" / "pods-api.sock"
         if pods_api:
             sim_options["pods_api_socket"] = self.pods_api_socket
-        self.simulator = Simulator(NodeState(spec), self.socket, faults=faults, **sim_options)
+        self.simulator = Simulator(SimulatedNode(spec), self.socket, faults=faults, **sim_options)
 
     async def __aenter__(self) -> Node:
         await self.simulator.start()
@@ -137,7 +137,8 @@ class Exporter:
         self._task: asyncio.Task | None = None
 
     async def __aenter__(self) -> Exporter:
-        self.runner, self.port = await start_http(make_app(self.refresher), "127.0.0.1", 0)
+        app = make_app(self.refresher, numa_page=numa_page_of(self.refresher))
+        self.runner, self.port = await start_http(app, "127.0.0.1", 0)
         self.session = aiohttp.ClientSession()
         if self.run_loop:
             self._task = asyncio.create_task(self.refresher.run())

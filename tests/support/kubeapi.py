@@ -8,9 +8,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from exporter.simulator.apiobjects import container, node, pod, resource_slice
-from exporter.simulator.apistore import ClusterStore
-
+from .fakeapiserver.objects import container, node, pod, resource_slice
+from .fakeapiserver.store import ClusterStore
 from .harness import Scrape, small_profile
 
 NODE = "test-node"

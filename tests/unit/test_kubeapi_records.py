@@ -8,7 +8,8 @@ import pytest
 
 from exporter.kubeapi.resourceslices import SliceDevice, SliceRecord, newest_generation
 from exporter.podspec import is_extended_resource, parse_quantity, pod_requests
-from exporter.simulator.apiserver import container, pod
+
+from ..support.fakeapiserver.objects import container, pod
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"

@@ -38,6 +38,17 @@ ONLY = {
     "accounting": {"model", "issues"},
 }
 
+# fit's own layers: the mirror of the kubelet's code (fit/kubelet/) imports nothing else of
+# ours, so that it reads like the Go it follows and can be checked against it alone; the state
+# kept between refreshes (fit/state/) only the mirror and the core vocabulary; the answers and
+# their rendering (the rest of fit/) anything fit may.
+WITHIN = {
+    # podspec: effective_requests (resourcehelper.PodRequests), which pod context sums with too
+    "exporter.fit.kubelet": ("exporter.fit.kubelet", "exporter.podspec"),
+    "exporter.fit.state": ("exporter.fit.state", "exporter.fit.kubelet", "exporter.model",
+                           "exporter.podcontext", "exporter.podspec", "exporter.topology"),
+}
+
 
 def modules(root: str) -> dict[str, Path]:
     """Dotted module name -> file, for every .py file under ``root`` (a package)."""
@@ -141,6 +152,16 @@ def test_the_core_vocabulary_imports_only_the_core(source):
     wrong = sorted((module, target) for module, targets in EXPORTER.items()
                    if layer(module) == source for target in targets
                    if layer(target) not in ONLY[source] | {source, "_proto"})
+    assert wrong == []
+
+
+@pytest.mark.parametrize("package", sorted(WITHIN))
+def test_the_kubelet_mirror_and_the_kept_state_import_only_what_they_may(package):
+    allowed = WITHIN[package]
+    wrong = sorted((module, target) for module, targets in EXPORTER.items()
+                   if module == package or module.startswith(package + ".")
+                   for target in targets
+                   if not any(target == a or target.startswith(a + ".") for a in allowed))
     assert wrong == []
 
 

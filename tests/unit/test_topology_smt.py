@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.simulator import load_profile
-from exporter.simulator.sysfs import write_sysfs
+from exporter.simulator.node.sysfs import write_sysfs
 from exporter.topology import RereadTopology, read_topology
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from exporter.fit.nodestate import DeviceState, NodeState, NumaSet
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.managers_state import ManagersState
+from exporter.fit.kubelet.topologymanager.topology_manager import NumaSet
 
 UNSEEN_UNHEALTHY_DEVICE = "unseen-unhealthy-device"
 EXCEPTIONS = {
@@ -42,7 +44,7 @@ def unseen_unhealthy_devices(dump: dict[str, Any], resources: set[str]
     return unseen
 
 
-def told(state: NodeState, unseen: dict[str, dict[NumaSet, int]]) -> NodeState:
+def told(state: ManagersState, unseen: dict[str, dict[NumaSet, int]]) -> ManagersState:
     """``state`` with the unseen devices registered (none of them free)."""
     devices = dict(state.devices)
     for resource, counts in unseen.items():

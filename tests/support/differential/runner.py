@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from exporter.commands.snapshot import read_once
-from exporter.fit.admission import Placement, Rules
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
-from exporter.fit.nodestate import NodeState
+from exporter.fit.kubelet.config import Rules
+from exporter.fit.kubelet.managers_state import ManagersState
+from exporter.fit.kubelet.topologymanager.scope import Placement
 from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
-from exporter.simulator.apiserver import FakeApiServer
 
+from ..fakeapiserver.server import FakeApiServer
 from ..realkubelet import (
     Admission,
     Container,
@@ -99,7 +100,7 @@ class FitRead:
     """The fit engine's answer, and what it answered on (for a named exception's check)."""
 
     answer: ShapeAnswer
-    state: NodeState
+    state: ManagersState
     rules: Rules
 
 

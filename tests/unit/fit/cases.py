@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from exporter.fit.hints import TopologyHint
+from exporter.fit.kubelet.topologymanager.topology_manager import TopologyHint
 
 DATA = Path(__file__).parents[2] / "support" / "kubelet_cases.yaml"
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState
+from exporter.fit.kubelet.cpumanager.state import CpuManagerState
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.managers_state import ManagersState
+from exporter.fit.kubelet.memorymanager.state import MemoryNode
 
 GiB = 1 << 30
 
 
-def cpus(per_numa: int, free: dict[int, int], numa: int = 2, threads: int = 1) -> CpuState:
+def cpus(per_numa: int, free: dict[int, int], numa: int = 2, threads: int = 1) -> CpuManagerState:
     """``per_numa`` CPUs on each node, ids numbered node after node; the first ``free[n]`` of
     node n free; SMT siblings are consecutive ids when ``threads`` > 1."""
     online = {n: frozenset(range(n * per_numa, (n + 1) * per_numa)) for n in range(numa)}
     free_ids = frozenset(c for n in range(numa) for c in sorted(online[n])[:free.get(n, 0)])
     siblings = {c: frozenset(range(c - c % threads, c - c % threads + threads))
                 for n in range(numa) for c in online[n]}
-    return CpuState(online, free_ids, {c: n for n in online for c in online[n]}, siblings,
-                    threads)
+    return CpuManagerState(online, free_ids, {c: n for n in online for c in online[n]}, siblings,
+                           threads)
 
 
 def memory(allocatable: dict[int, int], free: dict[int, int] | None = None,
@@ -33,6 +36,6 @@ def devices(registered: dict[frozenset[int], int],
     return DeviceState(registered, registered if free is None else free)
 
 
-def state(cpu: CpuState | None = None, mem: dict[int, MemoryNode] | None = None,
-          devs: dict[str, DeviceState] | None = None, numa: int = 2) -> NodeState:
-    return NodeState(tuple(range(numa)), cpu, mem, devs or {})
+def state(cpu: CpuManagerState | None = None, mem: dict[int, MemoryNode] | None = None,
+          devs: dict[str, DeviceState] | None = None, numa: int = 2) -> ManagersState:
+    return ManagersState(tuple(range(numa)), cpu, mem, devs or {})

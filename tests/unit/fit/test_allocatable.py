@@ -1,4 +1,4 @@
-"""The Node's allocatable without the Node object (``exporter/fit/allocatable.py``): what the
+"""The Node's allocatable without the Node object (``exporter/fit/state/allocatable.py``): what the
 kubelet's node status sets (``nodestatus.MachineInfo`` less ``GetNodeAllocatableReservation``),
 from sysfs and the kubelet's config file, worked out by hand."""
 
@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.fit.admission import Managers, Rules, admit
-from exporter.fit.allocatable import Reservation, derived_allocatable, parse_reservation
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape
 from exporter.fit.kubeletconfig import KubeletConfigError, parse_kubelet_config
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape
-from exporter.fit.snapshotstate import node_state
+from exporter.fit.state.allocatable import Reservation, derived_allocatable, parse_reservation
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import Allocatable, KubeletSnapshot, NumaNode, Topology
 from exporter.podcontext import ContainerContext, NodeContext, PodContext
 

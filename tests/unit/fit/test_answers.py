@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from exporter.fit.admission import Rules
 from exporter.fit.answers import CAPACITY_CAP, answer, numa_free_series, sentence
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.snapshotstate import node_state
+from exporter.fit.kubelet.config import Rules
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,

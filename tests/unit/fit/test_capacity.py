@@ -8,11 +8,12 @@ from dataclasses import replace
 
 from hypothesis import given, settings, strategies as st
 
-from exporter.fit.admission import Rules
 from exporter.fit.answers import answer
 from exporter.fit.capacity import NodeCounts
-from exporter.fit.nodestate import DeviceState, NodeRequests, NodeState
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
+from exporter.fit.kubelet.config import Rules
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.managers_state import ManagersState, NodeRequests
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
 
 from .nodes import GiB, cpus, memory, state
 
@@ -92,7 +93,7 @@ RULES = [SNN, Rules("single-numa-node", "pod"), Rules("restricted", "container")
 
 
 @st.composite
-def nodes(draw: st.DrawFn) -> NodeState:
+def nodes(draw: st.DrawFn) -> ManagersState:
     numa = draw(st.integers(1, 4))
     per_numa = draw(st.sampled_from([4, 8]))
     free = {n: draw(st.integers(0, per_numa)) for n in range(numa)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from exporter.fit.explain import PodQuestion, shape_report, why_report
+from exporter.fit.kubelet.podshape import ContainerShape, PodShape
 from exporter.fit.kubeletconfig import FlagConfig, resolve
-from exporter.fit.pod import ContainerShape, PodShape
 from exporter.podspec import Rejection
 
 from .nodes import cpus, state

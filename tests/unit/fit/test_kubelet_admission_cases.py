@@ -1,6 +1,6 @@
 """Whole-pod admission cases: the CPU manager's TestStaticPolicyAdd (Allocate with no NUMA
 hint) and scheduler-plugins' NodeResourceTopology filter tests, run through
-exporter.fit.admission with the verdicts (admitted, reason) they assert.
+exporter.fit.kubelet.topologymanager.scope with the verdicts (admitted, reason) they assert.
 
 The filter cases test the scheduler's approximation of ``single-numa-node``: it compares what
 is *available* per NUMA zone, with no capacity-based minimum width. Here each zone's
@@ -15,9 +15,13 @@ from typing import Any
 
 import pytest
 
-from exporter.fit.admission import Rules, admit
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode, NodeState
-from exporter.fit.pod import ContainerShape, Managers, PodShape, is_device_resource
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
+from exporter.fit.kubelet.cpumanager.state import CpuManagerState
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.managers_state import ManagersState
+from exporter.fit.kubelet.memorymanager.state import MemoryNode
+from exporter.fit.kubelet.podshape import ContainerShape, PodShape, is_device_resource
 
 from .cases import ids, section
 
@@ -59,7 +63,7 @@ def pod(case: dict[str, Any]) -> PodShape:
                     qos=spec["qos"])
 
 
-def cpumanager_node(node: dict[str, Any]) -> NodeState:
+def cpumanager_node(node: dict[str, Any]) -> ManagersState:
     online = {int(n): frozenset(z["cpus"]) for n, z in node["numa"].items()}
     cpu_numa = {c: n for n, cpus in online.items() for c in cpus}
     siblings = {c: frozenset(core) for z in node["numa"].values()
@@ -68,11 +72,11 @@ def cpumanager_node(node: dict[str, Any]) -> NodeState:
     threads = max((len(s) for s in siblings.values()), default=1)
     reserved_cores = frozenset(c for r in reserved for c in siblings.get(r, {r}))
     free = frozenset(node["free_cpus_incl_reserved"]) - reserved
-    return NodeState(tuple(sorted(online)), CpuState(online, free, cpu_numa, siblings, threads,
-                                                      reserved_cores))
+    return ManagersState(tuple(sorted(online)), CpuManagerState(online, free, cpu_numa, siblings,
+                                                                threads, reserved_cores))
 
 
-def nrt_node(node: dict[str, Any]) -> NodeState:
+def nrt_node(node: dict[str, Any]) -> ManagersState:
     numa_ids = tuple(sorted(int(n) for n in node["numa"]))
     online: dict[int, frozenset[int]] = {}
     free: set[int] = set()
@@ -101,7 +105,8 @@ def nrt_node(node: dict[str, Any]) -> NodeState:
         available.setdefault(resource, {})[frozenset()] = int(amount)
     cpu_numa = {c: n for n, cpus in online.items() for c in cpus}
     devices = {r: DeviceState(registered[r], available[r]) for r in registered}
-    return NodeState(numa_ids, CpuState(online, frozenset(free), cpu_numa), memory, devices)
+    return ManagersState(numa_ids, CpuManagerState(online, frozenset(free), cpu_numa), memory,
+                         devices)
 
 
 @pytest.mark.parametrize("case", CASES, ids=ids(CASES))

@@ -6,11 +6,12 @@ Manager (``lifecycle/predicate.go``), and which CPUs ``takeByTopology`` picks.""
 
 from __future__ import annotations
 
-from exporter.fit.admission import Rules, admit
 from exporter.fit.answers import answer, where
-from exporter.fit.pod import BURSTABLE, ContainerShape, PodShape, single_container
-from exporter.fit.snapshotstate import node_state
-from exporter.fit.statefiles import KubeletState, parse_cpu_manager_state
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Rules
+from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
+from exporter.fit.state.checkpoints import KubeletState, parse_cpu_manager_state
+from exporter.fit.state.from_snapshot import node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,

@@ -1,6 +1,7 @@
 """The hint providers' own tests (cpumanager/topology_hints_test.go,
 memorymanager/policy_static_test.go, devicemanager/topology_hints_test.go), run through
-exporter.fit.hints and exporter.fit.pod: the hints and the pod-scope requests they assert."""
+exporter.fit.kubelet.topologymanager.bitmask and exporter.fit.kubelet.podshape: the hints and the
+pod-scope requests they assert."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ from typing import Any
 
 import pytest
 
-from exporter.fit.hints import TopologyHint, cpu_hints, device_hints, memory_hints
-from exporter.fit.nodestate import CpuState, DeviceState, MemoryNode
-from exporter.fit.pod import GUARANTEED, ContainerShape, Managers, PodShape, asks, pod_effective_ask
+from exporter.fit.kubelet.config import Managers
+from exporter.fit.kubelet.cpumanager.policy_static import cpu_hints
+from exporter.fit.kubelet.cpumanager.state import CpuManagerState
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
+from exporter.fit.kubelet.memorymanager.policy_static import memory_hints
+from exporter.fit.kubelet.memorymanager.state import MemoryNode
+from exporter.fit.kubelet.podshape import (
+    GUARANTEED,
+    ContainerShape,
+    PodShape,
+    asks,
+    pod_effective_ask,
+)
+from exporter.fit.kubelet.topologymanager.topology_manager import TopologyHint
 
 from .cases import as_yaml, ids, section
 
@@ -41,8 +54,8 @@ def cpu_case(case: dict[str, Any]) -> list[dict[str, Any]] | None:
     siblings = {c: frozenset(core) for node in machine["numa"].values()
                 for core in node.get("smt_siblings", []) for c in core}
     reserved = frozenset(machine.get("reserved_cpus") or ())
-    state = CpuState(online, frozenset(case["state"]["free_cpus"]) - reserved, cpu_numa,
-                     siblings)
+    state = CpuManagerState(online, frozenset(case["state"]["free_cpus"]) - reserved, cpu_numa,
+                            siblings)
     pod = PodShape("p", (ContainerShape("c", {"cpu": case["request"]["cpu"] * 1000}),),
                    qos=case["request"].get("qos", GUARANTEED))
     request = asks(pod, pod.containers[0], Managers()).cpus

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from exporter.fit.merge import merge, merge_by_permutation, provider_lists
-from exporter.fit.policy import can_admit, filter_single_numa_hints, policy_merge
+from exporter.fit.kubelet.topologymanager.policy import merge, merge_by_permutation, provider_lists
+from exporter.fit.kubelet.topologymanager.policy_single_numa_node import filter_single_numa_hints
+from exporter.fit.kubelet.topologymanager.scope import can_admit, policy_merge
 
 from .cases import as_yaml, hint, hints, ids, section
 

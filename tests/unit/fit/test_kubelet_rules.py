@@ -7,24 +7,26 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from exporter.fit.admission import Rules, admit
 from exporter.fit.answers import answer
-from exporter.fit.hints import device_hints
-from exporter.fit.nodestate import DeviceState, MemoryNode, NodeState
-from exporter.fit.pod import (
+from exporter.fit.kubelet.allocation.allocation_manager import admit
+from exporter.fit.kubelet.config import Managers, Rules
+from exporter.fit.kubelet.devicemanager.manager import DeviceState
+from exporter.fit.kubelet.devicemanager.topology_hints import device_hints
+from exporter.fit.kubelet.managers_state import ManagersState
+from exporter.fit.kubelet.memorymanager.state import MemoryNode
+from exporter.fit.kubelet.podshape import (
     ContainerShape,
-    Managers,
     PodShape,
     pod_effective_ask,
     pod_scope_hint_ask,
     single_container,
 )
-from exporter.fit.snapshotstate import kubelet_minor, node_state
-from exporter.fit.statefiles import (
+from exporter.fit.state.checkpoints import (
     KubeletState,
     parse_device_checkpoint,
     parse_memory_manager_state,
 )
+from exporter.fit.state.from_snapshot import kubelet_minor, node_state
 from exporter.model import (
     Allocatable,
     ContainerAssignment,
@@ -142,7 +144,7 @@ def test_a_non_preferred_merge_never_reaches_a_node_without_the_devices():
                                                                   frozenset({3}): 1})
     memory = {n: MemoryNode({"memory": 6 * GiB}, {"memory": 6 * GiB}, frozenset({n}))
               for n in range(4)}
-    node = NodeState((0, 1, 2, 3), None, memory, {"example.com/gpu": gpus})
+    node = ManagersState((0, 1, 2, 3), None, memory, {"example.com/gpu": gpus})
     pod = PodShape("p", (ContainerShape("app", {"cpu": 500, "memory": 3 * GiB,
                                                 "example.com/gpu": 3}),))
     rules = Rules("best-effort", "pod", managers=Managers(cpu_static=False))

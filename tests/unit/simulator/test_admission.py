@@ -10,26 +10,30 @@ import pytest
 
 from exporter.model import MemoryBlock
 from exporter.simulator import ProfileError, load_profile, parse_profile
-from exporter.simulator.admissionconfig import AdmissionConfig, config_from_spec, updated_config
+from exporter.simulator.node.admissionconfig import (
+    AdmissionConfig,
+    config_from_spec,
+    updated_config,
+)
+from exporter.simulator.node.book import SimulatedNode
 from exporter.simulator.profile import PodSpec, parse_pod
-from exporter.simulator.state import NodeState
 
 GiB = 1 << 30
 SNN = AdmissionConfig("single-numa-node")
 
 
 def node(cpus_per_node: int = 4, threads: int = 1, memory: str = "16Gi",
-         **extra: Any) -> NodeState:
+         **extra: Any) -> SimulatedNode:
     """Two NUMA nodes, CPUs 0..n-1 on node 0 and n..2n-1 on node 1, nothing reserved, no pod;
     single-numa-node, scope container, static CPU and memory managers."""
     n = cpus_per_node
-    return NodeState(parse_profile({
+    return SimulatedNode(parse_profile({
         "name": "t", "threads_per_core": threads,
         "numa_nodes": [{"id": 0, "cpus": f"0-{n - 1}", "memory": memory},
                        {"id": 1, "cpus": f"{n}-{2 * n - 1}", "memory": memory}], **extra}))
 
 
-def held(state: NodeState, *cpus: int) -> NodeState:
+def held(state: SimulatedNode, *cpus: int) -> SimulatedNode:
     """``state`` with ``cpus`` held by some container already (not free)."""
     for numa in state.free_cpus:
         state.free_cpus[numa] -= set(cpus)
@@ -54,7 +58,7 @@ def c(name: str = "c", cpus: int | str = 0, memory: str | None = None,
     return body
 
 
-def free(state: NodeState) -> set[int]:
+def free(state: SimulatedNode) -> set[int]:
     return set().union(*state.free_cpus.values())
 
 
@@ -156,13 +160,13 @@ def test_prefer_closest_numa_nodes_picks_the_nearest_pair():
             "numa_nodes": [{"id": i, "cpus": f"{4 * i}-{4 * i + 3}",
                             "distances": distances[i]} for i in range(4)]}
     six = pod(c(cpus=6))  # 4 CPUs per node: every pair is a preferred hint
-    assert placed(NodeState(parse_profile(spec)).admit(six, AdmissionConfig("best-effort"))
+    assert placed(SimulatedNode(parse_profile(spec)).admit(six, AdmissionConfig("best-effort"))
                   )["c"][0] == [0, 1]
     # average distances: {0,2} and {1,3} 11, the others 20; equal: the lower ids
     closest = AdmissionConfig("best-effort", prefer_closest_numa_nodes=True)
-    assert placed(NodeState(parse_profile(spec)).admit(six, closest))["c"][0] == [0, 2]
+    assert placed(SimulatedNode(parse_profile(spec)).admit(six, closest))["c"][0] == [0, 2]
     restricted = AdmissionConfig("restricted", prefer_closest_numa_nodes=True)
-    assert placed(NodeState(parse_profile(spec)).admit(six, restricted))["c"][0] == [0, 2]
+    assert placed(SimulatedNode(parse_profile(spec)).admit(six, restricted))["c"][0] == [0, 2]
 
 
 def test_full_pcpus_only_gives_the_kubelets_smt_alignment_errors():
@@ -170,19 +174,19 @@ def test_full_pcpus_only_gives_the_kubelets_smt_alignment_errors():
     spec = {"name": "t", "threads_per_core": 2, "reserved_cpus": "0",
             "numa_nodes": [{"id": 0, "cpus": "0-1,4-5"}, {"id": 1, "cpus": "2-3,6-7"}]}
     config = AdmissionConfig("single-numa-node", full_pcpus_only=True)
-    odd = NodeState(parse_profile(spec)).admit(pod(c(cpus=3, memory="1Gi")), config)
+    odd = SimulatedNode(parse_profile(spec)).admit(pod(c(cpus=3, memory="1Gi")), config)
     assert (odd.reason, odd.message) == (
         "SMTAlignmentError", "SMT Alignment Error: requested 3 cpus not multiple cpus per "
                              "core = 2")
     # 7 free CPUs, 6 outside the reserved CPU's core {0,4}; best-effort admits the merge
     # without a CPU hint, the CPU manager refuses (policy_static.go SMTAlignmentError)
-    wide = NodeState(parse_profile(spec)).admit(
+    wide = SimulatedNode(parse_profile(spec)).admit(
         pod(c(cpus=8, memory="1Gi")), AdmissionConfig("best-effort", full_pcpus_only=True))
     assert (wide.reason, wide.message) == (
         "SMTAlignmentError", "SMT Alignment Error: not enough free physical CPUs: available "
         "physical CPUs = 6, requested CPUs = 8, CPUs per core = 2")
     # 2 CPUs: node 0 (free 1, 4, 5) is the lowest that fits: its whole free core {1,5}
-    two = NodeState(parse_profile(spec)).admit(pod(c(cpus=2, memory="1Gi")), config)
+    two = SimulatedNode(parse_profile(spec)).admit(pod(c(cpus=2, memory="1Gi")), config)
     assert placed(two) == {"c": ([0], (1, 5))}
 
 
@@ -339,21 +343,21 @@ def test_a_profile_pod_admitted_under_an_earlier_configuration():
     spec = parse_profile(two_node_profile(pods=[
         {"namespace": "ns", "name": "db", "admitted_under": {
             "topologyManagerPolicy": "best-effort"}, "containers": [c("db", 1, "20Gi")]}]))
-    state = NodeState(spec)
+    state = SimulatedNode(spec)
     assert state.admission_config.topology_manager_policy == "single-numa-node"
     assert state.pods[("ns", "db")].assignment.containers[0].memory == (
         MemoryBlock("memory", 20 * GiB, (0, 1)),)
     # single-numa-node would have rejected it: the profile says so
     with pytest.raises(ProfileError, match="the kubelet rejects pod ns/db: "
                                            "TopologyAffinityError"):
-        NodeState(parse_profile(two_node_profile(pods=[
+        SimulatedNode(parse_profile(two_node_profile(pods=[
             {"namespace": "ns", "name": "db", "containers": [c("db", 1, "20Gi")]}])))
     for bad, reason in (({"numa": 1}, "'numa' is gone"), ({"placement": "spread"}, "is gone"),
                         ({"admitted_under": ["none"]}, "admitted_under must be an object")):
         with pytest.raises(ProfileError, match=reason):
             parse_pod({"name": "p", "containers": [], **bad})
     with pytest.raises(ProfileError, match="admitted_under: unknown setting"):
-        NodeState(parse_profile(two_node_profile(pods=[
+        SimulatedNode(parse_profile(two_node_profile(pods=[
             {"name": "p", "admitted_under": {"policy": "none"}, "containers": []}])))
 
 
@@ -384,21 +388,21 @@ def test_config_from_profile_and_updates():
 def test_a_policy_needs_max_allowable_numa_nodes_beyond_eight():
     data = {"name": "t", "numa_nodes": [{"id": i, "cpus": str(i)} for i in range(9)]}
     # nine NUMA nodes: the profile's default policy is none (topology_manager.go NewManager)
-    state = NodeState(parse_profile(data))
+    state = SimulatedNode(parse_profile(data))
     assert state.admission_config.topology_manager_policy == "none"
     with pytest.raises(ProfileError, match="restricted on a machine with 9 NUMA nodes"):
-        NodeState(parse_profile({**data, "topology_manager_policy": "restricted"}))
-    allowed = NodeState(parse_profile({
+        SimulatedNode(parse_profile({**data, "topology_manager_policy": "restricted"}))
+    allowed = SimulatedNode(parse_profile({
         **data, "topology_manager_policy": "single-numa-node",
         "topology_manager_policy_options": {"max-allowable-numa-nodes": "9"}}))
     assert placed(allowed.admit(pod(c(cpus=1)))) == {"c": ([0], (0,))}
     # gb200-tray: 34 NUMA nodes, so its profile runs the Topology Manager with policy none
-    assert NodeState(load_profile("gb200-tray")).admission_config.topology_manager_policy \
+    assert SimulatedNode(load_profile("gb200-tray")).admission_config.topology_manager_policy \
         == "none"
 
 
 def test_a_profile_pod_as_the_kubelet_reads_it():
-    state = NodeState(load_profile("small"))
+    state = SimulatedNode(load_profile("small"))
     shape = state.kubelet.shape(load_profile("dual-socket-gpu").pods[0])  # ml/llm-train-0
     assert [(x.name, x.sidecar) for x in shape.init_containers] == [("log-shipper", True)]
     assert shape.qos == "Guaranteed"
@@ -410,7 +414,7 @@ def test_a_profile_pod_as_the_kubelet_reads_it():
 def test_the_kubelet_config_file_says_what_admission_follows(tmp_path):
     import yaml
 
-    from exporter.simulator.sysfs import write_kubelet_config
+    from exporter.simulator.node.sysfs import write_kubelet_config
 
     spec = parse_profile({"name": "t", "numa_nodes": [{"id": 0, "cpus": "0-3"}],
                           "topology_manager_scope": "pod", "max_pods": 250,
@@ -428,7 +432,7 @@ def test_the_kubelet_config_file_says_what_admission_follows(tmp_path):
                                         "cpuManagerPolicyOptions",
                                         "topologyManagerPolicyOptions", "featureGates")}
     from_file = updated_config(AdmissionConfig(), settings)
-    assert from_file == NodeState(spec).admission_config == AdmissionConfig(
+    assert from_file == SimulatedNode(spec).admission_config == AdmissionConfig(
         "single-numa-node", "pod", full_pcpus_only=True, prefer_closest_numa_nodes=True,
         pod_level_resource_managers=True)
 
@@ -453,15 +457,15 @@ def test_profile_distances_reach_sysfs(tmp_path):
 def test_the_managers_state_carried_from_admission_equals_one_rebuilt(profile):
     """Admission carries the fit engine's state from one pod to the next; rebuilt from the
     simulator's books it is the same (the large profile: tests/integration/test_simulator)."""
-    state = NodeState(load_profile(profile))
+    state = SimulatedNode(load_profile(profile))
     carried = state.managers()
     state._managers = None
     assert state.managers() == carried
 
 
 def test_the_cpu_manager_state_holds_the_finished_init_containers_cpus(tmp_path):
-    from exporter.fit.statefiles import parse_cpu_manager_state
-    from exporter.simulator.checkpoints import write_state_files
+    from exporter.fit.state.checkpoints import parse_cpu_manager_state
+    from exporter.simulator.node.checkpoints import write_state_files
 
     state = node()
     state.admit(pod(c("app", 1), init=(c("setup", 2),)))
@@ -480,11 +484,11 @@ def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
     4Gi reserved on node 0; the hugepages)."""
     import yaml
 
-    from exporter.fit.allocatable import derived_allocatable, parse_reservation
+    from exporter.fit.state.allocatable import derived_allocatable, parse_reservation
     from exporter.model import Allocatable, KubeletSnapshot
     from exporter.simulator import write_sysfs
-    from exporter.simulator.admitting import node_allocatable
-    from exporter.simulator.sysfs import write_kubelet_config
+    from exporter.simulator.node.admitting import simulated_node_allocatable
+    from exporter.simulator.node.sysfs import write_kubelet_config
     from exporter.topology import read_topology
 
     spec = load_profile("dual-socket-gpu")
@@ -492,6 +496,6 @@ def test_the_config_file_and_sysfs_give_the_nodes_allocatable(tmp_path):
     derived = derived_allocatable(KubeletSnapshot((), Allocatable()),
                                   read_topology(write_sysfs(spec, tmp_path / "sys")),
                                   config["maxPods"], parse_reservation(config))
-    shown = node_allocatable(spec, (), frozenset())
+    shown = simulated_node_allocatable(spec, (), frozenset())
     assert derived == shown
     assert (derived["cpu"], derived["memory"]) == (62000, 380 * GiB)

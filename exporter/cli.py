@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .simulator.run import SimulateOptions
 
 ENV_PREFIX = "PODRESOURCES_EXPORTER_"
-# Outside 9100-9999 (full) and away from other software's defaults; CHANGELOG.md says why.
+# Outside 9100-9999 (full) and away from other software's defaults; docs/deploy.md says why.
 DEFAULT_PORT = 10075
 
 SERVE, SNAPSHOT, DEMO, SIMULATE = "serve", "snapshot", "demo", "simulate"
@@ -179,7 +179,7 @@ FLAGS: tuple[Flag, ...] = (
          "socket (off when unset)", socket_address, None, metavar="PATH"),
     Flag("--sysfs-root", (SIMULATE,), "write a matching fake sysfs tree here"),
     Flag("--control-address", (DEMO, SIMULATE), "HTTP endpoint to misbehave the simulated "
-         "kubelet: rate-limit storms, restarts, garbage (off when unset; see the README)",
+         "kubelet: rate-limit storms, restarts, garbage (off when unset; see docs/simulator.md)",
          listen_address, None, metavar="HOST:PORT"),
     Flag("--churn-interval", (DEMO, SIMULATE),
          "replace pods every SECONDS (default: no churn)", positive_float, None,

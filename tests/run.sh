@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (the README's second command; .ci/run calls exactly this).
+# The project's test command (the README's test command; .ci/run calls exactly this).
 # Installs everything the suite needs on a fresh machine, then runs all of it:
 #   bash tests/run.sh            # whole suite
 #   bash tests/run.sh -k promtool   # extra arguments go to pytest

@@ -1,5 +1,6 @@
-"""The layers of exporter/ (README "Development"): who may import whom, and no import circle,
-read from the source (every import, also those inside functions and under TYPE_CHECKING).
+"""The layers of exporter/ (exporter/__init__.py maps them; docs/how-it-works.md): who may
+import whom, and no import circle, read from the source (every import, also those inside
+functions and under TYPE_CHECKING).
 benchmarks/ is held to no circle as well."""
 
 from __future__ import annotations

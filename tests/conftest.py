@@ -82,3 +82,19 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
 def pki(tmp_path: Path) -> tuple[CA, Path, Path]:
     """A CA and a server certificate for localhost (a file may ask for other ones)."""
     return server_pki(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The real control plane (tests/controlplane: kube-apiserver on an embedded etcd), one for
+    the session; skips locally (fails under CI=true) when it is not built."""
+    from .support.controlplane import ControlPlane
+
+    plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    line = (f"control plane: kube-apiserver {plane.version} on an embedded etcd, "
+            f"ready {plane.start_seconds:.1f} s after start")
+    if reporter is not None:
+        reporter.write_line(line)
+    yield plane
+    plane.close()

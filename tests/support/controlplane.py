@@ -6,7 +6,7 @@ would create, since none runs.
     admin = plane.client()                          # client certificate, group system:masters
     admin.create({"apiVersion": "v1", "kind": "Namespace", ...})
     plane.namespace("monitoring", enforce="restricted")  # + default ServiceAccount, CA ConfigMap
-    token = admin.token("monitoring", "podresources-exporter")   # the TokenRequest API
+    token = admin.request_token("monitoring", "podresources-exporter")  # TokenRequest
     plane.kubeconfig(path, token_file=...)          # what the exporter reads
     plane.compact(); plane.restart(); plane.audit() # etcd compaction, a new API server, requests
     plane.close()
@@ -188,8 +188,9 @@ class Client:
     def put_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.request("PUT", self.path(obj, named=True) + "/status", obj).body
 
-    def token(self, namespace: str, service_account: str, *, audiences: list[str] | None = None,
-              seconds: int = 3607, pod: dict[str, Any] | None = None) -> str:
+    def request_token(self, namespace: str, service_account: str, *,
+                      audiences: list[str] | None = None, seconds: int = 3607,
+                      pod: dict[str, Any] | None = None) -> str:
         """A token from the TokenRequest API, as the kubelet asks for a projected volume
         (3607 s: the kubelet's default expirationSeconds for the token it mounts), bound to
         ``pod`` when given (the token is refused once the pod is gone)."""

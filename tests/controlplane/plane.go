@@ -53,7 +53,7 @@ func start(dir string, extraFlags []string) (*controlPlane, error) {
 }
 
 func (c *controlPlane) run(flags []string) error {
-	api, err := startAPIServer(flags)
+	api, err := startAPIServer(flags, c.port)
 	if err != nil {
 		return err
 	}

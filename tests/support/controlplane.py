@@ -360,11 +360,23 @@ class ControlPlane:
         return self.audit_log.stat().st_size if self.audit_log.exists() else 0
 
     def audit(self, since: int = 0, user: str | None = None) -> list[dict[str, Any]]:
-        """The requests the API server answered since ``since`` (``ResponseComplete``, and
-        ``ResponseStarted`` for watches), optionally only ``user``'s."""
+        """The requests the API server received since ``since``, one event each, in order, as
+        finally answered: a watch is logged when its answer starts and again when it ends
+        (``ResponseStarted``, ``ResponseComplete``); a request counts where it was first
+        logged, with its last event (the status it ended with)."""
         with self.audit_log.open("rb") as log:
-            log.seek(since)
-            events = [json.loads(line) for line in log.read().splitlines() if line.strip()]
+            lines = log.read().splitlines()
+        first: dict[str, int] = {}
+        last: dict[str, dict[str, Any]] = {}
+        offset = 0
+        for line in lines:
+            if line.strip():
+                event = json.loads(line)
+                first.setdefault(event["auditID"], offset)
+                last[event["auditID"]] = event
+            offset += len(line) + 1
+        events = [last[audit_id] for audit_id, at in sorted(first.items(), key=lambda i: i[1])
+                  if at >= since]
         return [e for e in events if user is None or e["user"]["username"] == user]
 
 

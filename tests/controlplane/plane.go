@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// readyTimeout bounds a start: a few seconds on an idle machine; the post-start hooks
+// (bootstrap RBAC roles, priority classes, flow control) take much longer on a loaded one.
+const readyTimeout = 150 * time.Second
+
 type controlPlane struct {
 	dir   string
 	pki   *pki
@@ -58,7 +62,7 @@ func (c *controlPlane) run(flags []string) error {
 		return err
 	}
 	c.api = api
-	return c.waitReady(api, 60*time.Second)
+	return c.waitReady(api, readyTimeout)
 }
 
 // restart stops the API server and starts it again on the same etcd, port and certificates,

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 BINARY = REPO / ".tools" / "controlplane" / "controlplane"
 CRDS = REPO / ".tools" / "operatorcrds" / "crds"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-START_TIMEOUT_SECONDS = 120.0
+START_TIMEOUT_SECONDS = 180.0
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 RETRIES_429 = 20
@@ -263,7 +263,7 @@ class ControlPlane:
             raise RuntimeError(f"the control plane did not start: {ready.get('error')}")
         return cls(proc, ready, time.monotonic() - started)
 
-    def op(self, op: str, timeout: float = 120.0, **fields: Any) -> dict[str, Any]:
+    def op(self, op: str, timeout: float = 200.0, **fields: Any) -> dict[str, Any]:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
         self.proc.stdin.flush()

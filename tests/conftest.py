@@ -6,9 +6,13 @@
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
                         Kubernetes-API view's cluster, the web config, the real kubelet's driver,
-                        the differential fit runner, and fakeapiserver/: the fake Kubernetes API
-                        server); test modules never import each other
+                        the differential fit runner, fakeapiserver/: the fake Kubernetes API
+                        server, and controlplane*: the real one's driver, the chart, the view's
+                        objects, the kubelet's objects and the Operator's translation on it);
+                        test modules never import each other
     tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
+    tests/controlplane/ the real kube-apiserver on an embedded etcd, a Go test component (built
+                        by run.sh; the session fixture ``control_plane``)
 
 Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
 
@@ -31,6 +35,11 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_listener.py test_webconfig*.py
                                            test_basicauth.py
   exporter/kubeapi/                        tests/integration/test_kubeapi*.py test_podsapi.py
+                                           test_controlplane_*.py
+  tests/controlplane/ (the real API server) tests/integration/test_controlplane_*.py
+                                           test_fit_explain.py test_differential_fit.py
+                                           tests/deploy/test_chart_install.py
+                                           test_chart_pod_security.py test_chart_discovery.py
   exporter/podsapi/, protos/               tests/integration/test_podsapi.py test_demo_api.py
   exporter/simulator/                      tests/unit/simulator/
                                            tests/integration/test_simulator.py test_rejections.py

@@ -190,8 +190,9 @@ class Gate:
     test can shut: ``shut`` drops every connection through it and refuses new ones, as an
     unreachable API server does; ``open`` lets them through again. TLS passes through."""
 
-    def __init__(self, port: int):
-        self.port = port  # the API server's
+    def __init__(self, port: int, listen: str = "127.0.0.1"):
+        self.port = port  # where it relays to, on the loopback
+        self.listen = listen
         self.open_ = True
         self.server: asyncio.Server | None = None
         self.links: set[asyncio.StreamWriter] = set()
@@ -202,7 +203,7 @@ class Gate:
         return int(self.server.sockets[0].getsockname()[1])
 
     async def start(self) -> Gate:
-        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._relay, self.listen, 0)
         return self
 
     async def stop(self) -> None:
@@ -240,3 +241,15 @@ class Gate:
 
         await asyncio.gather(pipe(reader, upstream), pipe(upstream_reader, writer))
         self.links.difference_update((writer, upstream))
+
+
+def pod_address() -> str:
+    """An IPv4 address of this machine outside the loopback range, which an EndpointSlice may
+    name (the API server refuses 127.0.0.0/8 there): where a relay stands for a pod's IP."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        raise RuntimeError("no IPv4 address outside the loopback range for a pod's IP")
+    return address

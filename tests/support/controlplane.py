@@ -75,10 +75,13 @@ class ApiStatus(Exception):
     """The API server refused a request: its HTTP status and ``Status`` object."""
 
     def __init__(self, status: int, body: Any):
+        super().__init__(status, body)  # picklable: a differential worker may raise it
         self.status, self.body = status, body
         self.reason = body.get("reason", "") if isinstance(body, dict) else ""
         self.message = body.get("message", "") if isinstance(body, dict) else str(body)
-        super().__init__(f"HTTP {status} {self.reason}: {self.message}")
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status} {self.reason}: {self.message}"
 
 
 @dataclass

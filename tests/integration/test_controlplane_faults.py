@@ -150,7 +150,10 @@ async def test_a_restarted_api_server_loses_nothing(control_plane, real_api):
         errors = s.by("podresources_kube_api_errors_total", "resource")
         assert all(errors[r] >= 1 for r in RESOURCES), errors
     events = control_plane.audit(mark, user=real_api.user)
-    assert {e["responseStatus"]["code"] for e in events} <= {200, 410, 429}
+    # a server still starting answers 429 (storage initializing) or, before its RBAC cache
+    # is filled, 403: the view retries either, keeping the last values
+    assert {e["responseStatus"]["code"] for e in events} <= {200, 403, 410, 429}
+    assert 200 in {e["responseStatus"]["code"] for e in events}
     print(f"\nAPI server restart: {seconds:.2f} s")
 
 

@@ -6,9 +6,13 @@
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
                         Kubernetes-API view's cluster, the web config, the real kubelet's driver,
-                        the differential fit runner, and fakeapiserver/: the fake Kubernetes API
-                        server); test modules never import each other
+                        the differential fit runner, fakeapiserver/: the fake Kubernetes API
+                        server, and controlplane*: the real one's driver, the chart, the view's
+                        objects, the kubelet's objects and the Operator's translation on it);
+                        test modules never import each other
     tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
+    tests/controlplane/ the real kube-apiserver on an embedded etcd, a Go test component (built
+                        by run.sh; the session fixture ``control_plane``)
 
 Each test is marked with its directory's name (``pytest -m unit``, ``-m "not deploy"``).
 
@@ -31,6 +35,11 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_listener.py test_webconfig*.py
                                            test_basicauth.py
   exporter/kubeapi/                        tests/integration/test_kubeapi*.py test_podsapi.py
+                                           test_controlplane_*.py
+  tests/controlplane/ (the real API server) tests/integration/test_controlplane_*.py
+                                           test_fit_explain.py test_differential_fit.py
+                                           tests/deploy/test_chart_install.py
+                                           test_chart_pod_security.py test_chart_discovery.py
   exporter/podsapi/, protos/               tests/integration/test_podsapi.py test_demo_api.py
   exporter/simulator/                      tests/unit/simulator/
                                            tests/integration/test_simulator.py test_rejections.py
@@ -82,3 +91,19 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
 def pki(tmp_path: Path) -> tuple[CA, Path, Path]:
     """A CA and a server certificate for localhost (a file may ask for other ones)."""
     return server_pki(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The real control plane (tests/controlplane: kube-apiserver on an embedded etcd), one for
+    the session; skips locally (fails under CI=true) when it is not built."""
+    from .support.controlplane import ControlPlane
+
+    plane = ControlPlane.start(tmp_path_factory.mktemp("controlplane"))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    line = (f"control plane: kube-apiserver {plane.version} on an embedded etcd, "
+            f"ready {plane.start_seconds:.1f} s after start")
+    if reporter is not None:
+        reporter.write_line(line)
+    yield plane
+    plane.close()

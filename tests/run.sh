@@ -8,9 +8,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 started=$SECONDS
 # The real kubelet (tests/realkubelet, both releases; rebuilt only when its source changes)
-# builds beside the installs below, which wait mostly on the network: it needs only Go.
+# builds beside the installs below, which wait mostly on the network: it needs only Go. Then,
+# in the same job (one heavy Go build at a time), the real control plane (tests/controlplane)
+# and the Prometheus Operator's CRDs (tests/tools/operatorcrds.sh).
 mkdir -p .tools
-bash tests/realkubelet/build.sh >.tools/realkubelet-build.out 2>&1 &
+( status=0
+  bash tests/realkubelet/build.sh || status=1
+  bash tests/controlplane/build.sh || status=1
+  bash tests/tools/operatorcrds.sh || status=1
+  exit $status ) >.tools/realkubelet-build.out 2>&1 &
 realkubelet_build=$!
 
 if [ ! -x .venv/bin/python ]; then
@@ -25,8 +31,8 @@ wait "$realkubelet_build" || built=$?
 cat .tools/realkubelet-build.out >&2
 if [ "$built" != 0 ]; then
   case "${CI:-}" in
-    1|true|yes) echo "run.sh: the real kubelet did not build (CI=true)" >&2; exit 1 ;;
-    *) echo "run.sh: the real kubelet did not build: its tests skip" >&2 ;;
+    1|true|yes) echo "run.sh: a Go test component did not build (CI=true)" >&2; exit 1 ;;
+    *) echo "run.sh: a Go test component did not build: its tests skip" >&2 ;;
   esac
 fi
 echo "run.sh: installed and built in $((SECONDS - started)) s" >&2

@@ -74,6 +74,8 @@ class KubeView:
         self._records: dict[str, dict[Any, Any]] = {resource: {} for resource in KUBE_API_RESOURCES}
         self._terminated: set[Hashable] = set()
         self._states = dict.fromkeys(KUBE_API_RESOURCES, "starting")
+        # the reasons logged for each lost resource, while it stays lost
+        self._down_reasons: dict[str, set[str]] = {}
         self._rendered = b""
         self._rendered_for: tuple[int, Allocatable | None] | None = None
         self._pci_numa = pci_reader(sysfs_root)
@@ -298,6 +300,7 @@ class KubeView:
         elif state == "failed":
             log.info("Kubernetes API: %s reachable again; watching", resource)
         self._states[resource] = "ok"
+        self._down_reasons.pop(resource, None)
         kube_api_up = self.health.kube_api_up
         if kube_api_up is not None and kube_api_up[resource] != 1:
             kube_api_up[resource] = 1
@@ -309,6 +312,11 @@ class KubeView:
             if self._states[resource] != "failed":
                 log.warning("Kubernetes API: %s unreachable (%s); retrying with back-off, "
                             "keeping the last values", resource, reason)
+            elif reason not in self._down_reasons.get(resource, ()):
+                # e.g. an API server that comes back refusing the token: the new reason is
+                # the one to act on (each reason once per outage, however attempts alternate)
+                log.warning("Kubernetes API: %s still unreachable, now: %s", resource, reason)
+            self._down_reasons.setdefault(resource, set()).add(reason)
             self._states[resource] = "failed"
             if self.health.kube_api_up is not None:
                 self.health.kube_api_up[resource] = 0

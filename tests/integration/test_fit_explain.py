@@ -23,8 +23,9 @@ from exporter.commands.snapshot import snapshot
 from exporter.fit.fitview import FitView
 from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
 
+from ..support.controlplane import ControlPlane
+from ..support.controlplane_api import RealApi
 from ..support.fakeapiserver.objects import pod
-from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import Exporter, Node, small_profile
 
 GiB = 1 << 30
@@ -178,7 +179,8 @@ def test_a_changed_file_is_reread_and_a_bad_one_keeps_the_shapes(
 
 def guaranteed(name: str, cpu: str, memory: str, gpus: int) -> dict:
     amounts = {"cpu": cpu, "memory": memory, GPU: str(gpus)}
-    return {"name": name, "resources": {"requests": dict(amounts), "limits": dict(amounts)}}
+    return {"name": name, "image": "registry.example.com/train:1.0",
+            "resources": {"requests": dict(amounts), "limits": dict(amounts)}}
 
 
 def rejected(name: str, containers: list[dict], reason: str = "TopologyAffinityError") -> dict:
@@ -189,10 +191,11 @@ def rejected(name: str, containers: list[dict], reason: str = "TopologyAffinityE
 
 
 @pytest.fixture
-async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    server = FakeApiServer()
-    await server.start()
-    monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+def api(control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The real API server (tests/controlplane) holding test-node's pods as the kubelet
+    reported them: rejected at admission (phase Failed, the reason and message it sets)."""
+    server = RealApi(control_plane)
+    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig(tmp_path / "kubeconfig")))
     # every node 0 GPU is free, node 1 has one: 2 GPUs fit on no single node
     server.put("pods", rejected("two-gpus", [guaranteed("c", "2", "1Gi", 2)]))
     # 4 CPUs and 2 GPUs: each node lacks both
@@ -203,11 +206,11 @@ async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     server.put("pods", rejected("evicted", [guaranteed("c", "1", "1Gi", 1)], "Evicted"))
     server.put("pods", pod("ml", "trainer", "test-node", [guaranteed("c", "2", "4Gi", 2)]))
     yield server
-    await server.stop()
+    server.clear()
 
 
 async def test_rejected_pods_are_counted_with_the_blocking_resource(
-        api: FakeApiServer, caplog: pytest.LogCaptureFixture) -> None:
+        api: RealApi, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="exporter.fit.fitview")
     async with Node(PROFILE) as node, \
             Exporter(node.settings(kube_api=True, node_name="test-node")) as exporter:
@@ -238,7 +241,7 @@ def table_rows(out: str) -> list[list[str]]:
 
 
 async def test_snapshot_why_explains_a_rejected_pod(
-        api: FakeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+        api: RealApi, capsys: pytest.CaptureFixture[str]) -> None:
     """2 GPUs: node 1's capacity holds both (minimum width 1), but two of its three are taken;
     node 0 has one: only {0,1} is a hint, not preferred: single-numa-node rejects, blocking the
     GPU."""

@@ -46,7 +46,8 @@ def cluster(server: ClusterStore, name: str = NODE) -> None:
                            [dongles(1, "Always", "proxy"), dongles(2, name="fetch")]))
     server.put("pods", pod("ml", "done", name, [dongles(2)], phase="Succeeded"))
     server.put("pods", pod("ml", "elsewhere", "other-node", [dongles(3)]))
-    server.put("resourceslices", resource_slice("old", name, GPU_DRA, name, ["g0"] * 8, 1))
+    server.put("resourceslices", resource_slice("old", name, GPU_DRA, name,
+                                                [f"g{i}" for i in range(8)], 1))
     server.put("resourceslices", resource_slice("new-0", name, GPU_DRA, name, ["g0", "g1"], 2, 2))
     server.put("resourceslices", resource_slice("new-1", name, GPU_DRA, name, ["g2"], 2, 2))
     server.put("resourceslices", resource_slice("nics", name, "nic.example.com", "nics",

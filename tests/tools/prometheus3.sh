@@ -45,7 +45,7 @@ common=github.com/prometheus/common/version
 ldflags="-s -w -X $common.Version=$version -X $common.Revision=$pinned"
 ldflags+=" -X $common.Branch=release-${version%.*} -X $common.BuildUser=podresources-exporter-tests"
 if (cd "$MODULE" && GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local \
-      "$GO" build -trimpath -tags netgo,remove_all_sd -ldflags "$ldflags" -o "$OUT/" \
+      "$GO" build -trimpath -tags netgo,remove_all_sd,enable_kubernetes_sd -ldflags "$ldflags" -o "$OUT/" \
       github.com/prometheus/prometheus/cmd/prometheus \
       github.com/prometheus/prometheus/cmd/promtool) >"$OUT/build.log" 2>&1 \
    && "$OUT/prometheus" --version 2>&1 | grep -q "version $version "; then

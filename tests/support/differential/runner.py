@@ -34,6 +34,7 @@ from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
 
+from ..controlplane_publish import publish_kubelet_objects
 from ..fakeapiserver.server import FakeApiServer
 from ..realkubelet import (
     Admission,
@@ -117,7 +118,11 @@ async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: 
                         kube_api=api_objects is not None)
     server = None
     environ: dict[str, str] = {}
-    if api_objects is not None:
+    published = publish_kubelet_objects(api_objects) if api_objects is not None else None
+    if published is not None:  # the real API server (tests/controlplane), when one runs
+        environ, node_name = published
+        settings = replace(settings, node_name=node_name)
+    elif api_objects is not None:
         server = await FakeApiServer().start()
         node_object, pods = api_objects
         server.put("nodes", node_object)

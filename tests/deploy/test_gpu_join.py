@@ -136,8 +136,8 @@ async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, relea
         # every target scraped and the rules evaluated since: the GPU table joins the record
         # with every node's DCGM series, which one record's series do not prove are there
         await prometheus.settled()
-        held = await prometheus.instant("gpu:podresources_device_info:relabel")
-        rdma = await prometheus.instant('podresources_device_info{resource=~"rdma/.+"}')
+        held = await prometheus.instant_settled("gpu:podresources_device_info:relabel")
+        rdma = await prometheus.instant_settled('podresources_device_info{resource=~"rdma/.+"}')
         assert sorted(s["metric"]["resource"] for s in rdma) == [
             "rdma/hca_shared_devices_a", "rdma/hca_shared_devices_b"]
         assert {s["metric"]["device_id"] for s in rdma} <= {"0", "1"}  # as DCGM's gpu labels
@@ -157,7 +157,8 @@ async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, relea
             assert values["gpu"] == {FORMS_NODE: f"({WHOLE}|{SLICED})",
                                      GKE_NODE: f"({GKE_HELD})"}[node]
             for key, expr in queries.items():
-                results[node, *key] = await prometheus.instant(substitute(expr, values))
+                results[node, *key] = await prometheus.instant_settled(
+                    substitute(expr, values))
 
     # Worked by hand from the values served (percent and MiB), in the panels' units: ratio and
     # bytes, whichever release serves them.

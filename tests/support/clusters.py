@@ -45,10 +45,10 @@ DCGM_JOB = "dcgm-exporter"
 # Grafana's $__rate_interval for a 1 s scrape interval is 4 s; 10 s holds ~10 samples.
 RATE_INTERVAL = "10s"
 WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
-# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu", local to NUMA nodes 0
-# and 1): its UUID attribute in the profile. dcgm-exporter's DRA path attributes its series to
-# the pod through the claim, with the DRA device's driver, pool and name, which the GPU row joins
-# to the exporter's DRA device.
+# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu", NUMA node 0: its
+# ResourceSlice lists 0 and 1, its own node first): its UUID attribute in the profile.
+# dcgm-exporter's DRA path attributes its series to the pod through the claim, with the DRA
+# device's driver, pool and name, which the GPU row joins to the exporter's DRA device.
 DRA_GPU = "GPU-5c1f0d3e-8a47-4b2e-9f61-0d2a7c3b9e15"
 DRA_GPU_DEVICE = ("gpu-node-01-dra", "gpu-8")
 # Every exporter's --fit-shapes. East: gpu-node-01 has 0 + 4 free CPUs and no free GPU,

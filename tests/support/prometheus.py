@@ -174,6 +174,20 @@ class Prometheus:
     async def instant(self, expr: str) -> list[dict]:
         return (await self.api("/api/v1/query", query=expr))["result"]
 
+    async def instant_settled(self, expr: str, tries: int = 3) -> list[dict]:
+        """An instant query that should have data, asked again after every target is up and
+        the rules have run again if it has none: on a loaded machine a scrape can time out
+        (the tests scrape every second with a one-second timeout), and Prometheus then marks
+        that target's series stale until its next scrape, so a query in between finds nothing.
+        Still empty after that, it is empty."""
+        result = await self.instant(expr)
+        for _ in range(tries - 1):
+            if result:
+                break
+            await self.settled()
+            result = await self.instant(expr)
+        return result
+
     async def range(self, expr: str, seconds: int) -> list[dict]:
         """The last ``seconds`` at a 1 s step."""
         end = time.time()

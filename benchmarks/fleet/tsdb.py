@@ -118,8 +118,11 @@ def fleet_series(templates: dict[str, list], size: int, clusters: int, profiles:
             held = dict(LABEL.findall(labels)) if name == "podresources_dra_device_info" else {}
             if held.get("driver") == "gpu.nvidia.com":
                 gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, node + held['pool'] + held['device'])}"
-                dra[gpu] = (f'container="{held["container"]}",namespace="{held["namespace"]}",'
-                            f'pod="{held["pod"]}",dra_claim_name="{held["claim"]}",'
+                # the holder's labels clash with the scrape's target labels (dcgm-exporter's
+                # own pod): Prometheus keeps them as exported_*
+                dra[gpu] = (f'exported_container="{held["container"]}",'
+                            f'exported_namespace="{held["namespace"]}",'
+                            f'exported_pod="{held["pod"]}",dra_claim_name="{held["claim"]}",'
                             f'dra_claim_namespace="{held["namespace"]}",'
                             f'dra_driver_name="gpu.nvidia.com",dra_pool_name="{held["pool"]}",'
                             f'dra_device_name="{held["device"]}",')

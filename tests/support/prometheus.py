@@ -207,17 +207,25 @@ class Prometheus:
                 for a in alerts if a["state"] == "firing"}
 
     async def settled(self, timeout: float = 60.0) -> None:
-        """Return once every target has been scraped and is up, and every rule group has been
-        evaluated since: instant queries then see every target's series and the records made
-        from them. Checking a record's series alone is not enough: a record from one target's
-        series can be there while another target, scraped on its own schedule, is not yet."""
+        """Return once every target has been scraped successfully since this call, and every
+        rule group has been evaluated after that: instant queries then see every target's
+        series and the records made from them. Checking a record's series alone is not
+        enough: a record from one target's series can be there while another target, scraped
+        on its own schedule, is not yet. Each target counts once it is seen up with a scrape
+        started after the call, whenever that is: on a loaded machine some scrape may time out
+        at any moment, and all of them up at one instant may be long in coming."""
+        since = time.time()
+        fresh: set[str] = set()
+
         async def scraped() -> float | None:
             targets = (await self.api("/api/v1/targets", state="active"))["activeTargets"]
-            if targets and all(t["health"] == "up" for t in targets):
+            fresh.update(t["scrapeUrl"] for t in targets
+                         if t["health"] == "up" and timestamp(t["lastScrape"]) >= since)
+            if targets and {t["scrapeUrl"] for t in targets} <= fresh:
                 return time.time()
             return None
 
-        await self.evaluated_after(await self.wait_until(scraped, "every target up", timeout),
+        await self.evaluated_after(await self.wait_until(scraped, "every target scraped", timeout),
                                    timeout=timeout)
 
     async def evaluated_after(self, moment: float, evaluations: int = 1,

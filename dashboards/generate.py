@@ -4,11 +4,14 @@
     python -m dashboards.generate --check   # exit 1, naming the files, if any is out of date
 
 ``dashboards/*.json`` are pretty-printed for review; the chart gets minified copies (one ConfigMap
-per dashboard, well under the 1 MiB ConfigMap and 256 KiB last-applied-annotation limits),
-because Helm reads files only from inside the chart directory. The rules (``rules.py``) become
-the plain rule file ``dashboards/rules/podresources-exporter.rules.yaml``, the chart's
-``templates/_rules.tpl`` (with the per-alert part of ``values.schema.json``) and the mixin's
-``mixin/rules.json``.
+per dashboard, well under the 1 MiB ConfigMap and 256 KiB last-applied-annotation limits, and
+the same JSON in grafana-operator's GrafanaDashboard), because Helm reads files only from inside
+the chart directory. The same dashboards as Perses dashboards (``perses.py``):
+``dashboards/perses/*.json`` are PersesDashboard resources for ``kubectl apply``, the chart's
+``files/perses/*.json`` their ``spec.config``, which its PersesDashboard template wraps. The
+rules (``rules.py``) become the plain rule file
+``dashboards/rules/podresources-exporter.rules.yaml``, the chart's ``templates/_rules.tpl``
+(with the per-alert part of ``values.schema.json``) and the mixin's ``mixin/rules.json``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import cluster, health, overview, rule_files, rules
+from . import cluster, health, overview, perses, rule_files, rules
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD_DIR = REPO / "dashboards"
@@ -26,6 +29,8 @@ RULES = DASHBOARD_DIR / "rules" / "podresources-exporter.rules.yaml"
 CHART = REPO / "charts" / "podresources-exporter"
 CHART_FILES = CHART / "files"
 CHART_DASHBOARDS = CHART_FILES / "dashboards"
+CHART_PERSES = CHART_FILES / "perses"
+PERSES_DIR = DASHBOARD_DIR / "perses"
 CHART_RULES_TEMPLATE = CHART / "templates" / "_rules.tpl"
 CHART_SCHEMA = CHART / "values.schema.json"
 MIXIN = REPO / "mixin"
@@ -38,7 +43,8 @@ DASHBOARDS = {
     "exporter-health": health,
 }
 # Where generated files live; anything else matching these patterns is stale.
-GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"), (MIXIN_DASHBOARDS, "*.json"))
+GENERATED = ((DASHBOARD_DIR, "*.json"), (CHART_DASHBOARDS, "*.json"), (MIXIN_DASHBOARDS, "*.json"),
+             (PERSES_DIR, "*.json"), (CHART_PERSES, "*.json"))
 
 
 def outputs() -> dict[Path, str]:
@@ -51,6 +57,10 @@ def outputs() -> dict[Path, str]:
         minified = json.dumps(model, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
         files[CHART_DASHBOARDS / f"{name}.json"] = minified
         files[MIXIN_DASHBOARDS / f"{name}.json"] = minified
+        files[PERSES_DIR / f"{name}.json"] = json.dumps(
+            perses.resource(model["uid"], model), indent=2, ensure_ascii=False) + "\n"
+        files[CHART_PERSES / f"{name}.json"] = json.dumps(
+            perses.dashboard_spec(model), separators=(",", ":"), ensure_ascii=False)
     files[RULES] = rule_files.plain_rule_file()
     files[CHART_RULES_TEMPLATE] = rule_files.chart_template()
     files[MIXIN_RULES] = rule_files.mixin_rules()

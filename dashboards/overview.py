@@ -36,22 +36,36 @@ WORKLOAD = f"{NODE},{NAMESPACE},{NUMA_OR_GROUP}"
 CONTAINER_KEY = "namespace, pod, container, numa_node"
 POD_LINKS = {"pod": [pod_link()]}
 # dcgm-exporter's GPU metrics carry the GPU's UUID in label UUID. The recording rule
-# gpu:podresources_device_info:relabel gives every nvidia.com/gpu* device a container holds the
-# UUID of its physical GPU, whatever the device id's form (GPU-<uuid>, a time-slicing replica
-# GPU-<uuid>::<n>, GKE's nvidia<n>/vgpu<m>); several containers may hold one GPU. The gpu
-# variable lists this node's GPUs (their UUIDs); dcgm-exporter's series are selected by UUID, so
-# the join reads this node's GPUs instead of every GPU of the cluster.
+# gpu:podresources_device_info:relabel gives every GPU a container holds the UUID of its
+# physical GPU, whatever the device id's form (GPU-<uuid>, a time-slicing replica
+# GPU-<uuid>::<n>, GKE's nvidia<n>/vgpu<m>, a DRA device of gpu.nvidia.com); several containers
+# may hold one GPU. The gpu variable lists this node's GPUs (their UUIDs); dcgm-exporter's series
+# are selected by UUID, so the join reads this node's GPUs instead of every GPU of the cluster.
 GPU_RECORD = "gpu:podresources_device_info:relabel"
 THIS_NODES_GPUS = f'{CLUSTER},UUID=~"$gpu"'
 HOLDING = "UUID, resource, device_id, numa_node, namespace, pod, container"
 GPU_HOLDINGS = f'max by ({HOLDING}) ({GPU_RECORD}{{{NODE},UUID=~"$gpu"}})'
 
 
-def on_this_nodes_gpus(dcgm_metric: str) -> str:
-    """A DCGM metric per GPU device held on this node (one series per holder of a shared GPU),
-    labelled with the device, its NUMA node and its holder."""
-    return (f"{GPU_HOLDINGS} * on (UUID) group_left() "
-            f"max by (UUID) ({dcgm_metric}{{{THIS_NODES_GPUS}}})")
+def dcgm(current: str, legacy: str, convert: str) -> str:
+    """One of dcgm-exporter's GPU metrics per GPU (label UUID), in base units whichever release
+    a node runs: since 4.9 under DCGM 4.7's canonical name (bytes, ratio 0 to 1), before under
+    the legacy name (MiB, percent), converted. Where a GPU has both (two releases side by side
+    during an upgrade) the canonical one is taken, so no GPU counts twice."""
+    return (f"(max by (UUID) ({current}{{{THIS_NODES_GPUS}}}) or "
+            f"max by (UUID) ({legacy}{{{THIS_NODES_GPUS}}}) {convert})")
+
+
+MIB = "* 1048576"
+GPU_UTILIZATION = dcgm("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL", "/ 100")
+GPU_MEMORY_USED = dcgm("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_USED", MIB)
+GPU_MEMORY_FREE = dcgm("DCGM_FI_DEV_FB_FREE_BYTES", "DCGM_FI_DEV_FB_FREE", MIB)
+
+
+def on_this_nodes_gpus(per_gpu: str) -> str:
+    """A per-GPU expression (label UUID) per GPU held on this node (one series per holder of
+    a shared GPU), labelled with the device, its NUMA node and its holder."""
+    return f"{GPU_HOLDINGS} * on (UUID) group_left() {per_gpu}"
 
 
 DRA_DRIVERS = 'resource=~".+\\\\..+",resource!~".*/.*"'  # driver names: dots, no slash
@@ -263,44 +277,45 @@ def dra_per_numa_node() -> list:
 def gpus() -> list:
     """DCGM's GPU metrics joined to the pods holding the GPUs and their NUMA nodes; the row is
     folded, and empty without dcgm-exporter."""
-    about = (" From dcgm-exporter (DCGM_FI_DEV_*, label UUID), joined on the GPU's UUID to the "
-             "nvidia.com/gpu* devices held on this node (recording rule "
-             "gpu:podresources_device_info:relabel: whole GPUs, time-slicing replicas, GKE "
-             "shared GPUs; not MIG). A GPU shared by several pods shows its whole figures on "
-             "each. Empty without dcgm-exporter.")
+    about = (" From dcgm-exporter (label UUID; DCGM_FI_DEV_GPU_UTIL_RATIO and "
+             "DCGM_FI_DEV_FB_*_BYTES since 4.9, DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_* before, "
+             "shown in the same units), joined on the GPU's UUID to the GPUs held on this node "
+             "(recording rule gpu:podresources_device_info:relabel: whole GPUs, time-slicing "
+             "replicas, GKE shared GPUs, GPUs of NVIDIA's DRA driver; not MIG). A GPU shared by "
+             "several pods shows its whole figures on each. Empty without dcgm-exporter.")
     table_panel = table(
         "GPUs: utilization and memory by pod and NUMA node",
-        "Each GPU device held on this node: the physical GPU, the container holding it, the "
-        "NUMA node it is local to, the GPU's utilization and framebuffer memory." + about,
-        [query(on_this_nodes_gpus("DCGM_FI_DEV_GPU_UTIL"), table=True),
-         query(on_this_nodes_gpus("DCGM_FI_DEV_FB_USED"), table=True),
-         query(f"{on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')} / on (UUID) group_left() "
-               f"(max by (UUID) (DCGM_FI_DEV_FB_USED{{{THIS_NODES_GPUS}}}) + max by (UUID) "
-               f"(DCGM_FI_DEV_FB_FREE{{{THIS_NODES_GPUS}}}))", table=True)],
+        "Each GPU held on this node: the physical GPU, the container holding it, the NUMA node "
+        "it is local to, the GPU's utilization and framebuffer memory used (and its share of "
+        "used + free)." + about,
+        [query(on_this_nodes_gpus(GPU_UTILIZATION), table=True),
+         query(on_this_nodes_gpus(GPU_MEMORY_USED), table=True),
+         query(f"{on_this_nodes_gpus(GPU_MEMORY_USED)} / on (UUID) group_left() "
+               f"({GPU_MEMORY_USED} + {GPU_MEMORY_FREE})", table=True)],
         transformations=[merge(), organize(
             {"UUID": "GPU", "device_id": "device", "numa_node": "NUMA node",
              "Value #A": "utilization", "Value #B": "memory used",
              "Value #C": "memory used share"},
             order=("UUID", "resource", "device_id", "numa_node", "namespace", "pod", "container",
                    "Value #A", "Value #B", "Value #C"))],
-        units={"utilization": "percent", "memory used": "mbytes",
+        units={"utilization": "percentunit", "memory used": "bytes",
                "memory used share": "percentunit"},
-        colored={"utilization": ((None, "blue"), (50, "green"), (90, "orange"))},
+        colored={"utilization": ((None, "blue"), (0.5, "green"), (0.9, "orange"))},
         sort_by="utilization", links=POD_LINKS, height=8)
     by_numa = timeseries(
         "GPU utilization by NUMA node",
         "Mean utilization of the assigned GPUs local to each NUMA node." + about,
         [query("avg by (numa_node) (max by (numa_node, UUID) "
-               f"({on_this_nodes_gpus('DCGM_FI_DEV_GPU_UTIL')}))",
+               f"({on_this_nodes_gpus(GPU_UTILIZATION)}))",
                "NUMA {{numa_node}}")],
-        unit="percent")
+        unit="percentunit")
     by_pod = timeseries(
         "GPU memory used by pod",
         "Framebuffer memory used on the GPUs each pod holds (each GPU once)." + about,
         [query("sum by (namespace, pod) (max by (namespace, pod, UUID) "
-               f"({on_this_nodes_gpus('DCGM_FI_DEV_FB_USED')}))",
+               f"({on_this_nodes_gpus(GPU_MEMORY_USED)}))",
                "{{namespace}}/{{pod}}")],
-        unit="mbytes")
+        unit="bytes")
     return [row("GPUs (dcgm-exporter)", collapsed_panels=[table_panel, by_numa, by_pod])]
 
 

@@ -215,24 +215,37 @@ ALLOCATABLE_LATENCY_RECORDS = call_latency('method="GetAllocatableResources"',
 GET_LATENCY_RECORDS = call_latency('method!~"List|GetAllocatableResources"',
                                    "Get calls and any other method")
 
-# The physical GPU behind each nvidia.com/gpu* device a container holds, as dcgm-exporter names
-# it (label UUID), for the NUMA overview's GPU row. The device plugin's device ids take several
-# forms: a whole GPU "GPU-<uuid>", a time-slicing replica "GPU-<uuid>::<n>" (several containers
-# on one GPU), GKE's shared GPU "nvidia<n>/vgpu<m>", which names the GPU by its device file: that
-# one is looked up in dcgm-exporter's own series of the same node by device="nvidia<n>". The
-# node is dcgm-exporter's hostname label (the node name, from NODE_NAME, as its chart and the GPU
-# operator set it), spelt Hostname before dcgm-exporter 4.6: both are read, and a series with
+# The physical GPU behind each GPU a container holds, as dcgm-exporter names it (label UUID), for
+# the NUMA overview's GPU row. The device plugin's device ids take several forms: a whole GPU
+# "GPU-<uuid>", a time-slicing replica "GPU-<uuid>::<n>" (several containers on one GPU), GKE's
+# shared GPU "nvidia<n>/vgpu<m>", which names the GPU by its device file: that one is looked up
+# in dcgm-exporter's own series of the same node by device="nvidia<n>". The node is
+# dcgm-exporter's hostname label (the node name, from NODE_NAME, as its chart and the GPU
+# operator set it), spelt Hostname before dcgm-exporter 4.8.3: both are read, and a series with
 # neither is left out rather than joined as a node without a name (where two nodes' nvidia0
-# would collide and fail the whole rule). MIG devices ("MIG-<uuid>", resources
-# nvidia.com/mig-*) are not here: dcgm-exporter never shows a MIG device's UUID. The regular
-# expressions live here, not in the dashboards, because Grafana would read label_replace's "$1"
-# as one of its variables.
+# would collide and fail the whole rule). A GPU that NVIDIA's DRA driver (gpu.nvidia.com)
+# prepared for a claim is a DRA device (podresources_dra_device_info: driver, pool, device);
+# dcgm-exporter's DRA path (KUBERNETES_ENABLE_DRA) labels that GPU's series with the same three
+# (dra_driver_name, dra_pool_name, dra_device_name), which give its UUID. MIG devices
+# ("MIG-<uuid>", resources nvidia.com/mig-*) are not here: dcgm-exporter never shows a MIG
+# device's UUID. Any series of every GPU does for the lookups: the framebuffer memory used, under
+# its name before dcgm-exporter 4.9 (DCGM_FI_DEV_FB_USED) and since (DCGM_FI_DEV_FB_USED_BYTES).
+# The regular expressions live here, not in the dashboards, because Grafana would read
+# label_replace's "$1" as one of its variables.
 GPU_HOLDINGS = ("max by (<<cluster>>, node, resource, device_id, numa_node, namespace, pod, "
                 "container, UUID)")
 DCGM_HOSTNAME_LABELS = ("hostname", "Hostname")
+DCGM_ANY_GPU_SERIES = '__name__=~"DCGM_FI_DEV_FB_USED_BYTES|DCGM_FI_DEV_FB_USED"'
 DCGM_NODES = "\n    or\n".join(
-    f'    label_replace(DCGM_FI_DEV_FB_USED{{{label}!=""}}, "node", "$1", "{label}", "(.+)")'
+    f'    label_replace({{{DCGM_ANY_GPU_SERIES},{label}!=""}}, "node", "$1", "{label}", "(.+)")'
     for label in DCGM_HOSTNAME_LABELS)
+DRA_GPU_DRIVER = "gpu.nvidia.com"
+DCGM_DRA_DEVICES = (
+    "    label_replace(label_replace(label_replace(\n"
+    f"      {{{DCGM_ANY_GPU_SERIES},dra_device_name!=\"\"}},\n"
+    '      "driver", "$1", "dra_driver_name", "(.+)"),\n'
+    '      "pool", "$1", "dra_pool_name", "(.+)"),\n'
+    '      "device", "$1", "dra_device_name", "(.+)")')
 GPU_RECORDS = (
     Record("gpu:podresources_device_info:relabel",
            f"{GPU_HOLDINGS} (\n"
@@ -247,11 +260,23 @@ GPU_RECORDS = (
            '    "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")\n'
            "  * on (<<cluster>>, node, device) group_left(UUID)\n"
            "  group by (<<cluster>>, node, device, UUID) (\n"
-           f"{DCGM_NODES}))",
-           "One series per GPU device a container holds, with the physical GPU's UUID (label "
-           "UUID) for every device id form that names one: GPU-<uuid>, GPU-<uuid>::<n> and GKE's "
+           f"{DCGM_NODES}))\n"
+           "or\n"
+           f"{GPU_HOLDINGS} (\n"
+           "  label_join(\n"
+           "    label_replace(\n"
+           f'      podresources_dra_device_info{{driver="{DRA_GPU_DRIVER}"}},\n'
+           '      "resource", "$1", "driver", "(.+)"),\n'
+           '    "device_id", "/", "pool", "device")\n'
+           "  * on (<<cluster>>, driver, pool, device) group_left(UUID)\n"
+           "  group by (<<cluster>>, driver, pool, device, UUID) (\n"
+           f"{DCGM_DRA_DEVICES}))",
+           "One series per GPU a container holds, with the physical GPU's UUID (label UUID), "
+           "for every device id form that names one: GPU-<uuid>, GPU-<uuid>::<n>, GKE's "
            "nvidia<n>/vgpu<m> (through dcgm-exporter's device label on the same node, named by "
-           "its hostname label, Hostname before dcgm-exporter 4.6)."),
+           "its hostname label, Hostname before dcgm-exporter 4.8.3), and a GPU prepared by "
+           "NVIDIA's DRA driver (resource gpu.nvidia.com, device_id <pool>/<device>, through "
+           "dcgm-exporter's dra_* labels)."),
 )
 
 RECORDING_GROUPS = ((RECORDING_GROUP, NUMA_RECORDS), (UTILIZATION_GROUP, UTILIZATION_RECORDS),

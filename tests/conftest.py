@@ -49,7 +49,7 @@ Changing ...                              run (besides ``pytest tests/unit``)
   exporter/nodemap/                        tests/integration/test_numa_page.py
                                            test_numa_browser.py
   charts/, Dockerfile, dashboards/, mixin/ tests/deploy
-  tests/tools/prometheus3/ (the 3.x pin)   bash tests/tools/prometheus3.sh, tests/deploy,
+  tests/tools/prometheus3/ (the 3.x pins)  bash tests/tools/prometheus3.sh, tests/deploy,
                                            tests/integration/test_exposition.py (both lines:
                                            tests/support/prometheus.py)
   anything, before a commit                bash tests/run.sh (ruff, mypy, every test)

@@ -15,6 +15,8 @@
 #   jsonnet                the mixin/ checks: PyPI jsonnet (the C++ implementation's Python
 #                          binding, in .tools/venv) behind a small `jsonnet` command
 #   chromium               Debian's, for the node map's browser tests (tests/tools/chromium.sh)
+#   prometheus 3.13, 3.16  built from their Go modules (tests/tools/prometheus3.sh)
+#   persescheck            Perses' own model, for the PersesDashboards (tests/tools/persescheck.sh)
 # A tool that cannot be installed is reported here; its tests then skip locally and fail
 # under CI=true.
 set -uo pipefail
@@ -56,7 +58,8 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
 fi
 
 bash tests/tools/chromium.sh
-bash tests/tools/prometheus3.sh  # the 3.13 LTS line beside Debian's 2.x: .tools/prometheus3/
+bash tests/tools/prometheus3.sh  # 3.13 LTS and 3.16 beside Debian's 2.x: .tools/prometheus3/
+bash tests/tools/persescheck.sh  # Perses' own model for the PersesDashboards: .tools/persescheck/
 
 install_helm() {
   local work

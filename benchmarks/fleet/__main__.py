@@ -3,20 +3,21 @@
     python -m benchmarks.fleet                         # 250 and 1,000 nodes (~15 minutes)
     python -m benchmarks.fleet --sizes 100,200 --repeat 1 --no-series   # a quick look
     python -m benchmarks.fleet --series-only           # series per node, churn, flags (~2 min)
-    python -m benchmarks.fleet --prometheus .tools/prometheus3/prometheus \
-        --promtool .tools/prometheus3/promtool         # another Prometheus (default: PATH's)
+    python -m benchmarks.fleet --prometheus .tools/prometheus3/3.16/prometheus \
+        --promtool .tools/prometheus3/3.16/promtool    # another Prometheus (default: PATH's)
 
 For each profile of the fleet (default: dual-socket-gpu, a two-NUMA GPU node) the simulator and
 the exporter run once, as processes (``python -m exporter simulate`` / ``python -m exporter``),
 and the exporter's own /metrics is scraped. A fleet of N nodes in several clusters is that
 exposition copied N times with each node's target labels (cluster, node, instance, the exporter
 pod) and its own GPU UUIDs, plus per node Prometheus' scrape series (``up``...) and a
-dcgm-exporter target with dcgm-exporter 4.8's label set (gpu, UUID, pci_bus_id, device,
-modelName, hostname, DCGM_FI_DRIVER_VERSION). A window of samples at the scrape interval is
-written as OpenMetrics and turned into a block by ``promtool tsdb create-blocks-from
-openmetrics``; the real
-Prometheus is started on it, the recording rules are backfilled with ``promtool tsdb
-create-blocks-from rules`` (one pass per level of rules reading other rules), and then:
+dcgm-exporter target with dcgm-exporter 4.10's metric names and label set (gpu, UUID,
+pci_bus_id, device, modelName, hostname, DCGM_FI_SYSTEM_DRIVER_VERSION; on a GPU of NVIDIA's
+DRA driver, the holder and the dra_* labels of dcgm-exporter's DRA path). A window of samples
+at the scrape interval is written as OpenMetrics and turned into a block by ``promtool tsdb
+create-blocks-from openmetrics``; the real Prometheus is started on it, the recording rules are
+backfilled with ``promtool tsdb create-blocks-from rules`` (one pass per level of rules reading
+other rules), and then:
 
 Every fleet is built first, each with its own Prometheus; then each query goes to the fleets in
 turn, round after round, so that whatever else the machine does weighs on every size alike:
@@ -35,7 +36,7 @@ Grafana's for the scrape interval and the step (max(4 x scrape, step + scrape)).
 is extrapolated linearly to ``--extrapolate`` nodes from the two largest fleets. Prints tables;
 writes JSON (``--json``, default benchmarks/results/fleet-<date>.json). Every process and network
 listener is local (127.0.0.1) and stopped at the end. Needs ``prometheus`` and ``promtool``
-(2.42 and 3.13 tested): PATH's, or the ones given.
+(2.42, 3.13 and 3.16 tested): PATH's, or the ones given.
 """
 
 from __future__ import annotations

@@ -24,18 +24,25 @@ from ..harness import free_port, stop
 from . import VIEW, http
 from .node import profile_node_name
 
-DCGM_METRICS = (  # dcgm-exporter's default counters (a subset), value per GPU index
-    ("DCGM_FI_DEV_GPU_UTIL", lambda k: 20 + 9 * k),
-    ("DCGM_FI_DEV_FB_USED", lambda k: 1000.0 * (k + 1)),
-    ("DCGM_FI_DEV_FB_FREE", lambda k: 81559 - 1000.0 * (k + 1)),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", lambda k: 5 + k),
-    ("DCGM_FI_DEV_SM_CLOCK", lambda k: 1980),
-    ("DCGM_FI_DEV_MEM_CLOCK", lambda k: 2619),
+# dcgm-exporter 4.10's default counters (a subset), value per GPU index: DCGM 4.7's canonical
+# names in base units where dcgm-exporter 4.9 renamed a field and DCGM's field reference names
+# the new one (docs/dashboards.md cites which), the others as before; the dashboards read the
+# first three
+MIB = 1048576
+DCGM_METRICS = (
+    ("DCGM_FI_DEV_GPU_UTIL_RATIO", lambda k: (20 + 9 * k) / 100),
+    ("DCGM_FI_DEV_FB_USED_BYTES", lambda k: 1000.0 * (k + 1) * MIB),
+    ("DCGM_FI_DEV_FB_FREE_BYTES", lambda k: (81559 - 1000.0 * (k + 1)) * MIB),
+    ("DCGM_FI_DEV_FB_CAPACITY_BYTES", lambda k: 81559.0 * MIB),
+    ("DCGM_FI_DEV_MEMORY_UTIL_RATIO", lambda k: (5 + k) / 100),
+    ("DCGM_FI_DEV_SM_CLOCK_HERTZ", lambda k: 1980e6),
+    ("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", lambda k: 2619e6),
     ("DCGM_FI_DEV_GPU_TEMP", lambda k: 40 + k),
     ("DCGM_FI_DEV_POWER_USAGE", lambda k: 300.5 + k),
     ("DCGM_FI_DEV_XID_ERRORS", lambda k: 0),
     ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", lambda k: 0),
 )
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
                  "scrape_series_added", "scrape_samples_post_metric_relabeling")
 HAS_NODE = re.compile(r'(^|,)node="')
@@ -104,13 +111,29 @@ def fleet_series(templates: dict[str, list], size: int, clusters: int, profiles:
                 'container="nvidia-dcgm-exporter"')
         if gpus:
             constant.append(f"up{{{dcgm}}} 1")
-        for k, gpu in enumerate(sorted(mapping.values())):
+        # GPUs of NVIDIA's DRA driver prepared for a claim: dcgm-exporter's DRA path labels
+        # their series with the holder and the DRA device (dra_* labels)
+        dra: dict[str, str] = {}
+        for name, labels in zip((sample[0] for sample in samples), text.split("\x00")):
+            held = dict(LABEL.findall(labels)) if name == "podresources_dra_device_info" else {}
+            if held.get("driver") == "gpu.nvidia.com":
+                gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, node + held['pool'] + held['device'])}"
+                # the holder's labels clash with the scrape's target labels (dcgm-exporter's
+                # own pod): Prometheus keeps them as exported_*
+                dra[gpu] = (f'exported_container="{held["container"]}",'
+                            f'exported_namespace="{held["namespace"]}",'
+                            f'exported_pod="{held["pod"]}",dra_claim_name="{held["claim"]}",'
+                            f'dra_claim_namespace="{held["namespace"]}",'
+                            f'dra_driver_name="gpu.nvidia.com",dra_pool_name="{held["pool"]}",'
+                            f'dra_device_name="{held["device"]}",')
+        for k, gpu in enumerate(sorted(mapping.values()) + sorted(dra)):
             for metric, value in DCGM_METRICS:
                 constant.append(
                     f'{metric}{{gpu="{k}",UUID="{gpu}",'
                     f'pci_bus_id="00000000:{0x18 + 16 * k:02X}:00.0",device="nvidia{k}",'
                     f'modelName="NVIDIA H100 80GB HBM3",hostname="{node}",'
-                    f'DCGM_FI_DRIVER_VERSION="580.95.05",{dcgm}}} {fmt(value(k))}')
+                    f'DCGM_FI_SYSTEM_DRIVER_VERSION="580.95.05",{dra.get(gpu, "")}{dcgm}}} '
+                    f'{fmt(value(k))}')
     groups = list(counters.values())
     total = len(constant) + len(clock) + sum(len(p) for _, p in groups)
     return constant, groups, clock, total

@@ -243,19 +243,32 @@ def test_gpu_row_joins_dcgm_to_pods_and_numa_nodes():
         "GPUs: utilization and memory by pod and NUMA node", "GPU utilization by NUMA node",
         "GPU memory used by pod"]
     exprs = " ".join(target["expr"] for panel in inner for target in panel["targets"])
-    for metric in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
-        assert metric in exprs
+    # every DCGM metric under both names, the canonical one (dcgm-exporter 4.9 and later, base
+    # units) first and the legacy one converted to the same unit, per GPU: a GPU that both
+    # releases report during an upgrade counts once
+    pairs = (("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL", "/ 100"),
+             ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_USED", "* 1048576"),
+             ("DCGM_FI_DEV_FB_FREE_BYTES", "DCGM_FI_DEV_FB_FREE", "* 1048576"))
+    for canonical, legacy, convert in pairs:
+        either = (f'(max by (UUID) ({canonical}{{cluster="$cluster",UUID=~"$gpu"}}) or '
+                  f'max by (UUID) ({legacy}{{cluster="$cluster",UUID=~"$gpu"}}) {convert})')
+        assert either in exprs, canonical
+    assert exprs.count("DCGM_FI_DEV_FB_FREE") == 2  # only the memory share reads it
     # DCGM's UUID meets the recorded physical GPU of every held device, on this node's GPUs only;
     # the holders are the many side (a time-sliced GPU has several), keyed on resource and
     # device id, never on a device id alone
     holdings = ('max by (UUID, resource, device_id, numa_node, namespace, pod, container) '
                 '(gpu:podresources_device_info:relabel{cluster="$cluster",node="$node",'
-                'UUID=~"$gpu"}) * on (UUID) group_left() max by (UUID) (DCGM_')
+                'UUID=~"$gpu"}) * on (UUID) group_left() (max by (UUID) (DCGM_')
     assert exprs.count(holdings) == 5  # the memory share divides by two DCGM series more
     assert "topk" not in exprs and "label_join" not in exprs and "$1" not in exprs
     # dcgm-exporter's series are read for this node's GPUs only (by UUID), never the cluster's
     dcgm = re.findall(r"DCGM_\w+\{([^}]*)\}", exprs)
-    assert len(dcgm) == 7 and set(dcgm) == {'cluster="$cluster",UUID=~"$gpu"'}
+    assert len(dcgm) == 14 and set(dcgm) == {'cluster="$cluster",UUID=~"$gpu"'}
+    units = {panel["title"]: panel["fieldConfig"]["defaults"]["unit"] for panel in inner}
+    assert units == {"GPUs: utilization and memory by pod and NUMA node": "short",
+                     "GPU utilization by NUMA node": "percentunit",
+                     "GPU memory used by pod": "bytes"}
     gpu = next(v for v in model["templating"]["list"] if v["name"] == "gpu")
     assert gpu["query"] == ('label_values(gpu:podresources_device_info:relabel{'
                             'cluster="$cluster",node="$node"}, UUID)')

@@ -1,5 +1,8 @@
-"""Every form of GPU device id lands on its physical GPU, on both Prometheus lines and with
-both spellings of dcgm-exporter's node label (``hostname`` since 4.6, ``Hostname`` before).
+"""Every form of GPU device id lands on its physical GPU, on both Prometheus 3 lines, with every
+dcgm-exporter release's names and units: 4.7 (``Hostname``, legacy names), 4.8 (``hostname``,
+legacy names: percent, MiB), 4.10 (DCGM 4.7's canonical names: ratio, bytes), and a node running
+4.8 and 4.10 side by side (a DaemonSet upgrade surging), whose GPUs must count once. The panels
+show the same figures, in the same units (ratio, bytes), whichever the node runs.
 
 Two nodes of one cluster, each with a dcgm-exporter whose GPUs include an ``nvidia0`` and an
 ``nvidia1``: ``gpu-forms-01`` names its GPUs in the NVIDIA device plugin's forms (a whole GPU
@@ -18,13 +21,18 @@ import pytest
 
 from ..support.grafana import LABEL_VALUES, all_of, by, dashboard, substitute
 from ..support.harness import REPO, Exporter, Node
-from ..support.prometheus import LINES, Prometheus, scrape_job, tool
-from ..support.targets import DCGM_CURRENT, DCGM_OLDER, DcgmTarget, Holder
+from ..support.prometheus import SERVER_LINES, Prometheus, scrape_job, tool
+from ..support.targets import DCGM_4_7, DCGM_4_8, DCGM_4_10, DcgmTarget, Holder
 
 pytestmark = pytest.mark.external
 
 RULES = REPO / "dashboards" / "rules" / "podresources-exporter.rules.yaml"
 RATE_INTERVAL = "10s"
+MIB = 1048576
+# dcgm-exporter's releases on the two nodes: each node one release, or the forms node both
+# 4.8 and 4.10 at once
+RELEASES = {"4.7": (DCGM_4_7,), "4.8": (DCGM_4_8,), "4.10": (DCGM_4_10,),
+            "4.8-and-4.10": (DCGM_4_8, DCGM_4_10)}
 
 FORMS = "forms"
 FORMS_NODE, GKE_NODE = "gpu-forms-01", "gke-node-01"
@@ -90,10 +98,9 @@ async def overview_values(prometheus: Prometheus, node: str) -> dict[str, str]:
     return values
 
 
-@pytest.mark.parametrize("release", (DCGM_CURRENT, DCGM_OLDER),
-                         ids=("dcgm-exporter-hostname", "dcgm-exporter-Hostname"))
-@pytest.mark.parametrize("line", LINES)
-async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, release):
+@pytest.mark.parametrize("releases", RELEASES, ids=[f"dcgm-exporter-{r}" for r in RELEASES])
+@pytest.mark.parametrize("line", SERVER_LINES)
+async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, releases):
     binary = tool(line, "prometheus")
     model = dashboard("numa-overview")
     gpu_row = next(p for p in model["panels"] if p["title"] == "GPUs (dcgm-exporter)")
@@ -109,28 +116,28 @@ async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, relea
             await exporters[name].ready()
         # dcgm-exporter on each node: device nvidiaN in the order given; both nodes have an
         # nvidia0 and an nvidia1, so only the node tells GKE's nvidia0 apart. It attributes a
-        # shared GPU to one of its holders.
+        # shared GPU to one of its holders. Values in percent and MiB, served in the release's
+        # own units.
         dcgm = [await stack.enter_async_context(DcgmTarget(
                     FORMS_NODE, {WHOLE: 11, SLICED: 22, IDLE: 33},
                     {WHOLE: 1000.0, SLICED: 2000.0, IDLE: 3000.0}, release,
                     {WHOLE: Holder("ml", "train-0", "trainer"),
-                     SLICED: Holder("ml", "infer-1", "server")})),
-                await stack.enter_async_context(DcgmTarget(
-                    GKE_NODE, {GKE_HELD: 44, GKE_IDLE: 55}, {GKE_HELD: 4000.0, GKE_IDLE: 5000.0},
-                    release, {GKE_HELD: Holder("lab", "notebook-1", "jupyter")}))]
+                     SLICED: Holder("ml", "infer-1", "server")}))
+                for release in RELEASES[releases]]
+        dcgm.append(await stack.enter_async_context(DcgmTarget(
+            GKE_NODE, {GKE_HELD: 44, GKE_IDLE: 55}, {GKE_HELD: 4000.0, GKE_IDLE: 5000.0},
+            RELEASES[releases][-1], {GKE_HELD: Holder("lab", "notebook-1", "jupyter")})))
         prometheus = await stack.enter_async_context(Prometheus(binary, [
             scrape_job("podresources-exporter", [(e.port, {"cluster": FORMS, "node": name})
                                                  for name, e in exporters.items()],
                        honor_labels=True),
             scrape_job("dcgm-exporter", [(target.port, {"cluster": FORMS}) for target in dcgm])],
             [RULES]))
-
-        async def recorded():
-            held = await prometheus.instant("gpu:podresources_device_info:relabel")
-            return held if len(held) == 5 else None
-
-        held = await prometheus.wait_until(recorded, "the GPU devices recorded with their UUID")
-        rdma = await prometheus.instant('podresources_device_info{resource=~"rdma/.+"}')
+        # every target scraped and the rules evaluated since: the GPU table joins the record
+        # with every node's DCGM series, which one record's series do not prove are there
+        await prometheus.settled()
+        held = await prometheus.instant_settled("gpu:podresources_device_info:relabel")
+        rdma = await prometheus.instant_settled('podresources_device_info{resource=~"rdma/.+"}')
         assert sorted(s["metric"]["resource"] for s in rdma) == [
             "rdma/hca_shared_devices_a", "rdma/hca_shared_devices_b"]
         assert {s["metric"]["device_id"] for s in rdma} <= {"0", "1"}  # as DCGM's gpu labels
@@ -150,25 +157,32 @@ async def test_every_form_of_gpu_device_id_lands_on_its_physical_gpu(line, relea
             assert values["gpu"] == {FORMS_NODE: f"({WHOLE}|{SLICED})",
                                      GKE_NODE: f"({GKE_HELD})"}[node]
             for key, expr in queries.items():
-                results[node, *key] = await prometheus.instant(substitute(expr, values))
+                results[node, *key] = await prometheus.instant_settled(
+                    substitute(expr, values))
 
+    # Worked by hand from the values served (percent and MiB), in the panels' units: ratio and
+    # bytes, whichever release serves them.
     table = "GPUs: utilization and memory by pod and NUMA node"
     rows = {(s["metric"]["pod"], s["metric"]["UUID"], s["metric"]["numa_node"]):
             float(s["value"][1]) for s in results[FORMS_NODE, table, "A"]}
-    assert rows == {("train-0", WHOLE, "0"): 11, ("infer-0", SLICED, "1"): 22,
-                    ("infer-1", SLICED, "1"): 22}
+    assert rows == {("train-0", WHOLE, "0"): 0.11, ("infer-0", SLICED, "1"): 0.22,
+                    ("infer-1", SLICED, "1"): 0.22}
     assert by_pod(results[FORMS_NODE, table, "B"]) == \
-        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
-    assert by_pod(results[GKE_NODE, table, "B"]) == {"notebook-0": 4000, "notebook-1": 4000}
-    assert by_pod(results[GKE_NODE, table, "A"]) == {"notebook-0": 44, "notebook-1": 44}
+        {"train-0": 1000 * MIB, "infer-0": 2000 * MIB, "infer-1": 2000 * MIB}
+    assert by_pod(results[FORMS_NODE, table, "C"]) == pytest.approx(
+        {"train-0": 1000 / 81559, "infer-0": 2000 / 81559, "infer-1": 2000 / 81559})
+    assert by_pod(results[GKE_NODE, table, "B"]) == {"notebook-0": 4000 * MIB,
+                                                     "notebook-1": 4000 * MIB}
+    assert by_pod(results[GKE_NODE, table, "A"]) == {"notebook-0": 0.44, "notebook-1": 0.44}
     # pod -> GPU memory used: each pod's GPU, a shared GPU's whole figure on each holder
     memory = "GPU memory used by pod"
     assert by_pod(results[FORMS_NODE, memory, "A"]) == \
-        {"train-0": 1000, "infer-0": 2000, "infer-1": 2000}
-    assert by_pod(results[GKE_NODE, memory, "A"]) == {"notebook-0": 4000, "notebook-1": 4000}
+        {"train-0": 1000 * MIB, "infer-0": 2000 * MIB, "infer-1": 2000 * MIB}
+    assert by_pod(results[GKE_NODE, memory, "A"]) == {"notebook-0": 4000 * MIB,
+                                                      "notebook-1": 4000 * MIB}
     # utilization per NUMA node counts the shared GPU once
     assert by(results[FORMS_NODE, "GPU utilization by NUMA node", "A"], "numa_node") == \
-        {"0": 11, "1": 22}
+        {"0": 0.11, "1": 0.22}
 
 
 def by_pod(result: list[dict]) -> dict[str, float]:

@@ -20,7 +20,7 @@ import pytest
 
 from ..support.grafana import dashboard, panels, substitute
 from ..support.harness import REPO, Exporter, Node
-from ..support.prometheus import Prometheus, scrape_job, tool
+from ..support.prometheus import SERVER_LINES, Prometheus, scrape_job, tool
 from ..support.targets import HistogramTarget
 
 pytestmark = pytest.mark.external
@@ -47,8 +47,9 @@ def per_node(result: list[dict], *labels: str) -> dict[tuple, float]:
             float(s["value"][1]) for s in result}
 
 
-async def test_rules_and_panels_read_histograms_prometheus_converted_to_native():
-    binary = tool("3.13", "prometheus")
+@pytest.mark.parametrize("line", SERVER_LINES)
+async def test_rules_and_panels_read_histograms_prometheus_converted_to_native(line):
+    binary = tool(line, "prometheus")
     async with contextlib.AsyncExitStack() as stack:
         node = await stack.enter_async_context(Node("small"))
         exporter = await stack.enter_async_context(Exporter(node.settings(interval=0.2)))

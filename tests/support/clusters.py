@@ -14,9 +14,10 @@ a Prometheus' external labels give it:
 
 A dcgm-exporter-shaped target per cluster serves ``DCGM_FI_DEV_*`` series for that cluster's GPU
 node's GPUs (the same UUIDs in both clusters, different values), so the dashboards' GPU row has
-data to join: east's with the labels of dcgm-exporter 4.8 (``hostname``, pod attribution, a GPU
-held through a DRA claim), west's with those of an older 4.x (``Hostname``). A kubelet target
-per cluster serves the kubelet's own CPU manager metric. Prometheus scrapes everything every
+data to join: east's with the names and labels of dcgm-exporter 4.10 (``hostname``, ratio and
+bytes, pod attribution, the dra_* labels of a GPU NVIDIA's DRA driver prepared for a claim),
+west's with those of 4.7 (``Hostname``, percent and MiB). A kubelet target per cluster serves the
+kubelet's own CPU manager metric. Prometheus scrapes everything every
 second with the chart's labelling (``node`` target label, ``honor_labels``) and loads a rules
 file.
 """
@@ -34,7 +35,7 @@ from .fakeapiserver.server import FakeApiServer
 from .fakeapiserver.slices import resource_slices
 from .harness import Exporter, Node
 from .prometheus import Prometheus, scrape_job, tool
-from .targets import DCGM_CURRENT, DCGM_OLDER, DcgmTarget, Holder, KubeletTarget
+from .targets import DCGM_4_7, DCGM_4_10, DcgmTarget, Holder, KubeletTarget
 
 GPU_NODE = "gpu-node-01"
 EDGE_NODE = "edge-node-01"
@@ -44,10 +45,12 @@ DCGM_JOB = "dcgm-exporter"
 # Grafana's $__rate_interval for a 1 s scrape interval is 4 s; 10 s holds ~10 samples.
 RATE_INTERVAL = "10s"
 WEST_REMOVED = ("ml", "llm-infer-1")  # server: 8 CPUs, 32Gi and 1 GPU, all on NUMA node 1
-# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu"): its UUID attribute in
-# the profile. dcgm-exporter 4.8 attributes its series to the pod through the claim; the
-# exporter names it by device, so the GPU row never joins it.
+# llm-infer-1's DRA GPU (pool gpu-node-01-dra, device gpu-8, claim "gpu", NUMA node 0: its
+# ResourceSlice lists 0 and 1, its own node first): its UUID attribute in the profile.
+# dcgm-exporter's DRA path attributes its series to the pod through the claim, with the DRA
+# device's driver, pool and name, which the GPU row joins to the exporter's DRA device.
 DRA_GPU = "GPU-5c1f0d3e-8a47-4b2e-9f61-0d2a7c3b9e15"
+DRA_GPU_DEVICE = ("gpu-node-01-dra", "gpu-8")
 # Every exporter's --fit-shapes. East: gpu-node-01 has 0 + 4 free CPUs and no free GPU,
 # edge-node-01 3 free CPUs and no GPU at all: cpu4 fits once (gpu-node-01's node 1), gpu1
 # nowhere. West's gpu-node-01 has 12 free CPUs and 1 free GPU on NUMA node 1: cpu4 three times,
@@ -120,12 +123,12 @@ async def clusters(line: str, rules: Path, kube_api: bool = False):
         dcgm = {
             EAST: await stack.enter_async_context(DcgmTarget(
                 GPU_NODE, east_gpus, {uuid: 1000.0 * (i + 1) for i, uuid in enumerate(east_gpus)},
-                DCGM_CURRENT, {**gpu_holders(nodes[EAST, GPU_NODE]), DRA_GPU: Holder(
-                    *WEST_REMOVED, "server", "3f1e2d4c-0000-4000-8000-00000000d8a1", "gpu")})),
+                DCGM_4_10, {**gpu_holders(nodes[EAST, GPU_NODE]), DRA_GPU: Holder(
+                    *WEST_REMOVED, "server", "gpu", *DRA_GPU_DEVICE)})),
             WEST: await stack.enter_async_context(DcgmTarget(
                 GPU_NODE, {uuid: 50 + i for i, uuid in enumerate(gpus)},
                 {uuid: 20000.0 + 10 * i for i, uuid in enumerate(gpus)},
-                DCGM_OLDER, gpu_holders(nodes[WEST, GPU_NODE]))),
+                DCGM_4_7, gpu_holders(nodes[WEST, GPU_NODE]))),
         }
         # gpu-node-01's kubelet: the exclusive CPUs List shows (east 30 + 28, west 30 + 20)
         # and 2 more on NUMA node 1 that a regular init container holds, which List never shows
@@ -149,7 +152,8 @@ async def clusters(line: str, rules: Path, kube_api: bool = False):
             scrapes = await prometheus.instant(
                 f"count_over_time(podresources_up{{job=\"{JOB}\"}}[{RATE_INTERVAL}]) >= 5")
             recorded = await prometheus.instant("node:podresources_cpus_free:sum")
-            gpu_series = await prometheus.instant("DCGM_FI_DEV_GPU_UTIL")
+            gpu_series = await prometheus.instant(
+                '{__name__=~"DCGM_FI_DEV_GPU_UTIL_RATIO|DCGM_FI_DEV_GPU_UTIL"}')
             # with the API view, both GPU nodes' ResourceSlices are seen (and recorded)
             dra = await prometheus.instant('node_resource:podresources_allocatable:sum'
                                            '{resource="gpu.nvidia.com"}') if kube_api else [1, 1]
@@ -157,4 +161,5 @@ async def clusters(line: str, rules: Path, kube_api: bool = False):
                     and len(gpu_series) == 2 * len(gpus) + 1)
 
         await prometheus.wait_until(enough_samples, "samples of every node")
+        await prometheus.settled()  # and every other target, and the rules run on them all
         yield prometheus, nodes, exporters, dcgm

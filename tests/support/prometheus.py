@@ -1,17 +1,21 @@
-"""The two Prometheus lines the tests run on, and a real Prometheus server to run them with.
+"""The Prometheus lines the tests run on, and a real Prometheus server to run them with.
 
-Users run Prometheus 3 (3.13 is the LTS line; 2.x is out of support), and some still run 2.x:
-every Prometheus-backed test is parametrized over ``LINES``. ``2.x`` is Debian's package
-(``tests/install-tools.sh``), ``3.13`` the build of ``tests/tools/prometheus3.sh`` in
-``.tools/prometheus3/``. A line whose binaries are missing, or are not the version they claim,
-makes its tests skip locally with the reason, and fail under CI=true.
+Users run Prometheus 3: 3.13 is the LTS line, 3.16 the current one; 2.x is out of support and
+some still run it. ``3.13`` and ``3.16`` are the builds of ``tests/tools/prometheus3.sh`` in
+``.tools/prometheus3/<line>/``, ``2.x`` is Debian's package (``tests/install-tools.sh``).
+Every Prometheus-backed test runs on both 3.x lines (``SERVER_LINES``); the ones where 2.x costs
+little (promtool's checks and rule tests, one scrape) run on it too (``LINES``). A line whose
+binaries are missing, or are not the version they claim, makes its tests skip locally with the
+reason, and fail under CI=true.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import functools
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +28,8 @@ import yaml
 
 from .harness import IN_CI, REPO, free_port, require_tool
 
-LINES = ("2.x", "3.13")
+SERVER_LINES = ("3.13", "3.16")
+LINES = ("2.x", *SERVER_LINES)
 PROMETHEUS3 = REPO / ".tools" / "prometheus3"
 
 
@@ -47,16 +52,16 @@ def tool(line: str, name: str) -> str:
     if line == "2.x":
         binary = require_tool(name, "Debian's prometheus package, tests/install-tools.sh")
     else:
-        path = PROMETHEUS3 / name
+        path = PROMETHEUS3 / line / name
         if not path.exists():
-            log = PROMETHEUS3 / "build.log"
+            log = PROMETHEUS3 / line / "build.log"
             last = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() \
                 else ["never built"]
-            unavailable(f"Prometheus {line} is not built ({last[0]}); "
+            unavailable(f"Prometheus {line} is not built ({last[0] if last else 'no log'}); "
                         "bash tests/tools/prometheus3.sh builds it, tests/run.sh runs that")
         binary = str(path)
     found = version(binary)
-    if not found.startswith(line.removesuffix("x")):
+    if not (found + ".").startswith(line.removesuffix("x").removesuffix(".") + "."):
         unavailable(f"{binary} is Prometheus {found or '(unknown)'}, not {line}")
     return binary
 
@@ -81,6 +86,19 @@ def check_metrics(text: str | bytes, quiet: bool = True) -> None:
         checked.append(line)
     if not checked:
         unavailable("no promtool of any Prometheus line is installed (tests/install-tools.sh)")
+
+
+RFC3339 = re.compile(r"(?P<base>[^.Z+]*?)(?P<fraction>\.\d+)?(?P<zone>Z|[+-]\d\d:\d\d)$")
+
+
+def timestamp(text: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time as the API writes it, with nanoseconds
+    (``2026-12-02T00:33:12.123456789Z``), which ``fromisoformat`` does not take whole."""
+    match = RFC3339.match(text)
+    assert match, text
+    zone = "+00:00" if match["zone"] == "Z" else match["zone"]
+    moment = datetime.datetime.fromisoformat(match["base"] + zone)
+    return moment.timestamp() + float(match["fraction"] or 0)
 
 
 def scrape_job(name: str, targets: list[tuple[int, dict[str, str]]], **options) -> dict:
@@ -156,6 +174,20 @@ class Prometheus:
     async def instant(self, expr: str) -> list[dict]:
         return (await self.api("/api/v1/query", query=expr))["result"]
 
+    async def instant_settled(self, expr: str, tries: int = 3) -> list[dict]:
+        """An instant query that should have data, asked again after every target is up and
+        the rules have run again if it has none: on a loaded machine a scrape can time out
+        (the tests scrape every second with a one-second timeout), and Prometheus then marks
+        that target's series stale until its next scrape, so a query in between finds nothing.
+        Still empty after that, it is empty."""
+        result = await self.instant(expr)
+        for _ in range(tries - 1):
+            if result:
+                break
+            await self.settled()
+            result = await self.instant(expr)
+        return result
+
     async def range(self, expr: str, seconds: int) -> list[dict]:
         """The last ``seconds`` at a 1 s step."""
         end = time.time()
@@ -173,6 +205,43 @@ class Prometheus:
                  a["labels"].get("node", ""), a["labels"].get("numa_node", ""),
                  a["labels"].get("resource", ""))
                 for a in alerts if a["state"] == "firing"}
+
+    async def settled(self, timeout: float = 60.0) -> None:
+        """Return once every target has been scraped successfully since this call, and every
+        rule group has been evaluated after that: instant queries then see every target's
+        series and the records made from them. Checking a record's series alone is not
+        enough: a record from one target's series can be there while another target, scraped
+        on its own schedule, is not yet. Each target counts once it is seen up with a scrape
+        started after the call, whenever that is: on a loaded machine some scrape may time out
+        at any moment, and all of them up at one instant may be long in coming."""
+        since = time.time()
+        fresh: set[str] = set()
+
+        async def scraped() -> float | None:
+            targets = (await self.api("/api/v1/targets", state="active"))["activeTargets"]
+            fresh.update(t["scrapeUrl"] for t in targets
+                         if t["health"] == "up" and timestamp(t["lastScrape"]) >= since)
+            if targets and {t["scrapeUrl"] for t in targets} <= fresh:
+                return time.time()
+            return None
+
+        await self.evaluated_after(await self.wait_until(scraped, "every target scraped", timeout),
+                                   timeout=timeout)
+
+    async def evaluated_after(self, moment: float, evaluations: int = 1,
+                              timeout: float = 60.0) -> None:
+        """Return once every rule group has started ``evaluations`` evaluations after
+        ``moment`` (seconds since the epoch, this machine's clock, which Prometheus shares)."""
+        for _ in range(evaluations):
+            async def evaluated(since: float = moment) -> float | None:
+                groups = (await self.api("/api/v1/rules"))["groups"]
+                if all(timestamp(g["lastEvaluation"]) > since for g in groups):
+                    return max(timestamp(g["lastEvaluation"]) for g in groups) if groups \
+                        else since
+                return None
+
+            moment = await self.wait_until(evaluated, "the rule groups' next evaluation",
+                                           timeout)
 
     async def wait_until(self, check, what: str, timeout: float = 40.0):
         """Poll ``await check()`` until it returns something truthy."""

@@ -8,22 +8,60 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-# dcgm-exporter renamed its Hostname label to hostname (NVIDIA/dcgm-exporter#655, in 4.6 and
-# later); 4.8.4 also puts the pod's UID (pod_uid) on series it attributes to a DRA claim.
-DCGM_CURRENT = "4.8.4"
-DCGM_OLDER = "4.4.2"
+
+@dataclass(frozen=True)
+class DcgmRelease:
+    """What a dcgm-exporter release's default install names, as its release notes and source
+    say (docs/dashboards.md cites them): the node label (``Hostname`` until 4.8.2, ``hostname``
+    from 4.8.3, NVIDIA/dcgm-exporter#655), the driver-version label and the default counters'
+    names for GPU utilization and framebuffer memory: before 4.9 the legacy ones (percent, MiB),
+    from 4.9 DCGM 4.7's canonical ones (ratio 0 to 1, bytes), with the capacity added."""
+
+    version: str
+    hostname_label: str
+    driver_label: str
+    canonical: bool  # DCGM 4.7's names and base units (4.9 and later)
+
+    def gauges(self, utilization: dict[str, float], used_mib: dict[str, float],
+               total_mib: float) -> list[tuple[str, str, dict[str, float]]]:
+        """(metric, help, value per UUID) of the counters the dashboards read, in the release's
+        own units, from utilization in percent and memory in MiB."""
+        free = {uuid: total_mib - used for uuid, used in used_mib.items()}
+        if not self.canonical:
+            return [("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", utilization),
+                    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", free),
+                    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", used_mib)]
+        mib = 1048576
+        return [("DCGM_FI_DEV_GPU_UTIL_RATIO", "GPU utilization (ratio).",
+                 {uuid: value / 100 for uuid, value in utilization.items()}),
+                ("DCGM_FI_DEV_FB_FREE_BYTES", "Framebuffer memory free (in bytes).",
+                 {uuid: value * mib for uuid, value in free.items()}),
+                ("DCGM_FI_DEV_FB_USED_BYTES", "Framebuffer memory used (in bytes).",
+                 {uuid: value * mib for uuid, value in used_mib.items()}),
+                ("DCGM_FI_DEV_FB_CAPACITY_BYTES", "Framebuffer memory capacity (in bytes).",
+                 dict.fromkeys(used_mib, total_mib * mib))]
+
+
+# The releases the tests serve: 4.7.0 (tag 4.4.2-4.7.0) still writes Hostname; 4.8.4 is the last
+# with the legacy names; 4.10.0 is current (4.9.0's names; 4.10 renamed only profiling fields).
+DCGM_4_7 = DcgmRelease("4.7.0", "Hostname", "DCGM_FI_DRIVER_VERSION", canonical=False)
+DCGM_4_8 = DcgmRelease("4.8.4", "hostname", "DCGM_FI_DRIVER_VERSION", canonical=False)
+DCGM_4_10 = DcgmRelease("4.10.0", "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION", canonical=True)
 
 
 @dataclass(frozen=True)
 class Holder:
     """The pod dcgm-exporter attributes a GPU to (DCGM_EXPORTER_KUBERNETES=true, the GPU
-    operator's default), and the DRA claim it holds the GPU through, if any."""
+    operator's default), and, for a GPU NVIDIA's DRA driver prepared for a claim, the claim and
+    the DRA device (pool, device): dcgm-exporter's DRA path (KUBERNETES_ENABLE_DRA, 4.8.3 and
+    later) puts those on the GPU's series as dra_* labels."""
 
     namespace: str
     pod: str
     container: str
-    pod_uid: str = ""
     claim: str = ""
+    pool: str = ""
+    device: str = ""
 
 
 class StaticTarget:
@@ -51,17 +89,17 @@ class StaticTarget:
 
 
 class DcgmTarget(StaticTarget):
-    """dcgm-exporter on one node: DCGM_FI_DEV_GPU_UTIL (%), DCGM_FI_DEV_FB_USED and
-    DCGM_FI_DEV_FB_FREE (MiB) per GPU, labelled as the given release labels them: gpu, UUID,
-    pci_bus_id, device (nvidia<index>, in the order given), modelName, hostname (Hostname before
-    4.6: the node's name, from NODE_NAME), DCGM_FI_DRIVER_VERSION, and the holder's namespace,
-    pod and container (4.8.4 adds pod_uid and the dra_* labels on a GPU held through a DRA
-    claim)."""
+    """dcgm-exporter on one node: GPU utilization and framebuffer memory used and free per GPU
+    (and from 4.9 the capacity), under the given release's names and units, labelled as it
+    labels them: gpu, UUID, pci_bus_id, device (nvidia<index>, in the order given), modelName,
+    its node label (the node's name, from NODE_NAME), its driver-version label, and the
+    holder's namespace, pod and container, with the dra_* labels on a GPU held through a DRA
+    claim. Values are given in percent and MiB whatever the release."""
 
     FRAMEBUFFER_MIB = 81559  # an 80 GB H100
 
     def __init__(self, hostname: str, utilization: dict[str, float], used: dict[str, float],
-                 release: str = DCGM_CURRENT, holders: dict[str, Holder] | None = None):
+                 release: DcgmRelease = DCGM_4_10, holders: dict[str, Holder] | None = None):
         self.hostname = hostname
         self.utilization = utilization
         self.used = used
@@ -69,32 +107,30 @@ class DcgmTarget(StaticTarget):
         self.holders = holders or {}
 
     def labels(self, index: int, uuid: str) -> str:
-        host = "hostname" if self.release == DCGM_CURRENT else "Hostname"
         labels = [f'gpu="{index}"', f'UUID="{uuid}"',
                   f'pci_bus_id="00000000:{0x18 + index:02X}:00.0"', f'device="nvidia{index}"',
                   'modelName="NVIDIA H100 80GB HBM3"',
-                  f'{host}="{self.hostname}"', 'DCGM_FI_DRIVER_VERSION="580.95.05"']
+                  f'{self.release.hostname_label}="{self.hostname}"',
+                  f'{self.release.driver_label}="580.95.05"']
         holder = self.holders.get(uuid)
         if holder:
             labels += [f'container="{holder.container}"', f'namespace="{holder.namespace}"',
                        f'pod="{holder.pod}"']
-            if holder.claim and self.release == DCGM_CURRENT:
-                labels += [f'pod_uid="{holder.pod_uid}"', f'dra_claim_name="{holder.claim}"',
+            if holder.claim:
+                labels += [f'dra_claim_name="{holder.claim}"',
                            f'dra_claim_namespace="{holder.namespace}"',
-                           'dra_driver_name="gpu.nvidia.com"',
-                           f'dra_pool_name="{self.hostname}"', f'dra_device_name="gpu-{index}"']
+                           'dra_driver_name="gpu.nvidia.com"', f'dra_pool_name="{holder.pool}"',
+                           f'dra_device_name="{holder.device}"']
         return ",".join(labels)
 
     def body(self) -> str:
         lines = []
-        for metric, help_text, values in (
-                ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", self.utilization),
-                ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", self.used),
-                ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
-                 {uuid: self.FRAMEBUFFER_MIB - used for uuid, used in self.used.items()})):
+        index = {uuid: i for i, uuid in enumerate(self.utilization)}
+        for metric, help_text, values in self.release.gauges(self.utilization, self.used,
+                                                             self.FRAMEBUFFER_MIB):
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-            for index, (uuid, value) in enumerate(values.items()):
-                lines.append(f"{metric}{{{self.labels(index, uuid)}}} {value}")
+            lines += [f"{metric}{{{self.labels(index[uuid], uuid)}}} {value!r}"
+                      for uuid, value in values.items()]
         return "\n".join(lines) + "\n"
 
 

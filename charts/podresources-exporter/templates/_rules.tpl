@@ -157,9 +157,23 @@ groups:
               "device", "$1", "device_id", "(nvidia[0-9]+)/vgpu[0-9]+")
             * on ({{ $cluster }}, node, device) group_left(UUID)
             group by ({{ $cluster }}, node, device, UUID) (
-              label_replace(DCGM_FI_DEV_FB_USED{hostname!=""}, "node", "$1", "hostname", "(.+)")
+              label_replace({__name__=~"DCGM_FI_DEV_FB_USED_BYTES|DCGM_FI_DEV_FB_USED",hostname!=""}, "node", "$1", "hostname", "(.+)")
               or
-              label_replace(DCGM_FI_DEV_FB_USED{Hostname!=""}, "node", "$1", "Hostname", "(.+)")))
+              label_replace({__name__=~"DCGM_FI_DEV_FB_USED_BYTES|DCGM_FI_DEV_FB_USED",Hostname!=""}, "node", "$1", "Hostname", "(.+)")))
+          or
+          max by ({{ $cluster }}, node, resource, device_id, numa_node, namespace, pod, container, UUID) (
+            label_join(
+              label_replace(
+                podresources_dra_device_info{driver="gpu.nvidia.com"},
+                "resource", "$1", "driver", "(.+)"),
+              "device_id", "/", "pool", "device")
+            * on ({{ $cluster }}, driver, pool, device) group_left(UUID)
+            group by ({{ $cluster }}, driver, pool, device, UUID) (
+              label_replace(label_replace(label_replace(
+                {__name__=~"DCGM_FI_DEV_FB_USED_BYTES|DCGM_FI_DEV_FB_USED",dra_device_name!=""},
+                "driver", "$1", "dra_driver_name", "(.+)"),
+                "pool", "$1", "dra_pool_name", "(.+)"),
+                "device", "$1", "dra_device_name", "(.+)")))
   - name: podresources-exporter.alerts
     rules:
     {{- if not (has "PodresourcesExporterDown" $disabled) }}

@@ -1,4 +1,4 @@
-module podresources-exporter/tests/tools/prometheus3
+module podresources-exporter/tests/tools/prometheus3/3.13
 
 go 1.26.0
 

@@ -37,6 +37,7 @@ import pytest
 
 from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import NodeSpec, PodSpec
+from exporter.topology import parse_cpulist
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO / ".tools" / "realkubelet"
@@ -44,7 +45,8 @@ RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the feature gates of a profile that are the real kubelet's (the others describe the
 # simulator's podresources API, e.g. ListActivePodsOnly)
-KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI")
+KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI",
+                 "CPUManagerPolicyAlphaOptions", "CPUManagerPolicyBetaOptions")
 DEFAULT_MAX_PODS = 110
 SHARED_MEMORY = "/dev/shm"
 
@@ -217,6 +219,14 @@ class RealKubelet:
         reply = self.call("objects")
         return reply["node"], reply["pods"]
 
+    def cpu_topology(self) -> dict[str, Any]:
+        """The CPU manager's ``CPUTopology`` (``topology.Discover`` over cAdvisor's reading
+        of the node's sysfs tree): counts, and per CPU its core, socket, NUMA node and uncore
+        cache; ``numa_nodes``: every NUMA node of cAdvisor's machine info."""
+        topology: dict[str, Any] = self.call("topology")["topology"]
+        topology["cpus"] = {int(cpu): info for cpu, info in topology["cpus"].items()}
+        return topology
+
     def dump(self) -> dict[str, Any]:
         dumped: dict[str, Any] = self.call("dump")["dump"]
         return dumped
@@ -236,18 +246,14 @@ class RealKubelet:
 
 
 def node_description(spec: NodeSpec, max_pods: int | None = None,
-                     reconcile_period: str = "") -> dict[str, Any]:
-    """``spec`` spelled out for the component: every CPU with its core, socket (one per NUMA
-    node with CPUs: profiles name no sockets) and NUMA node; each NUMA node's MemTotal
-    (memory plus hugepages, as the kernel counts it), hugepages and distances; the reserved
-    CPUs and memory; every device with its NUMA set and health; the kubelet's policies,
-    options and feature gates."""
-    siblings = spec.thread_siblings()
-    cpus = []
-    for numa in spec.numa_nodes:
-        for cpu in sorted(numa.cpus):
-            cpus.append({"id": cpu, "core": min(siblings[cpu]), "socket": numa.numa_id,
-                         "numa": numa.numa_id})
+                     reconcile_period: str = "",
+                     layout: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``spec`` spelled out for the component: every CPU with its core, socket, die, L3 cache
+    and NUMA node (``layout``: a profile's ``cpu_layout``, see :func:`cpu_entries`); each NUMA
+    node's MemTotal (memory plus hugepages, as the kernel counts it), hugepages and distances;
+    the reserved CPUs and memory; every device with its NUMA set and health; the kubelet's
+    policies, options and feature gates."""
+    cpus = cpu_entries(spec, layout)
     distances = spec.distances()
     numa_nodes = []
     # every NUMA node has a directory for each page size the machine has (nr_hugepages 0 where
@@ -285,6 +291,41 @@ def node_description(spec: NodeSpec, max_pods: int | None = None,
             "max_pods": max_pods or max(DEFAULT_MAX_PODS, pods + 16),
         },
     }
+
+
+def cpu_entries(spec: NodeSpec, layout: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each CPU's sysfs topology for the component's description. ``layout`` (a profile's
+    ``cpu_layout``) maps sockets, dies and L3 caches to CPU lists (``{"sockets": {"0":
+    "0-7,16-23"}, "dies": ..., "l3": ...}``); without it, or for a CPU it leaves out, the socket
+    is the NUMA node, the die 0, and no cache is described. ``core`` is ``core_id``: the core's
+    first thread, or with ``core_id_per_die`` the core's rank in its die (unique in a die
+    only, as some platforms number them)."""
+    layout = layout or {}
+
+    def owners(key: str) -> dict[int, int]:
+        return {cpu: int(owner) for owner, cpus in (layout.get(key) or {}).items()
+                for cpu in parse_cpulist(cpus)}
+
+    socket_of, die_of, l3_of = owners("sockets"), owners("dies"), owners("l3")
+    siblings = spec.thread_siblings()
+    core_of = {cpu: min(siblings[cpu]) for cpu in spec.all_cpus}
+    if layout.get("core_id_per_die"):
+        for die in {die_of.get(cpu, 0) for cpu in spec.all_cpus}:
+            firsts = sorted({core_of[c] for c in spec.all_cpus if die_of.get(c, 0) == die})
+            rank = {first: index for index, first in enumerate(firsts)}
+            for cpu in spec.all_cpus:
+                if die_of.get(cpu, 0) == die:
+                    core_of[cpu] = rank[core_of[cpu]]
+    cpus = []
+    for numa in spec.numa_nodes:
+        for cpu in sorted(numa.cpus):
+            entry: dict[str, Any] = {"id": cpu, "core": core_of[cpu],
+                                     "socket": socket_of.get(cpu, numa.numa_id),
+                                     "numa": numa.numa_id, "die": die_of.get(cpu, 0)}
+            if cpu in l3_of:
+                entry["l3"] = l3_of[cpu]
+            cpus.append(entry)
+    return cpus
 
 
 def pod_manifest(pod: PodSpec, node_name: str) -> dict[str, Any]:

@@ -13,8 +13,10 @@ server holding the Node and the pods as the kubelet keeps them there. The candid
 answered as a ``--fit-shapes`` shape on that read.
 
 Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
-where it has none, the NUMA nodes of the container's CPUs, memory and devices), and the capacity
-(up to the fit engine's cap).
+where it has none, the NUMA nodes of the container's CPUs, memory and devices), what the first
+copy's containers got exactly (CPU ids, memory blocks, each NUMA node's memory after it,
+devices where the kubelet's pick is determined: exact.py), and the capacity (up to the fit
+engine's cap).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from ..realkubelet import (
     write_kubelet_config,
 )
 from .cases import Case
+from .exact import Exact, compare_exact
 from .exceptions import UNSEEN_UNHEALTHY_DEVICE, told, unseen_unhealthy_devices
 
 # The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
@@ -72,6 +75,9 @@ class Outcome:
     seconds: float = 0.0
     exception: str = ""  # the named exception the differences were excluded by (exceptions.py)
     excepted: list[str] = field(default_factory=list)  # their details
+    # the component's dumps before the candidate and after its first copy (exact.py)
+    dumps: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+    exact: Exact | None = None  # the first copy compared container by container
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
@@ -190,7 +196,7 @@ def run_case(kubelet: RealKubelet, case: Case, workdir: Path) -> Outcome:
 
 def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> None:
     spec = case.spec
-    description = node_description(spec)
+    description = node_description(spec, layout=case.profile.get("cpu_layout"))
     try:
         node = kubelet.reset(description)
     except RealKubeletTimeout:
@@ -212,6 +218,7 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
 
     first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
     outcome.real = first
+    outcome.dumps = (dump, kubelet.dump() if first.admitted else None)
     admitted = 0
     last = first
     while last.admitted and admitted < CAPACITY_CAP:
@@ -274,6 +281,11 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
                 outcome.details.append(f"placement of {name}: kubelet {_nodes(mine)}, fit "
                                        f"engine {_nodes(theirs)}")
                 break
+        if outcome.dumps is not None:
+            outcome.exact = compare_exact(real, verdict, description, *outcome.dumps)
+            if outcome.exact.details:
+                outcome.differences.append("exact")
+                outcome.details.extend(outcome.exact.details)
     capacity = min(fit.capacity, CAPACITY_CAP)
     if outcome.real_capacity != capacity:
         outcome.differences.append("capacity")

@@ -14,7 +14,8 @@ kubelet's choice is determined by its state; and where it is not, why.
   is taken only in part (no ``GetPreferredAllocation`` here). Where every tier taken in part
   holds devices of one NUMA set, the container's devices are determined up to their ids and
   compared as a multiset of NUMA sets (the fit engine counts devices per NUMA set); otherwise
-  only their number is, and the choice is counted as random.
+  only their number is, and the choice is counted as random — as is every later pick of the
+  same resource in the pod, which finds what that draw left (and reuses what it took).
 """
 
 from __future__ import annotations
@@ -127,17 +128,21 @@ class _Devices:
                 for resource, ids in container["devices"].items():
                     self.allocated.setdefault(resource, set()).update(ids)
         self.reuse: dict[str, set[str]] = {}
+        # resources a pick by map order already changed: what later containers find (free
+        # devices, reusable ones) is then the kubelet's draw, not a function of the state
+        self.drawn: set[str] = set()
 
     def allocate(self, kind: str, resource: str, ids: Iterable[str], hint: NumaSet | None
                  ) -> Counter[NumaSet] | None:
         """Walk ``devicesToAllocate`` for the kubelet's pick ``ids``: the picked devices'
-        NUMA sets when determined, ``None`` when a tier taken in part mixes NUMA sets."""
+        NUMA sets when determined, ``None`` when a tier taken in part mixes NUMA sets, or an
+        earlier container's pick of the resource was drawn so."""
         picked = set(ids)
         needed = len(picked)
         reusable = self.reuse.setdefault(resource, set())
         free = self.healthy.get(resource, set()) - self.allocated.get(resource, set())
         tiers = [set(reusable), *self._filter(resource, free, hint)]
-        determined = True
+        determined = resource not in self.drawn
         for tier in tiers:
             take = min(needed, len(tier))
             if 0 < take < len(tier) and len({self.numa[(resource, d)] for d in tier}) > 1:
@@ -151,6 +156,7 @@ class _Devices:
         else:
             reusable -= picked
         if not determined:
+            self.drawn.add(resource)
             return None
         return Counter(self.numa[(resource, d)] for d in picked)
 

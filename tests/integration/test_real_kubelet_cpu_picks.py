@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..support.cpu_cases import CASES, PickCase, description, pod
-from ..support.realkubelet import RELEASES, RealKubelet
+from ..support.cpu_cases import CASES, STALL, STALL_THEN, PickCase, description, pod
+from ..support.realkubelet import RELEASES, RealKubelet, RealKubeletTimeout
 
 
 @pytest.fixture(scope="module", params=sorted(RELEASES))
@@ -29,3 +29,17 @@ def test_the_kubelet_picks_the_hand_worked_cpus(kubelet: RealKubelet, case: Pick
             continue
         assert verdict.admitted, f"step {index}: {verdict.reason} {verdict.message}"
         assert frozenset(verdict.containers["c"].cpus) == step.expected, f"step {index}"
+
+
+def test_distributing_whole_cores_over_numa_nodes_can_stall_the_kubelet(
+        kubelet: RealKubelet) -> None:
+    """The kubelet's takeByTopologyNUMADistributed loops for ever on STALL's 14 CPUs (see
+    cpu_cases.STALL): the component is stopped after 15 s without an answer. 12 CPUs on a
+    fresh node: 3 NUMA nodes with 4 whole-core CPUs each (cores 2 and 3 of nodes 0-2)."""
+    kubelet.reset(description(STALL))
+    with pytest.raises(RealKubeletTimeout):
+        kubelet.admit(pod("stalls", STALL.steps[0].cpus), timeout=15)
+    kubelet.reset(description(STALL))
+    verdict = kubelet.admit(pod("fits", STALL_THEN.cpus))
+    assert verdict.admitted
+    assert frozenset(verdict.containers["c"].cpus) == STALL_THEN.expected

@@ -12,6 +12,8 @@ Layouts (x86 numbering: with SMT, core k's threads are k and k + N/2):
   NUMA node (0, 4, 8, 12).
 * ``two-sockets-per-numa``: 2 NUMA nodes of 8 CPUs, no SMT, each holding 2 sockets of 4
   (sockets 0-3); CPU 0 reserved. 4 sockets >= 2 NUMA nodes: ``numaFirst``.
+* ``odd-threads``: 4 NUMA nodes of 4 cores x 2 threads (32 CPUs), three CPUs reserved on each
+  (a whole core and one thread of the next: 4n, 4n+16, 4n+1), so 5 free per node.
 """
 
 from __future__ import annotations
@@ -130,6 +132,19 @@ CASES = (
 )
 
 
+# full-pcpus-only with distribute-cpus-across-numa on "odd-threads", 14 CPUs (7 groups of 2):
+# 2 or 3 NUMA nodes hold too few whole groups (2 per node); 4 take 2 CPUs each, leaving 3 on
+# every node and a remainder of 6 to stripe in groups of 2; the subset of two nodes passes the
+# raw sum check (3 + 3 >= 6) but holds one group each, and the loop that stripes it
+# (takeByTopologyNUMADistributed) never ends: the kubelet does not finish admitting the pod
+# (kubernetes#140730, fixed after 1.37). 12 CPUs (6 groups) fit 3 nodes and are admitted.
+STALL = PickCase(
+    "distribute-numa-stall", "odd-threads", "none",
+    {"full-pcpus-only": "true", "distribute-cpus-across-numa": "true"},
+    (Step(14, None, "AdmissionStalled"),))
+STALL_THEN = Step(12, _ids(2, 3, 6, 7, 10, 11, 18, 19, 22, 23, 26, 27))
+
+
 def layout_profile(layout: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(simulator profile, cpu_layout) of a named layout, with static CPU manager."""
     if layout == "nps4":
@@ -142,6 +157,11 @@ def layout_profile(layout: str) -> tuple[dict[str, Any], dict[str, Any]]:
         numa = [f"{4 * n}-{4 * n + 3}" for n in range(4)]
         cpu_layout = {"sockets": {"0": "0-7", "1": "8-15"}}
         threads, reserved = 1, "0,4,8,12"
+    elif layout == "odd-threads":
+        numa = [f"{4 * n}-{4 * n + 3},{4 * n + 16}-{4 * n + 19}" for n in range(4)]
+        cpu_layout = {}
+        threads = 2
+        reserved = ",".join(str(c) for n in range(4) for c in (4 * n, 4 * n + 16, 4 * n + 1))
     elif layout == "two-sockets-per-numa":
         numa = ["0-7", "8-15"]
         cpu_layout = {"sockets": {"0": "0-3", "1": "4-7", "2": "8-11", "3": "12-15"}}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,7 +208,7 @@ class CpuLayout:
 
 
 @dataclass(frozen=True)
-class _Cache:
+class CacheInfo:
     """What cAdvisor keeps of a cache (``sysfs.CacheInfo``): equal ones are one cache."""
 
     cache_id: int
@@ -218,13 +219,24 @@ class _Cache:
 
 
 def read_cpu_layout(sysfs_root: str | Path, nodes: list[NumaNode]) -> CpuLayout:
-    """The cores, sockets and uncore caches as cAdvisor gives them to the kubelet
-    (``getCoresInfo``, ``addCacheInfo``), NUMA node by NUMA node in its order (directory
-    names sorted as strings)."""
+    """The cores, sockets and uncore caches as cAdvisor gives them to the kubelet, read from
+    ``<sysfs_root>/devices/system/cpu`` (:func:`cpu_layout`)."""
     cpus = frozenset().union(*(node.cpus for node in nodes))
     cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
-    packages = read_packages(sysfs_root, cpus)
-    core_ids = _read_ints(cpu_root, cpus, "topology/core_id")
+    return cpu_layout(nodes, _read_ints(cpu_root, cpus, "topology/core_id"),
+                      read_packages(sysfs_root, cpus),
+                      lambda cpu: _read_caches(cpu_root, cpu),
+                      lambda missing: read_thread_siblings(sysfs_root, missing))
+
+
+def cpu_layout(nodes: list[NumaNode], core_ids: dict[int, int], packages: dict[int, int],
+               caches: Callable[[int], list[CacheInfo] | None],
+               siblings_of: Callable[[frozenset[int]], dict[int, frozenset[int]]]
+               ) -> CpuLayout:
+    """cAdvisor's ``getCoresInfo`` and ``addCacheInfo`` over each NUMA node in its order
+    (directory names sorted as strings): a core is the node's CPUs sharing ``core_id`` and
+    package (``siblings_of`` gives the siblings of the CPUs without them); ``caches(cpu)`` is
+    the caches of a core's first thread, ``None`` when they cannot be read."""
     siblings: dict[int, frozenset[int]] = {}
     uncore: dict[int, int] = {}
     for node in sorted(nodes, key=lambda n: f"node{n.numa_id}"):
@@ -235,30 +247,31 @@ def read_cpu_layout(sysfs_root: str | Path, nodes: list[NumaNode]) -> CpuLayout:
         for threads in cores.values():
             for cpu in threads:
                 siblings[cpu] = frozenset(threads)
-        uncore.update(_uncore_caches(cpu_root, list(cores.values())))
-    for cpu, listed in read_thread_siblings(sysfs_root, cpus - siblings.keys()).items():
-        siblings[cpu] = listed
+        uncore.update(_uncore_caches(list(cores.values()), caches))
+    every: frozenset[int] = frozenset().union(*(node.cpus for node in nodes))
+    siblings.update(siblings_of(every - siblings.keys()))
     return CpuLayout(siblings, packages, uncore)
 
 
-def _uncore_caches(cpu_root: Path, cores: list[list[int]]) -> dict[int, int]:
+def _uncore_caches(cores: list[list[int]], caches: Callable[[int], list[CacheInfo] | None]
+                   ) -> dict[int, int]:
     """Each CPU's uncore cache id on one NUMA node (``addCacheInfo``, then the kubelet's
     ``getUncoreCacheID``, which takes the first): a cache above L2 shared by other than the
     node's thread count; the first core whose caches cannot be read ends the node's reading."""
     found: dict[int, int] = {}
     for threads in cores:
-        caches = _read_caches(cpu_root, threads[0])
-        if caches is None:
+        read = caches(threads[0])
+        if read is None:
             break
         per_node = len(cores) * len(threads)
-        for cache in caches:
+        for cache in read:
             if cache.level > 2 and cache.cpus != per_node:
                 found.update((cpu, cache.cache_id) for cpu in threads)
                 break
     return found
 
 
-def _read_caches(cpu_root: Path, cpu: int) -> list[_Cache] | None:
+def _read_caches(cpu_root: Path, cpu: int) -> list[CacheInfo] | None:
     """``GetCacheInfo`` for every ``index*`` of the CPU, in name order; ``None`` when one
     cannot be read as cAdvisor reads it."""
     directory = cpu_root / f"cpu{cpu}" / "cache"
@@ -271,7 +284,7 @@ def _read_caches(cpu_root: Path, cpu: int) -> list[_Cache] | None:
             size = re.match(r"\s*(\d+)K", (index / "size").read_text())
             if size is None:
                 return None
-            caches.append(_Cache(int((index / "id").read_text()), int(size.group(1)),
+            caches.append(CacheInfo(int((index / "id").read_text()), int(size.group(1)),
                                  int((index / "level").read_text()),
                                  (index / "type").read_text().strip(),
                                  _mask_bits((index / "shared_cpu_map").read_text())))

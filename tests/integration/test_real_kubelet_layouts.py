@@ -26,8 +26,9 @@ def machine(numa_cpus: list[str], threads: int, layout: dict[str, Any],
     nodes += [{"id": len(numa_cpus) + n, "cpus": "", "memory": "8Gi"} for n in range(memory_only)]
     profile = {"name": "layout", "node_name": "layout-node", "numa_nodes": nodes,
                "threads_per_core": threads, "topology_manager_policy": "none",
-               "cpu_manager_policy": "none", "memory_manager_policy": "None"}
-    return node_description(parse_profile(profile), layout=layout)
+               "cpu_manager_policy": "none", "memory_manager_policy": "None",
+               "cpu_layout": layout}
+    return node_description(parse_profile(profile))
 
 
 def epyc_nps4() -> dict[str, Any]:

@@ -145,8 +145,10 @@ STALL = PickCase(
 STALL_THEN = Step(12, _ids(2, 3, 6, 7, 10, 11, 18, 19, 22, 23, 26, 27))
 
 
-def layout_profile(layout: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(simulator profile, cpu_layout) of a named layout, with static CPU manager."""
+def layout_profile(layout: str) -> dict[str, Any]:
+    """The simulator profile of a named layout (its ``cpu_layout`` included), with the static
+    CPU manager."""
+    cpu_layout: dict[str, Any]
     if layout == "nps4":
         numa = [f"{4 * n}-{4 * n + 3},{4 * n + 32}-{4 * n + 35}" for n in range(8)]
         cpu_layout = {"sockets": {"0": "0-15,32-47", "1": "16-31,48-63"},
@@ -174,14 +176,13 @@ def layout_profile(layout: str) -> tuple[dict[str, Any], dict[str, Any]]:
                "threads_per_core": threads, "reserved_cpus": reserved,
                "cpu_manager_policy": "static", "memory_manager_policy": "None",
                "topology_manager_policy": "none", "cpu_layout": cpu_layout}
-    return profile, cpu_layout
+    return profile
 
 
 def description(case: PickCase) -> dict[str, Any]:
-    profile, cpu_layout = layout_profile(case.layout)
-    profile = {**profile, "topology_manager_policy": case.policy,
+    profile = {**layout_profile(case.layout), "topology_manager_policy": case.policy,
                "cpu_manager_policy_options": case.options, "feature_gates": case.gates}
-    return node_description(parse_profile(profile), layout=cpu_layout)
+    return node_description(parse_profile(profile))
 
 
 def pod(name: str, cpus: int) -> dict[str, Any]:

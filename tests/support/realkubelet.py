@@ -35,9 +35,9 @@ from typing import Any
 
 import pytest
 
+from exporter.simulator.cpulayout import cpu_entries
 from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import NodeSpec, PodSpec
-from exporter.topology import parse_cpulist
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO / ".tools" / "realkubelet"
@@ -246,14 +246,19 @@ class RealKubelet:
 
 
 def node_description(spec: NodeSpec, max_pods: int | None = None,
-                     reconcile_period: str = "",
-                     layout: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``spec`` spelled out for the component: every CPU with its core, socket, die, L3 cache
-    and NUMA node (``layout``: a profile's ``cpu_layout``, see :func:`cpu_entries`); each NUMA
-    node's MemTotal (memory plus hugepages, as the kernel counts it), hugepages and distances;
-    the reserved CPUs and memory; every device with its NUMA set and health; the kubelet's
-    policies, options and feature gates."""
-    cpus = cpu_entries(spec, layout)
+                     reconcile_period: str = "") -> dict[str, Any]:
+    """``spec`` spelled out for the component: every CPU with its ``core_id``, socket, die, L3
+    cache and NUMA node (the profile's ``cpu_layout``, :mod:`exporter.simulator.cpulayout`);
+    each NUMA node's MemTotal (memory plus hugepages, as the kernel counts it), hugepages and
+    distances; the reserved CPUs and memory; every device with its NUMA set and health; the
+    kubelet's policies, options and feature gates."""
+    cpus = []
+    for entry in cpu_entries(spec):
+        cpu: dict[str, Any] = {"id": entry.cpu, "core": entry.core_id, "socket": entry.socket,
+                               "numa": entry.numa, "die": entry.die}
+        if entry.l3 is not None:
+            cpu["l3"] = entry.l3
+        cpus.append(cpu)
     distances = spec.distances()
     numa_nodes = []
     # every NUMA node has a directory for each page size the machine has (nr_hugepages 0 where
@@ -291,41 +296,6 @@ def node_description(spec: NodeSpec, max_pods: int | None = None,
             "max_pods": max_pods or max(DEFAULT_MAX_PODS, pods + 16),
         },
     }
-
-
-def cpu_entries(spec: NodeSpec, layout: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Each CPU's sysfs topology for the component's description. ``layout`` (a profile's
-    ``cpu_layout``) maps sockets, dies and L3 caches to CPU lists (``{"sockets": {"0":
-    "0-7,16-23"}, "dies": ..., "l3": ...}``); without it, or for a CPU it leaves out, the socket
-    is the NUMA node, the die 0, and no cache is described. ``core`` is ``core_id``: the core's
-    first thread, or with ``core_id_per_die`` the core's rank in its die (unique in a die
-    only, as some platforms number them)."""
-    layout = layout or {}
-
-    def owners(key: str) -> dict[int, int]:
-        return {cpu: int(owner) for owner, cpus in (layout.get(key) or {}).items()
-                for cpu in parse_cpulist(cpus)}
-
-    socket_of, die_of, l3_of = owners("sockets"), owners("dies"), owners("l3")
-    siblings = spec.thread_siblings()
-    core_of = {cpu: min(siblings[cpu]) for cpu in spec.all_cpus}
-    if layout.get("core_id_per_die"):
-        for die in {die_of.get(cpu, 0) for cpu in spec.all_cpus}:
-            firsts = sorted({core_of[c] for c in spec.all_cpus if die_of.get(c, 0) == die})
-            rank = {first: index for index, first in enumerate(firsts)}
-            for cpu in spec.all_cpus:
-                if die_of.get(cpu, 0) == die:
-                    core_of[cpu] = rank[core_of[cpu]]
-    cpus = []
-    for numa in spec.numa_nodes:
-        for cpu in sorted(numa.cpus):
-            entry: dict[str, Any] = {"id": cpu, "core": core_of[cpu],
-                                     "socket": socket_of.get(cpu, numa.numa_id),
-                                     "numa": numa.numa_id, "die": die_of.get(cpu, 0)}
-            if cpu in l3_of:
-                entry["l3"] = l3_of[cpu]
-            cpus.append(entry)
-    return cpus
 
 
 def pod_manifest(pod: PodSpec, node_name: str) -> dict[str, Any]:

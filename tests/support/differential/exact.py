@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.fit.admission import Verdict
+from exporter.fit.kubelet.topologymanager.scope import Verdict
 
 from ..realkubelet import Admission
 

@@ -196,7 +196,7 @@ def run_case(kubelet: RealKubelet, case: Case, workdir: Path) -> Outcome:
 
 def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> None:
     spec = case.spec
-    description = node_description(spec, layout=case.profile.get("cpu_layout"))
+    description = node_description(spec)
     try:
         node = kubelet.reset(description)
     except RealKubeletTimeout:

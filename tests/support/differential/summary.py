@@ -40,6 +40,7 @@ class CaseResult:
     exception: str = ""  # the named exception its differences were excluded by
     exact: tuple[tuple[str, int], ...] = ()  # what the exact comparison compared, by kind
     random_devices: int = 0  # device picks the kubelet made by map order (not compared)
+    stalled: bool = False  # a copy the kubelet never answered, as the fit engine said
 
     @property
     def judged(self) -> bool:
@@ -62,6 +63,7 @@ class Summary:
     slow_cases: list[int] = field(default_factory=list)
     exact: Counter[str] = field(default_factory=Counter)
     random_devices: int = 0
+    stalled: int = 0
 
     @property
     def judged(self) -> int:
@@ -76,6 +78,7 @@ class Summary:
         self.slowest = max(self.slowest, (result.seconds, result.index))
         self.exact.update(dict(result.exact))
         self.random_devices += result.random_devices
+        self.stalled += result.stalled
         if result.skipped:
             self.skipped += 1
         elif result.slow:
@@ -105,6 +108,10 @@ class Summary:
                        f"{self.exact['devices']} device picks compared; "
                        f"{self.random_devices} device picks left to map order by the kubelet "
                        "(counted only)")
+        if self.stalled:
+            out.append(f"  {self.stalled} cases where the kubelet never answers a copy (its CPU "
+                       "manager loops, kubernetes#140730) and the fit engine says "
+                       "AdmissionStalled")
         if self.slow_cases:
             out.append(f"  not judged (an admission over {ADMISSION_SECONDS:g}s, the Topology "
                        "Manager merging every permutation of its hints): cases "
@@ -142,7 +149,7 @@ def run_share(release: str, seed: int, indices: list[int]) -> list[CaseResult]:
                                       tuple(outcome.details or outcome.excepted), kind_class,
                                       outcome.exception,
                                       tuple(exact.compared.items()) if exact else (),
-                                      exact.random_devices if exact else 0))
+                                      exact.random_devices if exact else 0, outcome.stalled))
     return results
 
 

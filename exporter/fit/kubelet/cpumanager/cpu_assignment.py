@@ -146,40 +146,31 @@ class _Accumulator:
     def failed(self) -> bool:
         return self.needed > len(self.free)
 
-    def take_full_numa_nodes(self) -> None:
-        whole = [n for n in self.sort_numa_nodes()
-                 if self.topo.cpus_in_numa(n) <= self.free]
-        for numa in whole:
-            cpus = self.topo.cpus_in_numa(numa)
+    def _take_whole(self, ordered: list[int], cpus_of: Callable[[int], frozenset[int]],
+                    size: int | None = None) -> None:
+        """Each of ``ordered`` (one level's ids, in the kubelet's order) whose CPUs are all
+        free — or, with ``size``, that many of them (``CPUsPerSocket``, ``CPUsPerCore``: the
+        kubelet compares with those) — taken whole while the rest needs all of them."""
+        whole = [i for i in ordered if (cpus_of(i) <= self.free if size is None
+                                        else len(cpus_of(i) & self.free) == size)]
+        for item in whole:
+            cpus = cpus_of(item)
             if self.needed >= len(cpus):
                 self.take(cpus)
+
+    def take_full_numa_nodes(self) -> None:
+        self._take_whole(self.sort_numa_nodes(), self.topo.cpus_in_numa)
 
     def take_full_sockets(self) -> None:
-        per_socket = self.topo.cpus_per_socket()
-        whole = [s for s in self.sort_sockets()
-                 if len(self.topo.cpus_in_socket(s) & self.free) == per_socket]
-        for socket in whole:
-            cpus = self.topo.cpus_in_socket(socket)
-            if self.needed >= len(cpus):
-                self.take(cpus)
+        self._take_whole(self.sort_sockets(), self.topo.cpus_in_socket,
+                         self.topo.cpus_per_socket())
 
     def take_full_cores(self) -> None:
-        per_core = self.topo.cpus_per_core()
-        whole = [c for c in self.sort_cores()
-                 if len(self.topo.cpus_in_core(c) & self.free) == per_core]
-        for core in whole:
-            cpus = self.topo.cpus_in_core(core)
-            if self.needed >= len(cpus):
-                self.take(cpus)
+        self._take_whole(self.sort_cores(), self.topo.cpus_in_core, self.topo.cpus_per_core())
 
     def take_full_uncore(self) -> None:
         """``takeFullUncore``."""
-        whole = [u for u in self.sort_uncore_caches()
-                 if self.topo.cpus_in_uncore(u) <= self.free]
-        for uncore in whole:
-            cpus = self.topo.cpus_in_uncore(uncore)
-            if self.needed >= len(cpus):
-                self.take(cpus)
+        self._take_whole(self.sort_uncore_caches(), self.topo.cpus_in_uncore)
 
     def take_partial_uncore(self, uncore: int) -> None:
         """``takePartialUncore``: the cache's free cores with the lowest ids, as many as the

@@ -236,8 +236,9 @@ SHAPE_REJECTION_INFO = _define(
     "podresources_shape_rejection_info", "gauge",
     "1 while one more pod of the shape would be rejected: reason is what the kubelet would "
     "say (TopologyAffinityError, SMTAlignmentError, UnexpectedAdmissionError, "
-    "OutOf<resource>), blocking_resource the resource no allowed NUMA set has enough of "
-    "(multiple when several or only together).", ("shape", "reason", "blocking_resource"),
+    "OutOf<resource>; AdmissionStalled where its CPU manager would never finish), "
+    "blocking_resource the resource no allowed NUMA set has enough of (multiple when several "
+    "or only together).", ("shape", "reason", "blocking_resource"),
     "fit")
 SHAPE_FITS = _define(
     "podresources_shape_fits", "gauge",

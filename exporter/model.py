@@ -169,27 +169,33 @@ class NumaNode:
 class Topology:
     """The node's NUMA layout from sysfs: which CPU sits on which NUMA node.
 
-    ``cpu_siblings`` maps a CPU to the hardware threads of its physical core, itself included
-    (sysfs ``thread_siblings_list``); a CPU missing from it is taken as a core of its own.
-    ``cpu_packages`` maps a CPU to its socket (``physical_package_id``), which orders the CPU
-    manager's picks; a CPU missing from it counts as on a socket of its NUMA node's own.
+    ``cpu_siblings`` maps a CPU to the threads of its core as the kubelet's CPU manager groups
+    them (cAdvisor: one ``core_id`` and ``physical_package_id`` within a NUMA node, which is
+    ``thread_siblings_list`` wherever ``core_id`` is unique in a package), itself included; a
+    CPU missing from it is taken as a core of its own. ``cpu_packages`` maps a CPU to its
+    socket (``physical_package_id``), which orders the CPU manager's picks; a CPU missing from
+    it counts as on a socket of its NUMA node's own. ``cpu_uncore`` maps a CPU to the uncore
+    cache the CPU manager aligns to with ``prefer-align-cpus-by-uncorecache`` (the L3 shared
+    by part of a NUMA node; its socket where the L3 holds the whole node or is unknown).
     """
 
     numa_nodes: dict[int, NumaNode]
     cpu_to_numa: dict[int, int]
     cpu_siblings: dict[int, frozenset[int]] = field(default_factory=dict)
     cpu_packages: dict[int, int] = field(default_factory=dict)
+    cpu_uncore: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_nodes(cls, nodes: list[NumaNode],
                    cpu_siblings: dict[int, frozenset[int]] | None = None,
-                   cpu_packages: dict[int, int] | None = None) -> Topology:
+                   cpu_packages: dict[int, int] | None = None,
+                   cpu_uncore: dict[int, int] | None = None) -> Topology:
         cpu_to_numa: dict[int, int] = {}
         for node in sorted(nodes, key=lambda n: n.numa_id):
             for cpu in node.cpus:
                 cpu_to_numa.setdefault(cpu, node.numa_id)
         return cls({node.numa_id: node for node in nodes}, cpu_to_numa, dict(cpu_siblings or {}),
-                   dict(cpu_packages or {}))
+                   dict(cpu_packages or {}), dict(cpu_uncore or {}))
 
     def distances(self) -> dict[int, dict[int, int]] | None:
         """distances[i][j] between NUMA nodes, as the kubelet's ``NUMADistances`` holds them

@@ -2,10 +2,13 @@
 
 The podresources API names CPUs by id but never says which NUMA node they sit on; the kernel
 does, in ``devices/system/node/node<N>/cpulist``. Memory and hugepage totals come from the same
-directories and are shown by the ``snapshot`` command. SMT siblings (the hardware threads of one
-physical core) come from ``devices/system/cpu/cpu<N>/topology/thread_siblings_list``, the same
-file cAdvisor reads for the kubelet's CPU manager; the fit answers need them for the
-``full-pcpus-only`` option.
+directories and are shown by the ``snapshot`` command. The CPU layout the kubelet's CPU
+manager picks by (cores, sockets, uncore caches: the fit answers' ``takeByTopology``) is read as
+cAdvisor reads it for the kubelet (``utils/sysinfo`` ``GetNodesInfo``): a core is the CPUs of
+one NUMA node sharing ``topology/core_id`` and ``physical_package_id``; a core's uncore cache is
+the first cache above L2 (``cache/index*``) shared by fewer CPUs than its NUMA node has; a CPU
+without ``core_id`` falls back to ``thread_siblings_list``. docs/fit.md says where this and
+the kernel's own grouping can differ.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .model import NumaNode, Topology
@@ -78,9 +83,8 @@ def read_topology(sysfs_root: str | Path) -> Topology:
     holding every online CPU, which is what the kubelet assumes too.
     """
     nodes = read_numa_nodes(sysfs_root)
-    cpus = frozenset().union(*(node.cpus for node in nodes))
-    return Topology.from_nodes(nodes, read_thread_siblings(sysfs_root, cpus),
-                               read_packages(sysfs_root, cpus))
+    layout = read_cpu_layout(sysfs_root, nodes)
+    return Topology.from_nodes(nodes, layout.siblings, layout.packages, layout.uncore)
 
 
 def read_numa_nodes(sysfs_root: str | Path) -> list[NumaNode]:
@@ -120,8 +124,16 @@ def read_numa_nodes(sysfs_root: str | Path) -> list[NumaNode]:
             raise TopologyError(
                 f"no NUMA nodes under {node_root} and no {root / 'devices/system/cpu/online'}; "
                 "is --sysfs-root pointing at a sysfs tree?")
-        log.info("no NUMA information under %s; treating all online CPUs as NUMA node 0", node_root)
-        nodes.append(NumaNode(numa_id=0, cpus=online))
+        # cAdvisor's getCPUTopology: one node per physical package, numbered by it
+        by_package: dict[int, set[int]] = {}
+        for cpu, package in read_packages(root, online).items():
+            by_package.setdefault(package, set()).add(cpu)
+        log.info("no NUMA information under %s; treating each socket's online CPUs as a NUMA "
+                 "node, as cAdvisor does", node_root)
+        nodes.extend(NumaNode(numa_id=package, cpus=frozenset(cpus))
+                     for package, cpus in sorted(by_package.items()))
+        if not nodes:
+            nodes.append(NumaNode(numa_id=0, cpus=online))
     return nodes
 
 
@@ -182,15 +194,118 @@ def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[i
 def read_packages(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, int]:
     """Each CPU's socket (``topology/physical_package_id``, what cAdvisor gives the kubelet's
     CPU manager); a CPU whose file is missing or unreadable is left out."""
+    return _read_ints(Path(sysfs_root) / "devices" / "system" / "cpu", cpus,
+                      "topology/physical_package_id")
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """The CPU manager's cores (each CPU's threads), sockets and uncore caches."""
+
+    siblings: dict[int, frozenset[int]]
+    packages: dict[int, int]
+    uncore: dict[int, int]
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What cAdvisor keeps of a cache (``sysfs.CacheInfo``): equal ones are one cache."""
+
+    cache_id: int
+    size_kb: int
+    level: int
+    kind: str
+    cpus: int  # CPUs in shared_cpu_map
+
+
+def read_cpu_layout(sysfs_root: str | Path, nodes: list[NumaNode]) -> CpuLayout:
+    """The cores, sockets and uncore caches as cAdvisor gives them to the kubelet, read from
+    ``<sysfs_root>/devices/system/cpu`` (:func:`cpu_layout`)."""
+    cpus = frozenset().union(*(node.cpus for node in nodes))
     cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
-    packages: dict[int, int] = {}
+    return cpu_layout(nodes, _read_ints(cpu_root, cpus, "topology/core_id"),
+                      read_packages(sysfs_root, cpus),
+                      lambda cpu: _read_caches(cpu_root, cpu),
+                      lambda missing: read_thread_siblings(sysfs_root, missing))
+
+
+def cpu_layout(nodes: list[NumaNode], core_ids: dict[int, int], packages: dict[int, int],
+               caches: Callable[[int], list[CacheInfo] | None],
+               siblings_of: Callable[[frozenset[int]], dict[int, frozenset[int]]]
+               ) -> CpuLayout:
+    """cAdvisor's ``getCoresInfo`` and ``addCacheInfo`` over each NUMA node in its order
+    (directory names sorted as strings): a core is the node's CPUs sharing ``core_id`` and
+    package (``siblings_of`` gives the siblings of the CPUs without them); ``caches(cpu)`` is
+    the caches of a core's first thread, ``None`` when they cannot be read."""
+    siblings: dict[int, frozenset[int]] = {}
+    uncore: dict[int, int] = {}
+    for node in sorted(nodes, key=lambda n: f"node{n.numa_id}"):
+        cores: dict[tuple[int, int], list[int]] = {}
+        for cpu in sorted(node.cpus, key=lambda c: f"cpu{c}"):
+            if cpu in core_ids and cpu in packages:
+                cores.setdefault((core_ids[cpu], packages[cpu]), []).append(cpu)
+        for threads in cores.values():
+            for cpu in threads:
+                siblings[cpu] = frozenset(threads)
+        uncore.update(_uncore_caches(list(cores.values()), caches))
+    every: frozenset[int] = frozenset().union(*(node.cpus for node in nodes))
+    siblings.update(siblings_of(every - siblings.keys()))
+    return CpuLayout(siblings, packages, uncore)
+
+
+def _uncore_caches(cores: list[list[int]], caches: Callable[[int], list[CacheInfo] | None]
+                   ) -> dict[int, int]:
+    """Each CPU's uncore cache id on one NUMA node (``addCacheInfo``, then the kubelet's
+    ``getUncoreCacheID``, which takes the first): a cache above L2 shared by other than the
+    node's thread count; the first core whose caches cannot be read ends the node's reading."""
+    found: dict[int, int] = {}
+    for threads in cores:
+        read = caches(threads[0])
+        if read is None:
+            break
+        per_node = len(cores) * len(threads)
+        for cache in read:
+            if cache.level > 2 and cache.cpus != per_node:
+                found.update((cpu, cache.cache_id) for cpu in threads)
+                break
+    return found
+
+
+def _read_caches(cpu_root: Path, cpu: int) -> list[CacheInfo] | None:
+    """``GetCacheInfo`` for every ``index*`` of the CPU, in name order; ``None`` when one
+    cannot be read as cAdvisor reads it."""
+    directory = cpu_root / f"cpu{cpu}" / "cache"
+    try:
+        names = sorted(entry.name for entry in directory.iterdir()
+                       if entry.name.startswith("index"))
+        caches = []
+        for name in names:
+            index = directory / name
+            size = re.match(r"\s*(\d+)K", (index / "size").read_text())
+            if size is None:
+                return None
+            caches.append(CacheInfo(int((index / "id").read_text()), int(size.group(1)),
+                                 int((index / "level").read_text()),
+                                 (index / "type").read_text().strip(),
+                                 _mask_bits((index / "shared_cpu_map").read_text())))
+    except (OSError, ValueError):
+        return None
+    return caches
+
+
+def _mask_bits(text: str) -> int:
+    """CPUs in a kernel bitmap (``0000ffff,00000000``), as cAdvisor's ``getCPUCount``."""
+    return sum(bin(int(word.strip(), 16)).count("1") for word in text.split(","))
+
+
+def _read_ints(cpu_root: Path, cpus: frozenset[int], name: str) -> dict[int, int]:
+    values: dict[int, int] = {}
     for cpu in sorted(cpus):
-        path = cpu_root / f"cpu{cpu}" / "topology" / "physical_package_id"
         try:
-            packages[cpu] = int(path.read_text().strip())
+            values[cpu] = int((cpu_root / f"cpu{cpu}" / name).read_text().strip())
         except (OSError, ValueError):
             continue
-    return packages
+    return values
 
 
 def _read_online_cpus(root: Path) -> frozenset[int] | None:

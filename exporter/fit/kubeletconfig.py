@@ -5,8 +5,10 @@ The kubelet's ``KubeletConfiguration`` (``kubelet.config.k8s.io/v1beta1``, usual
 ``/var/lib/kubelet/config.yaml``, ``--kubelet-config``) says which Topology Manager policy and
 scope decide admission, its options (``prefer-closest-numa-nodes``,
 ``max-allowable-numa-nodes``), the CPU and memory manager policies, the CPU manager's
-``full-pcpus-only`` (and the options that only change which CPUs are picked:
-``distribute-cpus-across-numa``, ``distribute-cpus-across-cores``, ``align-by-socket``),
+``full-pcpus-only`` and ``align-by-socket`` (which change admission: the latter makes a hint as
+wide as its sockets preferred), the options that only change which CPUs are picked
+(``distribute-cpus-across-numa``, ``distribute-cpus-across-cores``,
+``prefer-align-cpus-by-uncorecache``; ``strict-cpu-reservation`` changes neither),
 ``maxPods``, what it reserves (``reservedSystemCPUs``, ``systemReserved``, ``kubeReserved``,
 ``evictionHard``: the Node's allocatable, :mod:`exporter.fit.state.allocatable`) and the
 ``PodLevelResourceManagers`` feature gate. Fields the file leaves
@@ -36,6 +38,7 @@ FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_ACROSS_NUMA = "distribute-cpus-across-numa"
 DISTRIBUTE_ACROSS_CORES = "distribute-cpus-across-cores"
 ALIGN_BY_SOCKET = "align-by-socket"
+PREFER_ALIGN_BY_UNCORE_CACHE = "prefer-align-cpus-by-uncorecache"
 PREFER_CLOSEST = "prefer-closest-numa-nodes"
 MAX_NUMA = "max-allowable-numa-nodes"
 POD_LEVEL_GATE = "PodLevelResourceManagers"
@@ -65,6 +68,7 @@ class FileConfig:
     distribute_cpus_across_numa: bool = False
     distribute_cpus_across_cores: bool = False
     align_by_socket: bool = False
+    prefer_align_by_uncore_cache: bool = False
     max_pods: int | None = None
     # reservedSystemCPUs, systemReserved, kubeReserved, evictionHard: the Node's allocatable
     reservation: Reservation = DEFAULT_RESERVATION
@@ -91,7 +95,8 @@ class KubeletConfig:
     prefer_closest_numa_nodes: bool
     pod_level_resource_managers: bool
     source: str
-    cpu_placement: tuple[bool, bool, bool] = (False, False, False)  # numa, cores, socket
+    # distribute over NUMA nodes, over cores, align by socket, by uncore cache
+    cpu_placement: tuple[bool, bool, bool, bool] = (False, False, False, False)
     max_pods: int | None = None
     reservation: Reservation | None = None  # the file's (None: no file)
 
@@ -146,7 +151,8 @@ def resolve(flags: FlagConfig, file: FileConfig | None, lists_cpus: bool, lists_
     closest = file.prefer_closest_numa_nodes if file is not None else False
     gate = file.pod_level_resource_managers if file is not None else False
     placement = ((file.distribute_cpus_across_numa, file.distribute_cpus_across_cores,
-                  file.align_by_socket) if file is not None else (False, False, False))
+                  file.align_by_socket, file.prefer_align_by_uncore_cache)
+                 if file is not None else (False, False, False, False))
     # maxPods: the file's, the kubelet's default when the file omits it, unknown without one
     max_pods = None if file is None else (
         file.max_pods if file.max_pods is not None else DEFAULT_MAX_PODS)
@@ -225,6 +231,8 @@ def parse_kubelet_config(document: object) -> FileConfig:
         distribute_cpus_across_cores=_true(cpu_options, DISTRIBUTE_ACROSS_CORES,
                                            "cpuManagerPolicyOptions"),
         align_by_socket=_true(cpu_options, ALIGN_BY_SOCKET, "cpuManagerPolicyOptions"),
+        prefer_align_by_uncore_cache=_true(cpu_options, PREFER_ALIGN_BY_UNCORE_CACHE,
+                                           "cpuManagerPolicyOptions"),
         max_pods=_max_pods(document),
         reservation=reservation,
     )

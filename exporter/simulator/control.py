@@ -108,7 +108,7 @@ def control_app(simulator: Simulator) -> web.Application:
         body = await _json(request)
         try:
             config = updated_config(simulator.state.admission_config, body)
-            check_runs(len(simulator.state.spec.numa_nodes), config)
+            check_runs(simulator.state.spec, config)
             simulator.state.admission_config = config
         except ValueError as error:
             raise _BadRequest(str(error)) from None

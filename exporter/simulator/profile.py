@@ -22,8 +22,9 @@ from typing import Any
 
 from ..podspec import parse_quantity
 from ..topology import hugepage_resource_name, parse_cpulist
+from .cpulayout import CpuLayoutError, CpuLayoutSpec, parse_cpu_layout
 
-PROFILE_NAMES = ("small", "dual-socket-gpu", "large", "huge", "gb200-tray")
+PROFILE_NAMES = ("small", "dual-socket-gpu", "epyc-nps4", "large", "huge", "gb200-tray")
 # Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -201,6 +202,8 @@ class NodeSpec:
     # and prefer-closest-numa-nodes)
     cpu_manager_policy_options: dict[str, str] = field(default_factory=dict)
     topology_manager_policy_options: dict[str, str] = field(default_factory=dict)
+    # sockets, dies, L3 caches (cpulayout.py): one socket per NUMA node, no caches by default
+    cpu_layout: CpuLayoutSpec = field(default_factory=CpuLayoutSpec)
 
     def allocatable_memory(self) -> dict[tuple[int, str], int]:
         """(NUMA id, memory type) -> what the memory manager can hand out there: each node's
@@ -297,6 +300,8 @@ def parse_profile(data: dict[str, Any]) -> NodeSpec:
     except (KeyError, TypeError, ValueError) as error:
         if isinstance(error, ProfileError):
             raise
+        if isinstance(error, CpuLayoutError):
+            raise ProfileError(str(error)) from None
         raise ProfileError(f"bad profile: {error!r}") from error
 
 
@@ -366,6 +371,8 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
                                        TOPOLOGY_MANAGER_SCOPES),
         cpu_manager_policy_options=_options(data, "cpu_manager_policy_options"),
         topology_manager_policy_options=_options(data, "topology_manager_policy_options"),
+        cpu_layout=parse_cpu_layout(data.get("cpu_layout"),
+                                    frozenset().union(*(n.cpus for n in numa_nodes))),
     )
 
 

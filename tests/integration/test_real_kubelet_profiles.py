@@ -40,7 +40,7 @@ from ..support.realkubelet import (
 # NUMA masks times every device of a resource, per request) they take minutes per release (large:
 # 10 minutes on a busy 2-core machine), so they run on request only
 # (PODRESOURCES_REALKUBELET_ALL_PROFILES=1)
-PROFILES = ("small", "dual-socket-gpu", "gb200-tray") + (
+PROFILES = ("small", "dual-socket-gpu", "epyc-nps4", "gb200-tray") + (
     ("large", "huge") if os.environ.get("PODRESOURCES_REALKUBELET_ALL_PROFILES") == "1" else ())
 # gb200-tray's 34 NUMA nodes with the memory manager Static: its Allocate (policy none:
 # getDefaultHint -> calculateHints) walks every one of the 2^34 NUMA masks for each Guaranteed

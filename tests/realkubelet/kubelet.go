@@ -116,7 +116,10 @@ func (n *node) build() error {
 	if err := n.desc.writeSysfs(n.SysfsRoot()); err != nil {
 		return err
 	}
-	n.machine = buildMachineInfo(&n.desc)
+	var err error
+	if n.machine, err = buildMachineInfo(&n.desc, n.SysfsRoot()); err != nil {
+		return err
+	}
 	period, err := n.desc.reconcilePeriod()
 	if err != nil {
 		return fmt.Errorf("cpu_manager_reconcile_period: %w", err)

@@ -7,7 +7,6 @@ package main
 import (
 	"fmt"
 	"sort"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -15,48 +14,33 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-func buildMachineInfo(d *nodeDescription) *machineInfo {
-	info := &machineInfo{MachineID: d.Name, SystemUUID: d.Name, BootID: d.Name}
-	cores := map[[2]int]bool{}
+// buildMachineInfo is cAdvisor's MachineInfo of the node: its topology read by cAdvisor's own
+// sysfs reader from the tree under sysfsRoot (cadvisor.go), the totals summed from it as
+// cAdvisor's machine info sums them (sockets: the distinct physical package ids of the online
+// CPUs, what /proc/cpuinfo's "physical id" lines give).
+func buildMachineInfo(d *nodeDescription, sysfsRoot string) (*machineInfo, error) {
+	topology, numCPUs, err := readTopology(sysfsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("cAdvisor's topology of %s: %w", sysfsRoot, err)
+	}
+	info := &machineInfo{MachineID: d.Name, SystemUUID: d.Name, BootID: d.Name, Topology: topology, NumCores: numCPUs}
 	sockets := map[int]bool{}
 	totalPages := map[uint64]uint64{}
-	for _, numa := range d.NUMANodes {
-		node := cadvisorNode{Id: numa.ID, Memory: numa.Memory, Distances: numa.Distances}
-		info.MemoryCapacity += numa.Memory
-		for _, size := range sortedKeys(numa.Hugepages) {
-			pageBytes, _ := strconv.ParseUint(size, 10, 64)
-			node.HugePages = append(node.HugePages, cadvisorHugePages{PageSize: pageBytes / 1024, NumPages: numa.Hugepages[size]})
-			totalPages[pageBytes/1024] += numa.Hugepages[size]
+	for _, node := range topology {
+		info.MemoryCapacity += node.Memory
+		for _, pages := range node.HugePages {
+			totalPages[pages.PageSize] += pages.NumPages
 		}
-		threads := map[[2]int][]int{}
-		var order [][2]int
-		for _, cpu := range d.CPUs {
-			if cpu.NUMA != numa.ID {
-				continue
-			}
-			key := [2]int{cpu.Socket, cpu.Core}
-			if _, seen := threads[key]; !seen {
-				order = append(order, key)
-			}
-			threads[key] = append(threads[key], cpu.ID)
-			cores[key] = true
-			sockets[cpu.Socket] = true
+		for _, core := range node.Cores {
+			sockets[core.SocketID] = true
+			info.NumPhysicalCores++
 		}
-		sort.Slice(order, func(i, j int) bool {
-			return cpuset.New(threads[order[i]]...).List()[0] < cpuset.New(threads[order[j]]...).List()[0]
-		})
-		for _, key := range order {
-			node.Cores = append(node.Cores, cadvisorCore{Id: key[1], Threads: cpuset.New(threads[key]...).List(), SocketID: key[0]})
-		}
-		info.Topology = append(info.Topology, node)
 	}
 	for _, size := range sortedUints(totalPages) {
 		info.HugePages = append(info.HugePages, cadvisorHugePages{PageSize: size, NumPages: totalPages[size]})
 	}
-	info.NumCores = len(d.CPUs)
-	info.NumPhysicalCores = len(cores)
 	info.NumSockets = len(sockets)
-	return info
+	return info, nil
 }
 
 func sortedUints(m map[uint64]uint64) []uint64 {

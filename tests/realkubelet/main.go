@@ -158,6 +158,12 @@ func handle(current *node, req *request) (*node, reply, error) {
 			return current, nil, err
 		}
 		return current, reply{"node": node, "pods": pods}, nil
+	case "topology":
+		view, err := current.cpuTopology()
+		if err != nil {
+			return current, nil, err
+		}
+		return current, reply{"topology": view}, nil
 	case "dump":
 		d, err := current.dump()
 		if err != nil {

@@ -21,10 +21,15 @@ import (
 )
 
 type cpuDescription struct {
-	ID     int `json:"id"`
+	ID int `json:"id"`
+	// core_id as sysfs shows it: the threads of one physical core share (socket, die, core)
 	Core   int `json:"core"`
 	Socket int `json:"socket"`
 	NUMA   int `json:"numa"`
+	// die_id (0 when not given)
+	Die int `json:"die,omitempty"`
+	// the id of the L3 cache the CPU sits under (cache/index3/id); nil: no cache information
+	L3 *int `json:"l3,omitempty"`
 }
 
 type numaDescription struct {
@@ -149,28 +154,16 @@ func (d *nodeDescription) allocatableReservation() v1.ResourceList {
 	return reservation
 }
 
-// writeSysfs writes what the exporter reads: devices/system/node/nodeN/{cpulist,distance,
-// meminfo,hugepages/...}, devices/system/{node,cpu}/online and each CPU's topology.
+// writeSysfs writes what the exporter and cAdvisor read: devices/system/node/nodeN/{cpulist,
+// cpuM links,distance,meminfo,hugepages/...}, devices/system/{node,cpu}/online and each CPU's
+// topology and L3 cache (layout.go).
 func (d *nodeDescription) writeSysfs(root string) error {
 	nodeRoot := filepath.Join(root, "devices", "system", "node")
 	cpuRoot := filepath.Join(root, "devices", "system", "cpu")
 	files := map[string]string{}
-	var all []int
-	coreThreads := map[[2]int][]int{} // (socket, core) -> CPUs
-	perNUMA := map[int][]int{}
-	for _, cpu := range d.CPUs {
-		all = append(all, cpu.ID)
-		key := [2]int{cpu.Socket, cpu.Core}
-		coreThreads[key] = append(coreThreads[key], cpu.ID)
-		perNUMA[cpu.NUMA] = append(perNUMA[cpu.NUMA], cpu.ID)
-	}
-	files[filepath.Join(cpuRoot, "online")] = cpuset.New(all...).String()
-	for _, cpu := range d.CPUs {
-		topology := filepath.Join(cpuRoot, fmt.Sprintf("cpu%d", cpu.ID), "topology")
-		siblings := cpuset.New(coreThreads[[2]int{cpu.Socket, cpu.Core}]...)
-		files[filepath.Join(topology, "thread_siblings_list")] = siblings.String()
-		files[filepath.Join(topology, "core_id")] = strconv.Itoa(cpu.Core)
-		files[filepath.Join(topology, "physical_package_id")] = strconv.Itoa(cpu.Socket)
+	links, err := d.writeCPUTopology(cpuRoot, nodeRoot, files)
+	if err != nil {
+		return err
 	}
 	var numaIDs []int
 	for _, numa := range d.NUMANodes {
@@ -179,7 +172,7 @@ func (d *nodeDescription) writeSysfs(root string) error {
 	files[filepath.Join(nodeRoot, "online")] = cpuset.New(numaIDs...).String()
 	for _, numa := range d.NUMANodes {
 		dir := filepath.Join(nodeRoot, fmt.Sprintf("node%d", numa.ID))
-		files[filepath.Join(dir, "cpulist")] = cpuset.New(perNUMA[numa.ID]...).String()
+		files[filepath.Join(dir, "cpulist")] = d.cpusOfNUMA(numa.ID).String()
 		var distances []string
 		for _, distance := range numa.Distances {
 			distances = append(distances, strconv.FormatUint(distance, 10))
@@ -204,6 +197,11 @@ func (d *nodeDescription) writeSysfs(root string) error {
 			return err
 		}
 		if err := os.WriteFile(path, []byte(text+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	for link, target := range links {
+		if err := os.Symlink(target, link); err != nil {
 			return err
 		}
 	}

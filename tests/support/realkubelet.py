@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from exporter.simulator.cpulayout import cpu_entries
 from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import NodeSpec, PodSpec
 
@@ -44,7 +45,8 @@ RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the feature gates of a profile that are the real kubelet's (the others describe the
 # simulator's podresources API, e.g. ListActivePodsOnly)
-KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI")
+KUBELET_GATES = ("PodLevelResourceManagers", "PodLevelResources", "PodsAPI",
+                 "CPUManagerPolicyAlphaOptions", "CPUManagerPolicyBetaOptions")
 DEFAULT_MAX_PODS = 110
 SHARED_MEMORY = "/dev/shm"
 
@@ -217,6 +219,14 @@ class RealKubelet:
         reply = self.call("objects")
         return reply["node"], reply["pods"]
 
+    def cpu_topology(self) -> dict[str, Any]:
+        """The CPU manager's ``CPUTopology`` (``topology.Discover`` over cAdvisor's reading
+        of the node's sysfs tree): counts, and per CPU its core, socket, NUMA node and uncore
+        cache; ``numa_nodes``: every NUMA node of cAdvisor's machine info."""
+        topology: dict[str, Any] = self.call("topology")["topology"]
+        topology["cpus"] = {int(cpu): info for cpu, info in topology["cpus"].items()}
+        return topology
+
     def dump(self) -> dict[str, Any]:
         dumped: dict[str, Any] = self.call("dump")["dump"]
         return dumped
@@ -237,17 +247,18 @@ class RealKubelet:
 
 def node_description(spec: NodeSpec, max_pods: int | None = None,
                      reconcile_period: str = "") -> dict[str, Any]:
-    """``spec`` spelled out for the component: every CPU with its core, socket (one per NUMA
-    node with CPUs: profiles name no sockets) and NUMA node; each NUMA node's MemTotal
-    (memory plus hugepages, as the kernel counts it), hugepages and distances; the reserved
-    CPUs and memory; every device with its NUMA set and health; the kubelet's policies,
-    options and feature gates."""
-    siblings = spec.thread_siblings()
+    """``spec`` spelled out for the component: every CPU with its ``core_id``, socket, die, L3
+    cache and NUMA node (the profile's ``cpu_layout``, :mod:`exporter.simulator.cpulayout`);
+    each NUMA node's MemTotal (memory plus hugepages, as the kernel counts it), hugepages and
+    distances; the reserved CPUs and memory; every device with its NUMA set and health; the
+    kubelet's policies, options and feature gates."""
     cpus = []
-    for numa in spec.numa_nodes:
-        for cpu in sorted(numa.cpus):
-            cpus.append({"id": cpu, "core": min(siblings[cpu]), "socket": numa.numa_id,
-                         "numa": numa.numa_id})
+    for entry in cpu_entries(spec):
+        cpu: dict[str, Any] = {"id": entry.cpu, "core": entry.core_id, "socket": entry.socket,
+                               "numa": entry.numa, "die": entry.die}
+        if entry.l3 is not None:
+            cpu["l3"] = entry.l3
+        cpus.append(cpu)
     distances = spec.distances()
     numa_nodes = []
     # every NUMA node has a directory for each page size the machine has (nr_hugepages 0 where

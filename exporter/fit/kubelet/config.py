@@ -38,7 +38,9 @@ class Rules:
     distribute_cpus_across_numa: bool = False
     distribute_cpus_across_cores: bool = False
     align_by_socket: bool = False
+    prefer_align_by_uncore_cache: bool = False
 
     def cpu_options(self) -> CpuOptions:
         return CpuOptions(self.distribute_cpus_across_numa, self.distribute_cpus_across_cores,
-                          self.align_by_socket, self.full_pcpus_only)
+                          self.align_by_socket, self.full_pcpus_only,
+                          self.prefer_align_by_uncore_cache)

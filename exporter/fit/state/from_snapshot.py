@@ -98,7 +98,7 @@ def cpu_base(topology: Topology, allocatable_cpus: Iterable[int]) -> CpuManagerS
     reserved = every - allocatable
     reserved_cores = frozenset(c for r in reserved for c in topology.siblings(r))
     cpu_topology = CpuTopology.build(topology.cpu_to_numa, topology.cpu_siblings,
-                                     topology.cpu_packages)
+                                     topology.cpu_packages, topology.cpu_uncore)
     threads = max(cpu_topology.cpus_per_core(), 1)
     return CpuManagerState(online, allocatable, dict(topology.cpu_to_numa),
                            dict(topology.cpu_siblings), threads, reserved_cores, cpu_topology)

@@ -13,12 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ...fit.kubelet.config import Managers, Rules
+from ...fit.kubelet.cpumanager.policy_options import refused_options
+from ..cpulayout import kubelet_topology
 from ..profile import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES, NodeSpec
 
 POLICIES = TOPOLOGY_MANAGER_POLICIES
 SCOPES = TOPOLOGY_MANAGER_SCOPES
 # cpumanager/policy_options.go and topologymanager/policy_options.go: the options the simulated
-# kubelet knows; strict-cpu-reservation and prefer-align-cpus-by-uncorecache change nothing here
+# kubelet knows; strict-cpu-reservation changes no exclusive pick (it keeps the reserved CPUs
+# out of the shared pool)
 CPU_MANAGER_OPTIONS = ("full-pcpus-only", "distribute-cpus-across-numa", "align-by-socket",
                        "distribute-cpus-across-cores", "strict-cpu-reservation",
                        "prefer-align-cpus-by-uncorecache")
@@ -32,6 +35,7 @@ _BOOL_OPTIONS = {"full-pcpus-only": "full_pcpus_only",
                  "distribute-cpus-across-numa": "distribute_cpus_across_numa",
                  "distribute-cpus-across-cores": "distribute_cpus_across_cores",
                  "align-by-socket": "align_by_socket",
+                 "prefer-align-cpus-by-uncorecache": "prefer_align_by_uncore_cache",
                  "prefer-closest-numa-nodes": "prefer_closest_numa_nodes"}
 
 
@@ -50,6 +54,7 @@ class AdmissionConfig:
     distribute_cpus_across_numa: bool = False
     distribute_cpus_across_cores: bool = False
     align_by_socket: bool = False
+    prefer_align_by_uncore_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.topology_manager_policy not in POLICIES:
@@ -67,14 +72,15 @@ class AdmissionConfig:
                               spec.memory_manager_policy == "Static",
                               self.pod_level_resource_managers),
                      self.distribute_cpus_across_numa, self.distribute_cpus_across_cores,
-                     self.align_by_socket)
+                     self.align_by_socket, self.prefer_align_by_uncore_cache)
 
     def document(self) -> dict[str, object]:
         """The configuration in the kubelet config file's terms (``GET /config``)."""
         cpu_options = {"full-pcpus-only": self.full_pcpus_only}
         cpu_options.update({name: True for name in ("distribute-cpus-across-numa",
                                                     "distribute-cpus-across-cores",
-                                                    "align-by-socket")
+                                                    "align-by-socket",
+                                                    "prefer-align-cpus-by-uncorecache")
                             if getattr(self, _BOOL_OPTIONS[name])})
         return {
             "topologyManagerPolicy": self.topology_manager_policy,
@@ -153,11 +159,20 @@ def config_from_spec(spec: NodeSpec) -> AdmissionConfig:
     })
 
 
-def check_runs(numa_nodes: int, config: AdmissionConfig) -> None:
-    """ValueError when a kubelet with ``config`` does not start on a machine with
-    ``numa_nodes`` NUMA nodes (CPU-less ones included): a Topology Manager policy other than
-    ``none`` beyond ``max-allowable-numa-nodes`` (topologymanager ``NewManager``), or beyond
-    what the fit engine walks."""
+def check_runs(spec: NodeSpec, config: AdmissionConfig) -> None:
+    """ValueError when a kubelet with ``config`` does not start on the node ``spec``
+    describes: CPU manager options it refuses together or on this machine
+    (``policy_options.go``), or a Topology Manager policy other than ``none`` beyond
+    ``max-allowable-numa-nodes`` NUMA nodes, CPU-less ones included (topologymanager
+    ``NewManager``), or beyond what the fit engine walks."""
+    numa_nodes = len(spec.numa_nodes)
+    if spec.cpu_manager_policy == "static":
+        machine = kubelet_topology(spec)
+        refused = refused_options(config.rules(spec).cpu_options(), config.topology_manager_policy,
+                                  len(set(machine.cpu_packages.values())),
+                                  sum(1 for n in spec.numa_nodes if n.cpus))
+        if refused is not None:
+            raise ValueError(f"the kubelet does not start: {refused}")
     if config.topology_manager_policy == "none":
         return
     if numa_nodes > config.max_allowable_numa_nodes:

@@ -43,6 +43,7 @@ from ...fit.kubelet.podshape import CPU, PodShape, asks
 from ...fit.kubelet.topologymanager.scope import Placement, Verdict
 from ...fit.kubelet.topologymanager.topology_manager import NumaSet
 from ...model import ContainerAssignment, DeviceEntry, MemoryBlock, PodAssignment
+from ..cpulayout import kubelet_topology
 from ..podobjects import pod_object
 from ..profile import NodeSpec, PodSpec, SimDevice
 from .admissionconfig import AdmissionConfig
@@ -116,11 +117,11 @@ class Admitter:
         self.spec = spec
         self.resources = resources
         self.numa_ids = tuple(sorted(n.numa_id for n in spec.numa_nodes))
-        self.siblings = spec.thread_siblings()
-        cpu_numa = dict(resources.cpu_numa)
-        # the exporter reads the simulator's sysfs, which has no physical_package_id: each
-        # NUMA node is its own socket there, and here
-        self.topology = CpuTopology.build(cpu_numa, self.siblings)
+        # the cores, sockets and uncore caches cAdvisor reads from the simulator's sysfs
+        machine = kubelet_topology(spec)
+        self.siblings = {cpu: machine.siblings(cpu) for cpu in spec.all_cpus}
+        self.topology = CpuTopology.build(dict(resources.cpu_numa), self.siblings,
+                                          machine.cpu_packages, machine.cpu_uncore)
         self.online = {n.numa_id: frozenset(n.cpus) for n in spec.numa_nodes}
         self.reserved_cores = frozenset(c for r in spec.reserved_cpus for c in self.siblings[r])
 

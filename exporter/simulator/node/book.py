@@ -45,7 +45,7 @@ class SimulatedNode:
         # what the kubelet admits under (POST /config changes it): the profile's configuration
         try:
             self.admission_config = config_from_spec(spec)
-            check_runs(len(spec.numa_nodes), self.admission_config)
+            check_runs(spec, self.admission_config)
         except ValueError as error:
             raise ProfileError(f"profile {spec.name}: {error}") from None
         for pod in spec.pods:
@@ -67,7 +67,7 @@ class SimulatedNode:
         """The configuration ``pod`` was admitted under (``admitted_under``)."""
         try:
             config = updated_config(self.admission_config, pod.admitted_under)
-            check_runs(len(self.spec.numa_nodes), config)
+            check_runs(self.spec, config)
         except ValueError as error:
             raise ProfileError(f"pod {pod.namespace}/{pod.name}: admitted_under: {error}") \
                 from None

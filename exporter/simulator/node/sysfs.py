@@ -4,10 +4,11 @@ Only what the exporter reads: ``devices/system/node/node<N>/{cpulist,distance,me
 hugepages/...}`` (``distance``: the node's row of the NUMA distance table, as the kernel writes
 it, which the Topology Manager's ``prefer-closest-numa-nodes`` compares),
 ``devices/system/node/online``, ``devices/system/cpu/online`` and each CPU's
-``devices/system/cpu/cpu<N>/topology/thread_siblings_list``: the kernel lists there the hardware
-threads of the CPU's core, the CPU itself included (Documentation/ABI/stable/
-sysfs-devices-system-cpu), and cAdvisor reads it to build the CPU topology that the kubelet's CPU
-manager allocates whole cores from (``full-pcpus-only``). And for the PCI devices the
+``devices/system/cpu/cpu<N>/topology/`` (``core_id``, ``physical_package_id``, ``die_id``, and
+``thread_siblings_list``: the hardware threads of the CPU's core, the CPU itself included,
+Documentation/ABI/stable/sysfs-devices-system-cpu) and ``cache/index3`` where the profile names
+its L3 (``cpu_layout``, :mod:`..cpulayout`): cAdvisor builds from them the cores, sockets and
+uncore caches the kubelet's CPU manager picks CPUs by. And for the PCI devices the
 profile names, ``bus/pci/devices/<BDF>/numa_node``: the kernel's NUMA node of the device, ``-1``
 when the platform gives none (Documentation/ABI/testing/sysfs-bus-pci); the exporter reads it
 for DRA devices published with only a ``resource.kubernetes.io/pciBusID``.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...topology import format_cpulist
+from ..cpulayout import L3_SIZE_KB, cpu_entries
 from ..profile import NodeSpec
 
 ADMISSION_FEATURE_GATES = ("PodLevelResourceManagers",)
@@ -33,10 +35,7 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
     (cpu_root / "online").write_text(format_cpulist(spec.all_cpus) + "\n")
     (node_root / "online").write_text(
         format_cpulist({n.numa_id for n in spec.numa_nodes}) + "\n")
-    for cpu, siblings in spec.thread_siblings().items():
-        topology_dir = cpu_root / f"cpu{cpu}" / "topology"
-        topology_dir.mkdir(parents=True, exist_ok=True)
-        (topology_dir / "thread_siblings_list").write_text(format_cpulist(siblings) + "\n")
+    write_cpu_topology(spec, cpu_root)
     for bus_id, numa in spec.pci_numa.items():
         device_dir = root / "bus" / "pci" / "devices" / bus_id
         device_dir.mkdir(parents=True, exist_ok=True)
@@ -60,6 +59,40 @@ def write_sysfs(spec: NodeSpec, root: str | Path) -> Path:
             (pages_dir / "nr_hugepages").write_text(f"{pages}\n")
             (pages_dir / "free_hugepages").write_text(f"{pages}\n")
     return root
+
+
+def write_cpu_topology(spec: NodeSpec, cpu_root: Path) -> None:
+    """Each CPU's ``topology/`` and, where the profile names one, its L3 (``cache/index3``)."""
+    siblings = spec.thread_siblings()
+    entries = cpu_entries(spec)
+    caches: dict[int, set[int]] = {}
+    for entry in entries:
+        if entry.l3 is not None:
+            caches.setdefault(entry.l3, set()).add(entry.cpu)
+    words = max(spec.all_cpus, default=0) // 32 + 1
+    for entry in entries:
+        files = {"topology/core_id": str(entry.core_id),
+                 "topology/physical_package_id": str(entry.socket),
+                 "topology/die_id": str(entry.die),
+                 "topology/thread_siblings_list": format_cpulist(siblings[entry.cpu]),
+                 "topology/core_cpus_list": format_cpulist(siblings[entry.cpu])}
+        if entry.l3 is not None:
+            shared = caches[entry.l3]
+            files.update({"cache/index3/id": str(entry.l3), "cache/index3/level": "3",
+                          "cache/index3/type": "Unified",
+                          "cache/index3/size": f"{L3_SIZE_KB}K",
+                          "cache/index3/shared_cpu_list": format_cpulist(shared),
+                          "cache/index3/shared_cpu_map": _cpu_mask(shared, words)})
+        for name, text in files.items():
+            path = cpu_root / f"cpu{entry.cpu}" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n")
+
+
+def _cpu_mask(cpus: set[int], words: int) -> str:
+    """The kernel's bitmap format: 32-bit words in hex, the highest first."""
+    return ",".join(f"{sum(1 << (c % 32) for c in cpus if c // 32 == w):08x}"
+                    for w in reversed(range(words)))
 
 
 def write_kubelet_config(spec: NodeSpec, path: str | Path) -> Path:

@@ -18,6 +18,8 @@ from typing import Any
 
 from exporter.simulator.profile import NodeSpec, parse_profile
 
+from .layouts import draw_layout
+
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 SCOPES = ("container", "pod")
 MiB, GiB = 1 << 20, 1 << 30
@@ -111,7 +113,13 @@ class Case:
 
     def describe(self) -> str:
         p = self.profile
-        return (f"seed {self.seed} case {self.index}: {len(p['numa_nodes'])} NUMA nodes, "
+        layout = p.get("cpu_layout", {})
+        cpuless = sum(1 for n in p["numa_nodes"] if not n["cpus"])
+        return (f"seed {self.seed} case {self.index}: {len(p['numa_nodes'])} NUMA nodes"
+                f"{f' ({cpuless} without CPUs)' if cpuless else ''}, "
+                f"{len(layout.get('sockets', {})) or len(p['numa_nodes'])} sockets, "
+                f"{len(layout.get('l3', {}))} L3 caches"
+                f"{', core_id per die' if layout.get('core_id_per_die') else ''}, "
                 f"{p.get('threads_per_core', 1)} threads/core, policy "
                 f"{p['topology_manager_policy']}, scope {p['topology_manager_scope']}, CPU "
                 f"{p['cpu_manager_policy']} {p.get('cpu_manager_policy_options', {})}, memory "
@@ -180,6 +188,7 @@ def _node(rng: random.Random) -> dict[str, Any]:
         profile["cpu_manager_policy_options"] = cpu_options
     if profile["topology_manager_policy"] in ("best-effort", "restricted") and rng.random() < 0.4:
         profile["topology_manager_policy_options"] = {"prefer-closest-numa-nodes": "true"}
+    draw_layout(rng, profile, cores, threads)  # sockets, L3, CPU-less nodes, CPU options
     return profile
 
 

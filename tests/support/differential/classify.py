@@ -27,6 +27,13 @@ CLASSES = {
                      "(cpumanager/policy_static.go updateCPUsToReuse)",
     "policy-none-placement": "under policy none the CPU manager picks CPUs by topology "
                              "(cpumanager/cpu_assignment.go takeByTopology)",
+    "cpu-pick": "which CPUs the CPU manager takes (cpumanager/cpu_assignment.go "
+                "takeByTopologyNUMAPacked, takeByTopologyNUMADistributed, takeUncoreCache; "
+                "policy_static.go allocateCPUs, getAlignedCPUs)",
+    "memory-pick": "the memory manager's blocks and per-NUMA state after a pod "
+                   "(memorymanager/policy_static.go Allocate, updateMachineState)",
+    "device-pick": "which devices the device manager takes where its pick is determined "
+                   "(devicemanager/manager.go devicesToAllocate, filterByAffinity)",
     "other": "not classified",
 }
 
@@ -56,4 +63,8 @@ def classify(outcome: Outcome) -> str:
     if outcome.case.profile["topology_manager_policy"] == "none" and \
             "placement" in outcome.differences:
         return "policy-none-placement"
+    if outcome.differences == ["exact"]:
+        first = outcome.details[0]
+        return ("cpu-pick" if first.startswith("CPU ids") else
+                "memory-pick" if "memory" in first else "device-pick")
     return "other"

@@ -13,8 +13,10 @@ server holding the Node and the pods as the kubelet keeps them there. The candid
 answered as a ``--fit-shapes`` shape on that read.
 
 Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
-where it has none, the NUMA nodes of the container's CPUs, memory and devices), and the capacity
-(up to the fit engine's cap).
+where it has none, the NUMA nodes of the container's CPUs, memory and devices), what the first
+copy's containers got exactly (CPU ids, memory blocks, each NUMA node's memory after it,
+devices where the kubelet's pick is determined: exact.py), and the capacity (up to the fit
+engine's cap).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 
 from exporter.commands.snapshot import read_once
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.kubelet.admission.errors import ADMISSION_STALLED
+from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.managers_state import ManagersState
 from exporter.fit.kubelet.topologymanager.scope import Placement
@@ -47,6 +51,7 @@ from ..realkubelet import (
     write_kubelet_config,
 )
 from .cases import Case
+from .exact import Exact, compare_exact
 from .exceptions import UNSEEN_UNHEALTHY_DEVICE, told, unseen_unhealthy_devices
 
 # The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
@@ -72,6 +77,10 @@ class Outcome:
     seconds: float = 0.0
     exception: str = ""  # the named exception the differences were excluded by (exceptions.py)
     excepted: list[str] = field(default_factory=list)  # their details
+    # the component's dumps before the candidate and after its first copy (exact.py)
+    dumps: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+    exact: Exact | None = None  # the first copy compared container by container
+    stalled: bool = False  # a copy the kubelet never answers, as the fit engine says
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
@@ -210,21 +219,44 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
                                   workdir))
     outcome.fit = read.answer
 
-    first = kubelet.admit(case.candidate.manifest("copy-0"), timeout=ADMISSION_SECONDS)
+    first = admit_copy(kubelet, case, read, 0, outcome)
     outcome.real = first
+    outcome.dumps = (dump, kubelet.dump() if first.admitted else None)
     admitted = 0
     last = first
     while last.admitted and admitted < CAPACITY_CAP:
         admitted += 1
         if admitted == CAPACITY_CAP:
             break
-        last = kubelet.admit(case.candidate.manifest(f"copy-{admitted}"),
-                             timeout=ADMISSION_SECONDS)
+        last = admit_copy(kubelet, case, read, admitted, outcome)
     outcome.real_capacity = admitted
     outcome.stop_reason = "" if last.admitted else last.reason
     compare(outcome, description)
     if outcome.differences:
         except_unseen(outcome, description, dump, read)
+
+
+def admit_copy(kubelet: RealKubelet, case: Case, read: FitRead, index: int,
+               outcome: Outcome) -> Admission:
+    """Copy ``index`` of the candidate admitted by the real kubelet. One it does not answer
+    is a stall (not a slow merge) when the fit engine, placing the copies before it, says the
+    CPU manager never finishes this one (``AdmissionStalled``): both sides then agree that the
+    kubelet admits no more; else the timeout stands (the case is not judged)."""
+    try:
+        return kubelet.admit(case.candidate.manifest(f"copy-{index}"),
+                             timeout=ADMISSION_SECONDS)
+    except RealKubeletTimeout:
+        state = read.state
+        for _ in range(index):
+            placed = admit(read.answer.shape, state, read.rules)
+            if placed.state is None:
+                raise
+            state = placed.state
+        verdict = admit(read.answer.shape, state, read.rules)
+        if verdict.reason != ADMISSION_STALLED:
+            raise
+        outcome.stalled = True
+        return Admission(False, ADMISSION_STALLED, "the kubelet did not answer", "")
 
 
 def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],
@@ -274,6 +306,11 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
                 outcome.details.append(f"placement of {name}: kubelet {_nodes(mine)}, fit "
                                        f"engine {_nodes(theirs)}")
                 break
+        if outcome.dumps is not None:
+            outcome.exact = compare_exact(real, verdict, description, *outcome.dumps)
+            if outcome.exact.details:
+                outcome.differences.append("exact")
+                outcome.details.extend(outcome.exact.details)
     capacity = min(fit.capacity, CAPACITY_CAP)
     if outcome.real_capacity != capacity:
         outcome.differences.append("capacity")

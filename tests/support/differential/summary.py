@@ -38,6 +38,9 @@ class CaseResult:
     details: tuple[str, ...] = ()
     kind_class: str = ""  # the class of a disagreement
     exception: str = ""  # the named exception its differences were excluded by
+    exact: tuple[tuple[str, int], ...] = ()  # what the exact comparison compared, by kind
+    random_devices: int = 0  # device picks the kubelet made by map order (not compared)
+    stalled: bool = False  # a copy the kubelet never answered, as the fit engine said
 
     @property
     def judged(self) -> bool:
@@ -58,6 +61,9 @@ class Summary:
     disagreements: list[CaseResult] = field(default_factory=list)
     exceptions: list[CaseResult] = field(default_factory=list)
     slow_cases: list[int] = field(default_factory=list)
+    exact: Counter[str] = field(default_factory=Counter)
+    random_devices: int = 0
+    stalled: int = 0
 
     @property
     def judged(self) -> int:
@@ -70,6 +76,9 @@ class Summary:
     def add(self, result: CaseResult) -> None:
         self.cases += 1
         self.slowest = max(self.slowest, (result.seconds, result.index))
+        self.exact.update(dict(result.exact))
+        self.random_devices += result.random_devices
+        self.stalled += result.stalled
         if result.skipped:
             self.skipped += 1
         elif result.slow:
@@ -92,6 +101,17 @@ class Summary:
                + "".join(f" ({n} {c})" for n, c in sorted(named.items()))
                + f", {self.seconds:.1f}s ({rate:.1f} cases/s; "
                f"slowest: case {self.slowest[1]}, {self.slowest[0]:.1f}s)"]
+        if self.exact:
+            out.append(f"  exact, first copy: {self.exact['cpus']} containers' CPU ids, "
+                       f"{self.exact['memory']} containers' memory blocks, "
+                       f"{self.exact['nodes']} NUMA nodes' memory after it, "
+                       f"{self.exact['devices']} device picks compared; "
+                       f"{self.random_devices} device picks left to map order by the kubelet "
+                       "(counted only)")
+        if self.stalled:
+            out.append(f"  {self.stalled} cases where the kubelet never answers a copy (its CPU "
+                       "manager loops, kubernetes#140730) and the fit engine says "
+                       "AdmissionStalled")
         if self.slow_cases:
             out.append(f"  not judged (an admission over {ADMISSION_SECONDS:g}s, the Topology "
                        "Manager merging every permutation of its hints): cases "
@@ -123,10 +143,13 @@ def run_share(release: str, seed: int, indices: list[int]) -> list[CaseResult]:
             started = time.perf_counter()
             outcome = run_case(kubelet, draw_case(seed, index), directory)
             kind_class = classify(outcome) if outcome.differences else ""
+            exact = outcome.exact
             results.append(CaseResult(index, time.perf_counter() - started, outcome.skipped,
                                       outcome.slow, tuple(outcome.differences),
                                       tuple(outcome.details or outcome.excepted), kind_class,
-                                      outcome.exception))
+                                      outcome.exception,
+                                      tuple(exact.compared.items()) if exact else (),
+                                      exact.random_devices if exact else 0, outcome.stalled))
     return results
 
 

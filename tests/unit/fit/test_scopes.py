@@ -217,3 +217,36 @@ def test_memory_extended_beyond_a_preferred_hint_must_be_preferred():
     assert (verdict.admitted, verdict.reason, verdict.container) == (
         False, "UnexpectedAdmissionError", "a")
     assert verdict.message == "[memorymanager] failed to find the extended preferred hint"
+
+
+def test_later_containers_cut_the_init_containers_memory_blocks():
+    """updateInitContainersMemoryBlocks: init-0 512Mi, init-1 256Mi, app 1Gi of memory and
+    1Gi of hugepages, all on node 0. init-1's block cuts init-0's to 256Mi; the app's 1Gi
+    cuts init-0's 256Mi, then init-1's 256Mi, to 0; the hugepages, a type no init container
+    holds, cut nothing."""
+    MiB = 1 << 20
+    pod = PodShape("p", (ContainerShape("app", {"memory": GiB, "hugepages-1Gi": GiB}),),
+                   init_containers=(ContainerShape("init-0", {"memory": 512 * MiB}),
+                                    ContainerShape("init-1", {"memory": 256 * MiB})))
+    pages = {"hugepages-1Gi": 2 * GiB}
+    node = state(mem={n: replace(m, allocatable={**m.allocatable, **pages},
+                                 free={**m.free, **pages})
+                      for n, m in memory({0: 8 * GiB, 1: 8 * GiB}).items()})
+    verdict = admit(pod, node, Rules("single-numa-node", "container",
+                                     managers=Managers(cpu_static=False)))
+    assert verdict.admitted
+    assert [(p.container, sorted(p.memory_blocks)) for p in verdict.placements] == [
+        ("init-0", [("memory", 0, frozenset({0}))]),
+        ("init-1", [("memory", 0, frozenset({0}))]),
+        ("app", [("hugepages-1Gi", GiB, frozenset({0})), ("memory", GiB, frozenset({0}))])]
+
+
+def test_an_init_containers_block_keeps_what_the_app_does_not_reuse():
+    """1Gi init container, 256Mi app container: the init container's block is cut to 768Mi."""
+    MiB = 1 << 20
+    pod = PodShape("p", (ContainerShape("app", {"memory": 256 * MiB}),),
+                   init_containers=(ContainerShape("init", {"memory": GiB}),))
+    verdict = admit(pod, state(mem=memory({0: 8 * GiB, 1: 8 * GiB})),
+                    Rules("single-numa-node", "container", managers=Managers(cpu_static=False)))
+    assert [p.memory_blocks for p in verdict.placements] == [
+        (("memory", 768 * MiB, frozenset({0})),), (("memory", 256 * MiB, frozenset({0})),)]

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
+# not a reason the kubelet gives: it never finishes admitting the pod (a manager's loop that
+# does not end, cpumanager/cpu_assignment.go takeByTopologyNUMADistributed before the fix of
+# kubernetes#140730); the pod stays Pending and the kubelet's pod admission is blocked
+ADMISSION_STALLED = "AdmissionStalled"
 
 
 @dataclass(frozen=True)

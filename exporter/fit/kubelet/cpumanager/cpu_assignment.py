@@ -19,10 +19,15 @@ hint's nodes":
 ``staticPolicy.takeByTopology`` and ``allocateCPUs``, which choose between them, are in
 :mod:`.policy_static`.
 
-The uncore-cache option (``prefer-align-cpus-by-uncorecache``) needs the L3 layout, which the
-exporter does not read; it is taken as off. The topology is the kubelet's ``CPUTopology``:
-every online CPU (reserved ones included) with its core (the lowest thread id, as the
-kubelet's ``getUniqueCoreID``), socket and NUMA node.
+With ``prefer-align-cpus-by-uncorecache``, :func:`take_packed` takes whole uncore (L3) caches
+after whole NUMA nodes and sockets, then a part of one that holds the rest
+(``takeUncoreCache``). The topology is the kubelet's ``CPUTopology``: every online CPU
+(reserved ones included) with its core (the lowest thread id, as the kubelet's
+``getUniqueCoreID``), socket, NUMA node and uncore cache.
+
+Where the kubelet's loop never ends — striping a remainder in whole cores over NUMA nodes whose
+leftovers are smaller than a core (kubernetes#140730, in every release up to 1.37) — the
+engine raises :class:`AdmissionStall` instead.
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ PACKED, SPREAD = "packed", "spread"
 
 class CpuAssignmentError(Exception):
     """Not enough CPUs (the kubelet's ``takeByTopology`` error text)."""
+
+
+class AdmissionStall(Exception):
+    """``takeByTopologyNUMADistributed`` would loop for ever: its remainder loop can take no
+    whole group from the NUMA nodes it chose, yet the remainder is not 0."""
 
 
 def _round3(value: float) -> float:
@@ -105,6 +115,14 @@ class _Accumulator:
             parents, parent = self.sort_numa_nodes(), self.topo.numa
         return [c for p in parents for c in self._within(self.topo.core, parent, p, core_counts)]
 
+    def sort_uncore_caches(self) -> list[int]:
+        """``sortAvailableUncoreCaches``: NUMA node by NUMA node in their order, each node's
+        uncore caches by the free CPUs in the whole cache, then id (a cache spanning NUMA nodes
+        comes once per node, as in the kubelet)."""
+        counts = self._count(self.topo.uncore)
+        return [u for n in self.sort_numa_nodes()
+                for u in self._within(self.topo.uncore, self.topo.numa, n, counts)]
+
     def sort_cpus(self) -> list[int]:
         """``sortAvailableCPUsPacked`` (core by core) or ``sortAvailableCPUsSpread`` (socket
         by socket), ids ascending inside."""
@@ -128,31 +146,58 @@ class _Accumulator:
     def failed(self) -> bool:
         return self.needed > len(self.free)
 
-    def take_full_numa_nodes(self) -> None:
-        whole = [n for n in self.sort_numa_nodes()
-                 if self.topo.cpus_in_numa(n) <= self.free]
-        for numa in whole:
-            cpus = self.topo.cpus_in_numa(numa)
+    def _take_whole(self, ordered: list[int], cpus_of: Callable[[int], frozenset[int]],
+                    size: int | None = None) -> None:
+        """Each of ``ordered`` (one level's ids, in the kubelet's order) whose CPUs are all
+        free — or, with ``size``, that many of them (``CPUsPerSocket``, ``CPUsPerCore``: the
+        kubelet compares with those) — taken whole while the rest needs all of them."""
+        whole = [i for i in ordered if (cpus_of(i) <= self.free if size is None
+                                        else len(cpus_of(i) & self.free) == size)]
+        for item in whole:
+            cpus = cpus_of(item)
             if self.needed >= len(cpus):
                 self.take(cpus)
+
+    def take_full_numa_nodes(self) -> None:
+        self._take_whole(self.sort_numa_nodes(), self.topo.cpus_in_numa)
 
     def take_full_sockets(self) -> None:
-        per_socket = self.topo.cpus_per_socket()
-        whole = [s for s in self.sort_sockets()
-                 if len(self.topo.cpus_in_socket(s) & self.free) == per_socket]
-        for socket in whole:
-            cpus = self.topo.cpus_in_socket(socket)
-            if self.needed >= len(cpus):
-                self.take(cpus)
+        self._take_whole(self.sort_sockets(), self.topo.cpus_in_socket,
+                         self.topo.cpus_per_socket())
 
     def take_full_cores(self) -> None:
+        self._take_whole(self.sort_cores(), self.topo.cpus_in_core, self.topo.cpus_per_core())
+
+    def take_full_uncore(self) -> None:
+        """``takeFullUncore``."""
+        self._take_whole(self.sort_uncore_caches(), self.topo.cpus_in_uncore)
+
+    def take_partial_uncore(self, uncore: int) -> None:
+        """``takePartialUncore``: the cache's free cores with the lowest ids, as many as the
+        rest needs, taken only when their free CPUs are exactly the rest (with SMT and an odd
+        rest, the last of them left out)."""
         per_core = self.topo.cpus_per_core()
-        whole = [c for c in self.sort_cores()
-                 if len(self.topo.cpus_in_core(c) & self.free) == per_core]
-        for core in whole:
-            cpus = self.topo.cpus_in_core(core)
-            if self.needed >= len(cpus):
-                self.take(cpus)
+        cores_needed = (self.needed + per_core - 1) // per_core if per_core else self.needed
+        cores = set(sorted({self.topo.core[c] for c in self.free
+                            if self.topo.uncore[c] == uncore})[:cores_needed])
+        cpus = sorted(c for c in self.free if self.topo.core[c] in cores)
+        if self.needed % 2 and per_core > 1 and len(cpus) > self.needed:
+            cpus = cpus[:-1]
+        if len(cpus) == self.needed:
+            self.take(cpus)
+
+    def take_uncore_cache(self) -> None:
+        """``takeUncoreCache``: for each uncore cache in order, whole caches while the rest
+        needs one, then the rest from this one if it holds it."""
+        per_uncore = self.topo.cpus_per_uncore()
+        for uncore in self.sort_uncore_caches():
+            if self.needed >= per_uncore:
+                self.take_full_uncore()
+            if self.satisfied():
+                return
+            self.take_partial_uncore(uncore)
+            if self.satisfied():
+                return
 
     def take_remaining(self) -> None:
         for cpu in self.sort_cpus():
@@ -162,8 +207,9 @@ class _Accumulator:
 
 
 def take_packed(topology: CpuTopology, available: Iterable[int], count: int,
-                strategy: str = PACKED) -> frozenset[int]:
-    """``takeByTopologyNUMAPacked``; :class:`CpuAssignmentError` when too few are free."""
+                strategy: str = PACKED, uncore_cache: bool = False) -> frozenset[int]:
+    """``takeByTopologyNUMAPacked`` (``uncore_cache``: ``preferAlignByUncoreCache``);
+    :class:`CpuAssignmentError` when too few are free."""
     acc = _Accumulator(topology, available, count, strategy)
     if acc.satisfied():
         return frozenset(acc.result)
@@ -173,6 +219,8 @@ def take_packed(topology: CpuTopology, available: Iterable[int], count: int,
     first, second = ((acc.take_full_numa_nodes, acc.take_full_sockets) if acc.numa_first
                      else (acc.take_full_sockets, acc.take_full_numa_nodes))
     steps: list[Callable[[], None]] = [first, second]
+    if uncore_cache:
+        steps.append(acc.take_uncore_cache)
     if strategy != SPREAD:
         steps.append(acc.take_full_cores)
     steps.append(acc.take_remaining)
@@ -215,7 +263,10 @@ def _remainder_choice(free_after: dict[int, int], candidates: list[int], remaind
                     rest -= group
                     progressed = True
                 if not progressed:
-                    break
+                    raise AdmissionStall(f"{remainder} CPUs to stripe in groups of {group} "
+                                         f"over NUMA nodes {list(subset)}, which hold "
+                                         f"{sum(free_after[n] for n in subset)} but not in "
+                                         "whole groups")
             balance = standard_deviation(list(left.values()))
             if balance < best[0]:
                 best = (balance, subset)
@@ -284,7 +335,10 @@ def take_distributed(topology: CpuTopology, available: Iterable[int], count: int
             acc.take(take_packed(topology, topology.cpus_in_numa(numa) & acc.free, share,
                                  strategy))
         remainder = count - share * len(best_combo)
-        while remainder > 0 and best_remainder:
+        while remainder > 0:
+            if not best_remainder:  # an align-by-socket pick with no remainder set
+                raise AdmissionStall(f"{remainder} CPUs left over NUMA nodes "
+                                     f"{list(best_combo)} with none to take them from")
             progressed = False
             for numa in best_remainder:
                 if remainder == 0:
@@ -296,7 +350,8 @@ def take_distributed(topology: CpuTopology, available: Iterable[int], count: int
                 remainder -= group
                 progressed = True
             if not progressed:
-                break
+                raise AdmissionStall(f"{remainder} CPUs left over NUMA nodes "
+                                     f"{list(best_remainder)} in groups of {group}")
         if acc.needed != 0:
             raise CpuAssignmentError(f"accounting error, not enough CPUs allocated, "
                                      f"remaining: {acc.needed}")

@@ -18,6 +18,7 @@ from dataclasses import replace
 from ..admission.errors import Failure
 from ..managers_state import ManagersState
 from ..topologymanager.bitmask import (
+    MaskTable,
     kept_sums,
     mask_bits,
     mask_table,
@@ -70,10 +71,12 @@ def with_cpus_taken(state: ManagersState, cpus: frozenset[int]) -> ManagersState
 
 
 def cpu_hints(cpu: CpuManagerState, request: int, reusable: frozenset[int] = frozenset(),
-              single: bool = False) -> Hints:
+              single: bool = False, align_by_socket: bool = False) -> Hints:
     """``generateCPUTopologyHints`` over the NUMA nodes that have CPUs. A mask is a hint when
     it holds every reusable CPU of the pod and reusable + free CPUs in it reach the request.
-    ``single``: only the single-node hints (see :func:`single_node_hints`)."""
+    ``single``: only the single-node hints (see :func:`single_node_hints`; the kubelet refuses
+    ``align-by-socket`` with ``single-numa-node``). ``align_by_socket``: a hint spanning as
+    few sockets as the narrowest set needs is preferred too (``isHintSocketAligned``)."""
     if request <= 0:
         return None
     table = mask_table(tuple(sorted(n for n, cpus in cpu.online.items() if cpus)))
@@ -98,7 +101,21 @@ def cpu_hints(cpu: CpuManagerState, request: int, reusable: frozenset[int] = fro
             continue
         if len(reusable) + free[b] >= request:
             found.append(i)
+    if align_by_socket:
+        return _socket_aligned(cpu.cpu_topology(), table, found, min_width)
     return preferred_hints(table, found, min_width)
+
+
+def _socket_aligned(topology: CpuTopology, table: MaskTable, found: list[int], min_width: int
+                    ) -> Hints:
+    """``generateCPUTopologyHints`` with ``align-by-socket``: preferred as narrow as
+    ``min_width``, or spanning as few sockets as ``ceil(minAffinitySize / (NumNUMANodes /
+    NumSockets))`` (``isHintSocketAligned``)."""
+    per_socket = topology.numa_nodes_per_socket()
+    fewest = (min_width + per_socket - 1) // per_socket if per_socket else -1
+    preferred, other = table.hints
+    return [preferred[i] if len(table.sets[i]) == min_width
+            or len(topology.sockets_of(table.sets[i])) == fewest else other[i] for i in found]
 
 
 def take_by_topology(topology: CpuTopology, available: Iterable[int], count: int,
@@ -108,8 +125,9 @@ def take_by_topology(topology: CpuTopology, available: Iterable[int], count: int
     if options.distribute_across_numa:
         group = topology.cpus_per_core() if options.full_pcpus_only else 1
         return take_distributed(topology, available, count, max(group, 1), strategy,
-                                options.align_by_socket)
-    return take_packed(topology, available, count, strategy)
+                                options.distribute_by_socket())
+    return take_packed(topology, available, count, strategy,
+                       options.prefer_align_by_uncore_cache)
 
 
 def allocate_cpus(topology: CpuTopology, allocatable: frozenset[int], count: int,

@@ -1,18 +1,18 @@
 """The CPU topology the CPU manager picks CPUs by (``cpumanager/topology/topology.go``
-``CPUTopology``, v1.37.2): per online CPU its core, socket and NUMA node, and the CPUs of each
-core, socket and NUMA node, built from sysfs.
+``CPUTopology``, v1.34-v1.37): per online CPU its core, socket, NUMA node and uncore cache, and
+the CPUs of each, built from sysfs as cAdvisor reads it (:mod:`exporter.topology`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class CpuTopology:
-    """``topology.CPUTopology``: per online CPU its core, socket and NUMA node, and the CPUs of
-    each core, socket and NUMA node."""
+    """``topology.CPUTopology``: per online CPU its core, socket, NUMA node and uncore cache,
+    and the CPUs of each core, socket, NUMA node and uncore cache."""
 
     core: Mapping[int, int]
     socket: Mapping[int, int]
@@ -20,16 +20,21 @@ class CpuTopology:
     by_core: Mapping[int, frozenset[int]]
     by_socket: Mapping[int, frozenset[int]]
     by_numa: Mapping[int, frozenset[int]]
+    uncore: Mapping[int, int] = field(default_factory=dict)
+    by_uncore: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cpu_numa: Mapping[int, int], siblings: Mapping[int, frozenset[int]],
-              cpu_socket: Mapping[int, int] | None = None) -> CpuTopology:
+              cpu_socket: Mapping[int, int] | None = None,
+              cpu_uncore: Mapping[int, int] | None = None) -> CpuTopology:
         """From sysfs: a CPU's core is its lowest sibling; without a socket map each NUMA node
-        is its own socket (what a sysfs tree without ``physical_package_id`` gives)."""
+        is its own socket (what a sysfs tree without ``physical_package_id`` gives); a CPU
+        without an uncore cache has its socket's (``getUncoreCacheID``)."""
         core = {cpu: min(siblings.get(cpu, frozenset()) | {cpu}) for cpu in cpu_numa}
         socket = {cpu: (cpu_socket or {}).get(cpu, numa) for cpu, numa in cpu_numa.items()}
+        uncore = {cpu: (cpu_uncore or {}).get(cpu, socket[cpu]) for cpu in cpu_numa}
         return cls(core, socket, dict(cpu_numa), _group(core), _group(socket),
-                   _group(cpu_numa))
+                   _group(cpu_numa), uncore, _group(uncore))
 
     @property
     def num_cores(self) -> int:
@@ -53,6 +58,17 @@ class CpuTopology:
 
     def cpus_per_socket(self) -> int:
         return self.num_cpus // self.num_sockets if self.num_sockets else 0
+
+    def cpus_per_uncore(self) -> int:
+        """``CPUsPerUncore``: NumCPUs / NumUncoreCache."""
+        return self.num_cpus // len(self.by_uncore) if self.by_uncore else 0
+
+    def cpus_in_uncore(self, uncore: int) -> frozenset[int]:
+        return self.by_uncore.get(uncore, frozenset())
+
+    def numa_nodes_per_socket(self) -> int:
+        """``NumNUMANodes / NumSockets`` (``isHintSocketAligned``)."""
+        return self.num_numa_nodes // self.num_sockets if self.num_sockets else 0
 
     def cpus_in_core(self, core: int) -> frozenset[int]:
         return self.by_core.get(core, frozenset())

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..admission.errors import Failure
+from ..admission.errors import ADMISSION_STALLED, Failure
 from ..config import Rules
+from ..cpumanager.cpu_assignment import AdmissionStall
 from ..cpumanager.policy_static import cpu_hints, pick_cpus, smt_check, with_cpus_taken
 from ..devicemanager.manager import allocate_devices
 from ..devicemanager.topology_hints import device_hints
@@ -103,11 +104,34 @@ class Reuse:
     owner: str | None = None
 
 
-def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool = False
-                     ) -> list[ProviderAnswer]:
+def reuse_init_memory(placements: list[Placement], regular_init: list[bool]) -> None:
+    """``updateInitContainersMemoryBlocks``: the last placement's memory blocks are cut out
+    of the earlier regular init containers' blocks of the same type and NUMA affinity, the
+    earliest first, so the pod's blocks add up to what it holds (an init container's block
+    can drop to 0)."""
+    for memory_type, size, numa in placements[-1].memory_blocks:
+        left = size
+        for index in range(len(placements) - 1):
+            if left == 0:
+                break
+            if not regular_init[index]:
+                continue
+            placement = placements[index]
+            blocks = []
+            for kind, held, nodes in placement.memory_blocks:
+                if kind == memory_type and nodes == numa and held:
+                    cut = min(held, left)
+                    held, left = held - cut, left - cut
+                blocks.append((kind, held, nodes))
+            placements[index] = replace(placement, memory_blocks=tuple(blocks))
+
+
+def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool = False,
+                     align_by_socket: bool = False) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them.
     ``single``: only what ``single-numa-node`` keeps of them (its merge filters every wider
-    hint out), which costs one check per NUMA node instead of one per set of them."""
+    hint out), which costs one check per NUMA node instead of one per set of them;
+    ``align_by_socket``: the CPU manager's option of that name."""
     devices: dict[str, list[TopologyHint] | None] = {}
     for resource, amount in {**ask.hint_devices, **ask.devices}.items():
         known = state.devices.get(resource)
@@ -118,7 +142,7 @@ def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool 
                                          state.device_hints_on_device_nodes(), single)
     cpu: dict[str, list[TopologyHint] | None] | None = None
     if state.cpu is not None and ask.cpus:
-        cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus, single)}
+        cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus, single, align_by_socket)}
     memory: ProviderAnswer = None
     if state.memory is not None and ask.memory:
         memory = memory_hints(state.memory, ask.memory, reuse.memory, single)
@@ -207,7 +231,13 @@ def allocate_aligned_resources(state: ManagersState, container: ContainerShape, 
         failure = smt_check(cpu, ask.cpus) if rules.full_pcpus_only else None
         if failure is not None:
             return failure
-        picked = pick_cpus(cpu, ask.cpus, affinity, reuse.cpus, rules.cpu_options())
+        options = replace(rules.cpu_options(), kubelet_minor=state.kubelet_minor)
+        try:
+            picked = pick_cpus(cpu, ask.cpus, affinity, reuse.cpus, options)
+        except AdmissionStall as stall:
+            return Failure(ADMISSION_STALLED, "cpu",
+                           f"the kubelet's CPU manager does not finish: {stall} "
+                           "(takeByTopologyNUMADistributed, kubernetes#140730)")
         if picked is None:
             return Failure("UnexpectedAdmissionError", "cpu",
                            f"not enough cpus available to satisfy request: requested="

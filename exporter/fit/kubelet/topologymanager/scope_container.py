@@ -25,6 +25,7 @@ from .scope import (
     policy_distances,
     policy_merge,
     provider_answers,
+    reuse_init_memory,
 )
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR, TopologyHint
 
@@ -32,12 +33,14 @@ from .topology_manager import TOPOLOGY_AFFINITY_ERROR, TopologyHint
 def admit_container_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     reuse = Reuse()
     placements: list[Placement] = []
+    regular: list[bool] = []
     for container, regular_init in pod.in_admission_order():
         ask = asks(pod, container, rules.managers)
         hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
         pinned = reuse.owner if _pins(ask, reuse) else None
         if rules.policy != NONE:
-            answers = provider_answers(state, ask, reuse, rules.policy == SINGLE_NUMA_NODE)
+            answers = provider_answers(state, ask, reuse, rules.policy == SINGLE_NUMA_NODE,
+                                       rules.align_by_socket)
             hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                           policy_distances(state, rules))
             if not admitted:
@@ -55,6 +58,8 @@ def admit_container_scope(pod: PodShape, state: ManagersState, rules: Rules) -> 
                            grouped_nodes=grouped_refusals(state, ask), before=state)
         state, placement = result
         placements.append(placement)
+        regular.append(regular_init)
+        reuse_init_memory(placements, regular)
     return Verdict(True, placements=tuple(placements), state=state)
 
 

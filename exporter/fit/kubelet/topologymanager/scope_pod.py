@@ -22,13 +22,15 @@ from .scope import (
     policy_distances,
     policy_merge,
     provider_answers,
+    reuse_init_memory,
 )
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR
 
 
 def admit_pod_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     ask = pod_scope_hint_ask(pod, rules.managers)
-    answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE)
+    answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE,
+                               rules.align_by_socket)
     hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
                                   policy_distances(state, rules))
     if not admitted:
@@ -39,6 +41,7 @@ def admit_pod_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdic
                        blocked=tuple(blocked_resources(rules.policy, answers, ask)))
     reuse = Reuse()
     placements: list[Placement] = []
+    regular: list[bool] = []
     for container, regular_init in pod.in_admission_order():
         one = asks(pod, container, rules.managers)
         result = allocate_aligned_resources(state, container, one, hint, reuse, regular_init,
@@ -48,4 +51,6 @@ def admit_pod_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdic
                            result.message, tuple(placements), before=state)
         state, placement = result
         placements.append(placement)
+        regular.append(regular_init)
+        reuse_init_memory(placements, regular)
     return Verdict(True, placements=tuple(placements), state=state)

@@ -59,11 +59,15 @@ def machine() -> dict:
 
 
 def write_smt(node: Node) -> None:
+    """Two threads a core, CPUs c and c+8, as the kernel says it: the same ``core_id`` (what
+    cAdvisor groups by) and the same sibling lists."""
     for cpu in range(16):
         siblings = f"{cpu % 8},{cpu % 8 + 8}"
         directory = node.sysfs / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "thread_siblings_list").write_text(siblings + "\n")
+        (directory / "core_id").write_text(f"{cpu % 8}\n")
+        for name in ("thread_siblings_list", "core_cpus_list"):
+            (directory / name).write_text(siblings + "\n")
 
 
 def populate(node: Node) -> None:

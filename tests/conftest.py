@@ -57,7 +57,8 @@ Changing ...                              run (besides ``pytest tests/unit``)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,14 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         reporter.write_line(line)
     yield plane
     plane.close()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs the CLI in-process installs its log handler on the stderr pytest
+    captured for that test; later tests would log to a closed stream ("Logging error")."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

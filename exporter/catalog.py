@@ -53,11 +53,18 @@ NUMA_NODE_CPUS = _define(
     "Online logical CPUs on the NUMA node, from sysfs.", ("numa_node",))
 CPUS_ALLOCATABLE = _define(
     "podresources_cpus_allocatable", "gauge",
-    "CPUs the kubelet can assign exclusively (GetAllocatableResources; absent under CPU manager "
-    "policy none).", ("numa_node",))
+    "CPUs that can be assigned exclusively: the kubelet's CPU manager's (GetAllocatableResources; "
+    "none under policy none) and those DRA CPU drivers publish (with the Kubernetes-API view).",
+    ("numa_node",))
 CPUS_ALLOCATED = _define(
     "podresources_cpus_allocated", "gauge",
-    "Exclusive CPUs assigned to pods and containers, each CPU counted once.", ("numa_node",))
+    "Exclusive CPUs assigned to pods and containers, each CPU counted once, by the CPU manager "
+    "or through DRA claims (podresources_cpu_allocator_info says which).", ("numa_node",))
+CPU_ALLOCATOR_INFO = _define(
+    "podresources_cpu_allocator_info", "gauge",
+    "1 per allocator of this node's exclusive CPUs: cpu_manager (the kubelet's CPU manager, "
+    "policy static; driver empty), or dra (a DRA CPU driver, named by driver, whose devices the "
+    "node publishes or its containers hold).", ("allocator", "driver"))
 MEMORY_ALLOCATABLE = _define(
     "podresources_memory_allocatable_bytes", "gauge",
     "Memory and hugepages the memory manager can assign (absent under memory manager policy "
@@ -98,7 +105,9 @@ MISALIGNED_CONTAINERS = _define(
 
 # ---- workload level ----
 CONTAINER_CPUS = _define(
-    "podresources_container_cpus", "gauge", "Exclusive CPUs of a container.",
+    "podresources_container_cpus", "gauge",
+    "Exclusive CPUs of a container, from the CPU manager or from DRA CPU devices (by the "
+    "device's CPU id, or for a grouped device by the container's CPU request).",
     ("namespace", "pod", "container", "numa_node"), "workload")
 CONTAINER_MEMORY = _define(
     "podresources_container_memory_bytes", "gauge",

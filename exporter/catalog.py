@@ -276,7 +276,9 @@ SHAPE_ASSUMPTION_INFO = _define(
     "no_device_checkpoint (likewise devices), no_memory_manager_state (memory the init "
     "containers of pods not yet started hold taken as free), no_pod_context (other pods' "
     "requests taken from List), node_allocatable_derived (the Node's allocatable derived from "
-    "sysfs and the kubelet's config file, or from GetAllocatableResources).",
+    "sysfs and the kubelet's config file, or from GetAllocatableResources), cpus_from_dra (a "
+    "DRA CPU driver allocates the exclusive CPUs: which CPUs and NUMA node the shape gets is "
+    "the scheduler's DRA allocation).",
     ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",

@@ -56,10 +56,10 @@ class PodFigures:
     memory: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, type) -> bytes
     dra: frozenset[DraKey] = frozenset()
     dra_shares: frozenset[DraShare] = frozenset()
-    # CPUs of DRA CPU drivers: by id (a device per CPU), and counted per NUMA label (grouped
-    # devices); the CPU requests the count was read from, when it was
+    # CPUs of DRA CPU drivers: by id (a device per CPU), and counted per container and NUMA
+    # label (grouped devices, no ids); the CPU requests the count was read from, when it was
     dra_cpu_ids: frozenset[int] = frozenset()
-    dra_cpus: dict[str, int] = field(default_factory=dict)
+    dra_cpus: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     asked_requests: bool = False
     cpu_requests: CpuRequests | None = None
     issues: Counter[str] = field(default_factory=Counter)
@@ -288,14 +288,11 @@ def _dra_cpu_figures(figures: PodFigures, found: PodDraCpus, view: TopologyView,
         for label, count in Counter(_cpu_labels(ids, view)).items():
             key = (namespace, name, ctr, label)
             rows[key] = rows.get(key, 0) + count
-    counts: Counter[str] = Counter()
     for (ctr, label), count in found.counts.items():
         key = (namespace, name, ctr, label)
         rows[key] = rows.get(key, 0) + count
-        counts[label] += count
+        figures.dra_cpus[key] = count
     figures.dra_cpu_ids = _frozen(every_id)
-    if counts:
-        figures.dra_cpus = dict(counts)
     if found.asked:
         figures.asked_requests = True
         figures.cpu_requests = requests

@@ -113,6 +113,11 @@ class Accounting:
         return self._merged("container_numa_nodes")
 
     @cached_property
+    def dra_cpus(self) -> dict[tuple[str, str, str, str], int]:
+        """CPUs containers hold from grouped DRA CPU devices, without ids."""
+        return self._merged("dra_cpus")
+
+    @cached_property
     def pod_cpus(self) -> dict[tuple[str, str, str], int]:
         return self._merged("pod_cpus")
 
@@ -326,7 +331,8 @@ class Ledger:
             self._dra_cpu_ids[cpu] += sign
             if not self._dra_cpu_ids[cpu]:
                 del self._dra_cpu_ids[cpu]
-        self._dra_cpu_counts.update({k: sign * v for k, v in figures.dra_cpus.items()})
+        for (_, _, _, label), count in figures.dra_cpus.items():
+            self._dra_cpu_counts[label] += sign * count
         for cpu in (figures.cpus | figures.dra_cpu_ids if figures.dra_cpu_ids
                     else figures.cpus):
             before = self._cpu_holders[cpu]

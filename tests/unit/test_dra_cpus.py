@@ -86,6 +86,7 @@ def test_grouped_devices_count_the_containers_requests_per_numa_node():
     assert result.container_cpus == {
         ("ns", "p1", "c1", "1"): 2, ("ns", "p2", "c2", "1"): 1,
         ("ns", "p3", "main", "2"): 4, ("ns", "p5", "c5", "0,3"): 4}
+    assert result.dra_cpus == result.container_cpus  # all of them from grouped devices
     # per single NUMA node only: the 4 CPUs over 0 and 3 count toward neither
     assert {k: v for k, v in result.utilization.items() if k[1] == "cpu"} == {
         ("0", "cpu"): 0.0, ("1", "cpu"): 0.75, ("2", "cpu"): 1.0, ("3", "cpu"): 0.0}
@@ -139,6 +140,7 @@ def test_individual_devices_are_their_cpus_without_any_request():
     # a holds CPUs 1 and 2 (NUMA 0), b CPU 5 (NUMA 1)
     assert result.cpus_allocated == {"0": 2, "1": 1}
     assert result.container_cpus == {("ns", "a", "x", "0"): 2, ("ns", "b", "y", "1"): 1}
+    assert result.dra_cpus == {}  # by id, not counted without ids
     assert result.utilization[("0", "cpu")] == 2 / 3
     assert result.utilization[("1", "cpu")] == 1 / 3
     assert result.data_issues == {}  # no request needed, none missed

@@ -33,7 +33,8 @@ class DraFigures:
     tainted: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # + effect
     listed: frozenset[DraKey] = frozenset()  # devices offered to new claims
     capacity: Counter[tuple[int, str]] = field(default_factory=Counter)  # (node, driver)
-    cpus: Counter[str] = field(default_factory=Counter)  # CPUs CPU drivers offer, per label
+    cpus: Counter[str] = field(default_factory=Counter)  # grouped CPU devices' CPUs, per label
+    cpu_ids: dict[int, str] = field(default_factory=dict)  # CPUs devices per CPU are -> label
     issues: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
@@ -72,7 +73,7 @@ def dra_figures(inventory: DraInventory | None, view: TopologyView,
     figures.allocatable = dict(allocatable)
     figures.tainted = dict(tainted)
     figures.listed = frozenset(listed)
-    figures.cpus = cpu_capacity(inventory, cpu_drivers, figures.numa)
+    figures.cpus, figures.cpu_ids = cpu_capacity(inventory, cpu_drivers, figures.numa)
     figures.issues = issues.counts
     figures.examples = issues.examples
     return figures

@@ -109,7 +109,7 @@ def pod_dra_cpus(pod: PodAssignment, devices: DraCpuDevices,
             key = next(iter(groups))
             why = ("there is no pod context (the kubelet's Pods API or --kube-api)"
                    if not context else "the pod context has no pod of that name"
-                   if requests is None else "its spec states no whole CPU request for it")
+                   if requests is None else "its spec states no CPU request for it")
             issues.add(IssueKind.DRA_CPUS_UNCOUNTED,
                        f"container {where} holds CPUs of the DRA device {'/'.join(key)}; how "
                        f"many, only its CPU request says, and {why}")
@@ -125,9 +125,11 @@ def pod_dra_cpus(pod: PodAssignment, devices: DraCpuDevices,
 
 
 def grouped_count(container: str, by_id: int, requests: CpuRequests | None) -> int | None:
-    """How many CPUs a container holds from grouped devices: its CPU request in whole CPUs
-    (less those it holds by id); without a request of its own, the pod-level request less
-    every other container's, when each of them states one. None when neither says."""
+    """How many CPUs a container holds from grouped devices: its CPU request in CPUs, rounded
+    up as the driver's admission webhook counts it against the claims (dra-driver-cpu
+    ``pkg/admission``: ``CPURequestCount``, 1500m -> 2), less those it holds by id; without a
+    request of its own, the pod-level request less every other container's, when each of them
+    states one. None when neither says."""
     if requests is None:
         return None
     stated = dict(requests.containers)
@@ -136,23 +138,28 @@ def grouped_count(container: str, by_id: int, requests: CpuRequests | None) -> i
         others = [m for name, m in requests.containers if name != container]
         if all(m is not None for m in others):
             millis = requests.pod - sum(m for m in others if m is not None)
-    if millis is None or millis < 0 or millis % 1000:
+    if millis is None or millis <= 0:
         return None
-    return max(0, millis // 1000 - by_id)
+    return max(0, -(-millis // 1000) - by_id)
 
 
 def cpu_capacity(inventory: DraInventory | None, drivers: frozenset[str],
-                 numa: Mapping[DraKey, tuple[int, ...]]) -> Counter[str]:
-    """CPUs the CPU drivers' untainted published devices offer, per NUMA label: one per
-    device of a CPU, a group's capacity ``cpu`` for a grouped device."""
-    offered: Counter[str] = Counter()
+                 numa: Mapping[DraKey, tuple[int, ...]]) -> tuple[Counter[str], dict[int, str]]:
+    """CPUs the CPU drivers' untainted published devices offer: a group's capacity ``cpu``
+    per NUMA label (grouped devices), and each CPU a device per CPU is, with its label (once,
+    however many devices name it), so that the ledger counts a CPU the CPU manager lists too
+    only once."""
+    grouped: Counter[str] = Counter()
+    by_id: dict[int, str] = {}
     for device in inventory.devices if inventory is not None else ():
         if device.driver not in drivers or device.cpu is None or not device.allocatable:
             continue
-        cpus = 1 if device.cpu.cpu_id is not None else device.cpu.cpus
-        if cpus:
-            offered[group_label(numa.get(device.key, ()))] += cpus
-    return offered
+        label = group_label(numa.get(device.key, ()))
+        if device.cpu.cpu_id is not None:
+            by_id.setdefault(device.cpu.cpu_id, label)
+        elif device.cpu.cpus:
+            grouped[label] += device.cpu.cpus
+    return grouped, by_id
 
 
 def cpu_ids(inventory: DraInventory | None, drivers: frozenset[str]) -> dict[DraKey, int]:

@@ -110,7 +110,7 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
     if with_topology:
         _cpu_figures(figures, pod, cpus, view, issues)
         _dra_cpu_figures(figures, pod_dra_cpus(pod, dra_cpus, dra_numa, requests, context,
-                                               issues), view, requests)
+                                               issues), cpus, view, requests)
         figures.pod_level = bool(pod.cpu_ids or pod.memory)
         _pod_memory(figures, pod, names, memory, view, issues)
         for ctr in names:
@@ -276,16 +276,17 @@ def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[in
     figures.cpus = _frozen(every_cpu)
 
 
-def _dra_cpu_figures(figures: PodFigures, found: PodDraCpus, view: TopologyView,
-                     requests: CpuRequests | None) -> None:
+def _dra_cpu_figures(figures: PodFigures, found: PodDraCpus, cpus: dict[str, set[int]],
+                     view: TopologyView, requests: CpuRequests | None) -> None:
     """The container CPU rows of the pod's DRA CPUs (added to those of its exclusive CPUs,
-    if any), and the node-level contributions: CPU ids and counts per NUMA label."""
+    if any, a CPU in both counted once), and the node-level contributions: CPU ids and counts
+    per NUMA label."""
     namespace, name = figures.key
     rows = figures.container_cpus
     every_id: set[int] = set()
     for ctr, ids in found.ids.items():
         every_id |= ids
-        for label, count in Counter(_cpu_labels(ids, view)).items():
+        for label, count in Counter(_cpu_labels(ids - cpus.get(ctr, set()), view)).items():
             key = (namespace, name, ctr, label)
             rows[key] = rows.get(key, 0) + count
     for (ctr, label), count in found.counts.items():

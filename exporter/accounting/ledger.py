@@ -415,9 +415,7 @@ class Ledger:
                        count=self._device_extra_holders)
 
         if with_topology:
-            offered = Counter(alloc.cpus_by_numa or {})
-            if self._dra.published is not None:
-                offered.update(self._dra.published.cpus)
+            offered = _cpus_offered(alloc, self._dra)
             if offered:
                 result.cpus_allocatable = dict(offered)
             allocated = {label: 0 for label in (result.cpus_allocatable or {})}
@@ -472,6 +470,18 @@ class Ledger:
         result.issue_examples = {k: v for k, v in issues.examples.items()
                                  if k in result.data_issues}
         return result
+
+
+def _cpus_offered(alloc: AllocatableFigures, dra: DraLedger) -> Counter[str]:
+    """Allocatable CPUs per NUMA label: the CPU manager's and those the DRA CPU drivers'
+    devices offer, a CPU both name (a device per CPU the CPU manager lists too) once."""
+    offered = Counter(alloc.cpus_by_numa or {})
+    if dra.published is not None:
+        listed = alloc.cpus or frozenset()
+        offered.update(dra.published.cpus)
+        offered.update(label for cpu, label in dra.published.cpu_ids.items()
+                       if cpu not in listed)
+    return offered
 
 
 def _allocators(alloc: AllocatableFigures, held_by_id: Counter[int], held_by_dra: Counter[int],

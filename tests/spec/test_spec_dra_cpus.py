@@ -81,7 +81,7 @@ async def test_a_container_without_a_cpu_request_is_not_counted_the_others_are()
     assert issues == {"dra_cpus_uncounted": 1}
     assert example.startswith("container vm/virt-launcher-web-0/compute holds CPUs of the DRA "
                               "device dra.cpu/cpu-node-01/cpudevnuma000")
-    assert example.endswith("its spec states no whole CPU request for it")
+    assert example.endswith("its spec states no CPU request for it")
 
 
 async def test_snapshot_says_where_the_cpus_come_from_and_what_the_fit_assumes(capsys):

@@ -189,6 +189,31 @@ def test_both_allocators_on_one_node_count_each_cpu_once_and_keep_apart():
     assert result.cpu_allocators == {(CPU_MANAGER, ""): 1, (DRA, CPU): 1}
 
 
+def test_a_cpu_both_allocators_offer_or_one_container_holds_counts_once():
+    # a misconfigured node: the CPU manager lists CPUs 0-7 and the driver, per CPU, CPUs 1-3
+    # and 5 (the same CPUs); container x holds CPU 1 by cpu_ids and through cpudev000 too
+    inventory = DraInventory((*(individual(i, i + 1) for i in range(3)), individual(3, 5),
+                              individual(4, 5)))  # CPU 5 published twice: once
+    pods = (P("ns", "g", (C("x", cpu_ids=(1, 2), dra_devices=(cpu("cpudev000", "g-cpus"),)),)),)
+    result = account(snap(*pods, allocatable=Allocatable(cpu_ids=tuple(range(8)))), STATIC,
+                     inventory)
+    assert result.cpus_allocatable == {"0": 4, "1": 4}
+    assert result.cpus_allocated == {"0": 2, "1": 0}
+    assert result.container_cpus == {("ns", "g", "x", "0"): 2}
+
+
+def test_a_request_of_a_fraction_of_a_cpu_is_rounded_up_as_the_driver_counts_it():
+    # dra-driver-cpu's admission webhook: 1500m stands for a claim of 2 CPUs; 0 states nothing
+    pods = (P("ns", "f", (C("x", dra_devices=(cpu("cpudevnuma001", "f-cpus", "s1"),)),)),
+            P("ns", "z", (C("y", dra_devices=(cpu("cpudevnuma002", "z-cpus", "s2"),)),)))
+    result = account(snap(*pods), SNC, BY_NUMA, requests({
+        "f": CpuRequests((("x", 1500),)), "z": CpuRequests((("y", 0),))}))
+    assert result.container_cpus == {("ns", "f", "x", "1"): 2}
+    assert result.data_issues == {IssueKind.DRA_CPUS_UNCOUNTED: 1}
+    assert result.issue_examples[IssueKind.DRA_CPUS_UNCOUNTED].endswith(
+        "its spec states no CPU request for it")
+
+
 def test_only_the_configured_drivers_are_cpus():
     other = "cpu.example.com"
     pod = P("ns", "p1", (C("c1", dra_devices=(cpu("cpudevnuma001", "p1-cpus", "s1"),

@@ -214,6 +214,28 @@ def test_a_request_of_a_fraction_of_a_cpu_is_rounded_up_as_the_driver_counts_it(
         "its spec states no CPU request for it")
 
 
+def test_devices_naming_no_numa_node_or_unknown_cpus_count_under_unknown():
+    # grouped over the whole machine (cpudevmachine: no NUMA attribute, no socket), a device
+    # per CPU naming CPU 40 that sysfs does not have, and a device saying nothing of CPUs
+    odd = DraInventory((Pub(CPU, POOL, "cpudevmachine", None, cpu=CpuAttributes(cpus=12)),
+                        Pub(CPU, POOL, "cpudev040", None, cpu=CpuAttributes(cpu_id=40)),
+                        Pub(CPU, POOL, "mystery", None)))
+    pods = (P("ns", "m", (C("x", dra_devices=(cpu("cpudevmachine", "m-cpus", "s1"),)),)),
+            P("ns", "i", (C("y", dra_devices=(cpu("cpudev040", "i-cpus"),)),)),
+            P("ns", "q", (C("z", dra_devices=(cpu("mystery", "q-cpus"),)),)))
+    result = account(snap(*pods), SNC, odd, requests({
+        "m": CpuRequests((("x", 5000),)), "i": CpuRequests((("y", 1000),)),
+        "q": CpuRequests((("z", 2000),))}))
+    assert result.cpus_allocatable == {"unknown": 13}
+    # 5 from the machine's group, CPU 40 by id, 2 of the mystery device by request
+    assert result.cpus_allocated == {"unknown": 8}
+    assert result.container_cpus == {("ns", "m", "x", "unknown"): 5,
+                                     ("ns", "i", "y", "unknown"): 1,
+                                     ("ns", "q", "z", "unknown"): 2}
+    assert not any(resource == "cpu" for _, resource in result.utilization)
+    assert result.data_issues == {IssueKind.UNKNOWN_CPU: 1}  # CPU 40: not in sysfs
+
+
 def test_only_the_configured_drivers_are_cpus():
     other = "cpu.example.com"
     pod = P("ns", "p1", (C("c1", dra_devices=(cpu("cpudevnuma001", "p1-cpus", "s1"),

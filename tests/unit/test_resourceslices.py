@@ -191,3 +191,22 @@ def test_v1beta1_keeps_attributes_and_capacity_under_basic():
         {"name": "cpudev001", "basic": {"attributes": {"dra.cpu/cpuID": {"int": 1}}}},
         {"name": "cpudevnuma000", "basic": {"capacity": {"dra.cpu/cpu": {"value": "8"}}}}]))[1]
     assert [d.cpu for d in record.devices] == [CpuAttributes(cpu_id=1), CpuAttributes(cpus=8)]
+
+
+def test_odd_cpu_attributes_say_nothing_and_crash_nothing():
+    # values of the wrong type, capacities that are no quantity, a list where a map belongs
+    record = slice_record(dra_cpu_slice([
+        {"name": "a", "attributes": {"dra.cpu/cpuID": {"string": "3"},
+                                     "dra.cpu/socketID": {"bool": True}},
+         "capacity": {"dra.cpu/cpu": {"value": "lots"}}},
+        {"name": "b", "attributes": {"dra.cpu/cpuID": {"int": True}},
+         "capacity": {"dra.cpu/cpu": ["8"]}},
+        {"name": "c", "attributes": {"dra.cpu/cpuID": 7}, "capacity": "8"},
+        {"name": "d", "attributes": {"other.io/cpuID": {"int": 4}},  # another domain's
+         "capacity": {"dra.cpu/cpu": {"value": "-2"}}},
+        {"name": "e", "attributes": {"cpuID": {"int": 5}, "resource.kubernetes.io/numaNode":
+                                     {"ints": [1, 0]}}},  # list form: its own node first
+    ]))[1]
+    assert {d.name: (d.numa_ids, d.cpu) for d in record.devices} == {
+        "a": (None, None), "b": (None, None), "c": (None, None), "d": (None, None),
+        "e": ((1,), CpuAttributes(cpu_id=5))}

@@ -146,8 +146,12 @@ class DraLedger:
         return {k: v for k, v in self._shares.items() if v}
 
     def utilization(self) -> list[tuple[int, str, int, int]]:
-        """(single NUMA node, driver, held allocatable devices, allocatable devices)."""
+        """(single NUMA node, driver, held allocatable devices, allocatable devices). Not for
+        the CPU drivers: their devices' utilization is the CPUs' (``cpu``), and a device
+        grouping CPUs, held by one claim of one CPU, would otherwise read as all used."""
         if self.published is None:
             return []
+        cpu_drivers = self.cpus.drivers
         return [(node, driver, self._use.get((node, driver), 0), capacity)
-                for (node, driver), capacity in sorted(self.published.capacity.items())]
+                for (node, driver), capacity in sorted(self.published.capacity.items())
+                if driver not in cpu_drivers]

@@ -105,6 +105,8 @@ async def test_cpus_of_grouped_devices_per_numa_node_from_the_requests(real_api,
         ("pipeline-0", "worker", "1"): 2}
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource="cpu") == {
         "0": 8 / 14, "1": 0.5}
+    # not per device too: each group, held, would read 1 (PodresourcesNumaDevicesExhausted)
+    assert not s.series("podresources_numa_utilization_ratio", resource=CPU)
     assert s.by("podresources_cpu_allocator_info", "allocator", "driver") == {("dra", CPU): 1}
     assert s.by("podresources_dra_devices_allocatable", "driver", "pool", "numa_node") == {
         (CPU, POOL, "0"): 1, (CPU, POOL, "1"): 1}

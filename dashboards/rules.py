@@ -120,10 +120,13 @@ UTILIZATION_RECORDS = (
            "sum by (<<cluster>>, node, resource) (\n"
            "  label_replace(\n"
            "    max by (<<cluster>>, node, numa_node, driver, pool) "
-           "(podresources_dra_devices_allocatable),\n"
+           "(podresources_dra_devices_allocatable)\n"
+           "    unless on (<<cluster>>, node, driver) "
+           'podresources_cpu_allocator_info{allocator="dra"},\n'
            '    "resource", "$1", "driver", "(.+)"))',
            "Allocatable and allocated per node and resource; `resource` is cpu, a memory type, "
-           "a device resource or a DRA driver, as in podresources_numa_utilization_ratio. "
+           "a device resource or a DRA driver, as in podresources_numa_utilization_ratio (not "
+           "a DRA CPU driver, whose devices' CPUs are cpu's). "
            "Node-level sums are exact: an item local to several NUMA nodes is exported once, "
            "under its group."),
     Record("node_resource:podresources_allocated:sum",
@@ -144,7 +147,9 @@ UTILIZATION_RECORDS = (
            "sum by (<<cluster>>, node, resource) (\n"
            "  label_replace(\n"
            "    max by (<<cluster>>, node, numa_node, driver, pool) "
-           "(podresources_dra_devices_allocated),\n"
+           "(podresources_dra_devices_allocated)\n"
+           "    unless on (<<cluster>>, node, driver) "
+           'podresources_cpu_allocator_info{allocator="dra"},\n'
            '    "resource", "$1", "driver", "(.+)"))'),
 )
 

@@ -53,11 +53,18 @@ NUMA_NODE_CPUS = _define(
     "Online logical CPUs on the NUMA node, from sysfs.", ("numa_node",))
 CPUS_ALLOCATABLE = _define(
     "podresources_cpus_allocatable", "gauge",
-    "CPUs the kubelet can assign exclusively (GetAllocatableResources; absent under CPU manager "
-    "policy none).", ("numa_node",))
+    "CPUs that can be assigned exclusively: the kubelet's CPU manager's (GetAllocatableResources; "
+    "none under policy none) and those DRA CPU drivers publish (with the Kubernetes-API view).",
+    ("numa_node",))
 CPUS_ALLOCATED = _define(
     "podresources_cpus_allocated", "gauge",
-    "Exclusive CPUs assigned to pods and containers, each CPU counted once.", ("numa_node",))
+    "Exclusive CPUs assigned to pods and containers, each CPU counted once, by the CPU manager "
+    "or through DRA claims (podresources_cpu_allocator_info says which).", ("numa_node",))
+CPU_ALLOCATOR_INFO = _define(
+    "podresources_cpu_allocator_info", "gauge",
+    "1 per allocator of this node's exclusive CPUs: cpu_manager (the kubelet's CPU manager, "
+    "policy static; driver empty), or dra (a DRA CPU driver, named by driver, whose devices the "
+    "node publishes or its containers hold).", ("allocator", "driver"))
 MEMORY_ALLOCATABLE = _define(
     "podresources_memory_allocatable_bytes", "gauge",
     "Memory and hugepages the memory manager can assign (absent under memory manager policy "
@@ -98,7 +105,9 @@ MISALIGNED_CONTAINERS = _define(
 
 # ---- workload level ----
 CONTAINER_CPUS = _define(
-    "podresources_container_cpus", "gauge", "Exclusive CPUs of a container.",
+    "podresources_container_cpus", "gauge",
+    "Exclusive CPUs of a container, from the CPU manager or from DRA CPU devices (by the "
+    "device's CPU id, or for a grouped device by the container's CPU request).",
     ("namespace", "pod", "container", "numa_node"), "workload")
 CONTAINER_MEMORY = _define(
     "podresources_container_memory_bytes", "gauge",
@@ -267,7 +276,9 @@ SHAPE_ASSUMPTION_INFO = _define(
     "no_device_checkpoint (likewise devices), no_memory_manager_state (memory the init "
     "containers of pods not yet started hold taken as free), no_pod_context (other pods' "
     "requests taken from List), node_allocatable_derived (the Node's allocatable derived from "
-    "sysfs and the kubelet's config file, or from GetAllocatableResources).",
+    "sysfs and the kubelet's config file, or from GetAllocatableResources), cpus_from_dra (a "
+    "DRA CPU driver allocates the exclusive CPUs: which CPUs and NUMA node the shape gets is "
+    "the scheduler's DRA allocation).",
     ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -117,6 +118,21 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def driver_names(text: str) -> frozenset[str]:
+    """A comma-separated list of DRA driver names (each a DNS subdomain, as the API requires
+    of a driver); empty: none."""
+    names = frozenset(part.strip() for part in text.split(",") if part.strip())
+    for name in sorted(names):
+        if len(name) > 63 or not _DNS_SUBDOMAIN.match(name):
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is not a DRA driver name (a DNS subdomain of at most 63 characters, "
+                "such as dra.cpu)")
+    return names
+
+
 def switch(text: str) -> bool:
     """An on/off flag's environment value."""
     value = text.strip().lower()
@@ -212,6 +228,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--node-name", _EXPORTER,
          "node name for podresources_node_info (default: $NODE_NAME)", None, _LOOP.node_name,
          KUBELET, environ_fallback="NODE_NAME"),  # the downward-API variable the chart sets
+    Flag("--dra-cpu-drivers", _EXPORTER, "DRA drivers whose devices are exclusive CPUs, "
+         "comma-separated; empty for none (default: "
+         f"{','.join(sorted(_LOOP.dra_cpu_drivers))}, dra-driver-cpu)", driver_names,
+         _LOOP.dra_cpu_drivers, KUBELET, "DRIVERS"),
     # ---- logging, every command ----
     Flag("--log-format", (*_EXPORTER, SIMULATE), "text or json (default: %(default)s)",
          choice("text", "json"), "text", LOGGING),

@@ -28,6 +28,8 @@ class IssueKind(StrEnum):
     INVALID_REPLY = "invalid_reply"
     MESSAGE_TOO_LARGE = "message_too_large"
     TERMINATED_POD = "terminated_pod"
+    # CPUs of a grouped DRA CPU device whose number the pod context does not give
+    DRA_CPUS_UNCOUNTED = "dra_cpus_uncounted"
     # absurd sizes (see the limits below): the item, list or pod is left out, not processed
     TOO_MANY_NUMA_IDS = "too_many_numa_ids"
     TOO_MANY_CPU_IDS = "too_many_cpu_ids"

@@ -69,12 +69,26 @@ EXCLUDING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
+class CpuAttributes:
+    """What a device of a DRA CPU driver (dra-driver-cpu's ``dra.cpu``) publishes of its CPUs,
+    each in the driver's own domain: ``cpuID``, the one CPU of a device per CPU (the driver's
+    individual mode); the capacity ``cpu``, the CPUs of a device per NUMA node or socket
+    (grouped mode, consumable capacity); ``socketID``, the socket of a device grouped by
+    socket, which names no NUMA node. ``None``: the device does not publish it."""
+
+    cpu_id: int | None = None
+    cpus: int | None = None
+    socket: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PublishedDevice:
     """A device one of this node's ResourceSlices publishes (the newest generation of its pool).
 
     ``numa_ids`` is the device's NUMA node as its slice (or sysfs, through its PCI address)
     names it, not yet checked against sysfs' NUMA nodes; ``None`` when nothing names one.
     ``effects``: the effects of its taints, from the slice and from DeviceTaintRules.
+    ``cpu``: what it publishes of CPUs, read only for the drivers ``--dra-cpu-drivers`` names.
     """
 
     driver: str
@@ -82,6 +96,7 @@ class PublishedDevice:
     device: str
     numa_ids: NumaIds = None
     effects: frozenset[str] = frozenset()
+    cpu: CpuAttributes | None = None
 
     @property
     def key(self) -> DraKey:
@@ -103,6 +118,20 @@ class DraInventory:
     """
 
     devices: tuple[PublishedDevice, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CpuRequests:
+    """A pod's CPU requests as its spec states them, in millicores (from the pod context).
+
+    ``List`` shows the CPUs a DRA CPU driver gives a container from a grouped device (one per
+    NUMA node or socket, consumable capacity) as the device only, never their number; the
+    driver requires the container's CPU request, or the pod's with pod-level resources, to
+    state it. ``containers``: the app containers and sidecars, each with its request (``None``
+    when it states none); ``pod``: the pod-level request, ``None`` without one."""
+
+    containers: tuple[tuple[str, int | None], ...] = ()
+    pod: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .model import CpuRequests
 from .podspec import dra_served, effective_requests, is_admission_reason, parse_quantity
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
@@ -70,6 +71,14 @@ class PodContext:
     @property
     def pod_level_resources(self) -> bool:
         return bool(self.pod_requests or self.pod_limits)
+
+    def cpu_requests(self) -> CpuRequests:
+        """The CPU requests of the app containers and sidecars, and the pod's, as stated: a
+        DRA CPU driver's grouped CPUs are counted by them (SPEC section 11)."""
+        containers = tuple((c.name, c.requests.get(CPU))
+                           for c in (*(i for i in self.init_containers if i.sidecar),
+                                     *self.containers))
+        return CpuRequests(containers, self.pod_requests.get(CPU))
 
     def requests(self) -> dict[str, int]:
         """What the scheduler and the kubelet's resource-fit predicate count for this pod."""

@@ -22,11 +22,16 @@ The work is split so that a refresh costs little when little changed:
   updated with the pods that changed, and :func:`account`, the same computation from scratch;
 * :mod:`.dra` — DRA devices node-wide: what the ResourceSlices publish, and what the pods hold
   (:class:`~.dra.DraLedger`, kept by the ledger);
+* :mod:`.dracpus` — exclusive CPUs a DRA CPU driver allocates (dra-driver-cpu), counted as
+  CPUs: by id from the device's attribute, or by count from the pod's CPU request;
+* :mod:`.utilization` — allocated over allocatable per single NUMA node, memory spanning
+  nodes apportioned;
 * :mod:`.listings` — a pod listed more than once, merged into one before the ledger counts it.
 """
 
+from .dracpus import DEFAULT_CPU_DRIVERS
 from .figures import AllocatableFigures, PodFigures, allocatable_figures, pod_figures
-from .ledger import Accounting, Ledger, account
+from .ledger import CPU_MANAGER, DRA, Accounting, CpuRequestSource, Ledger, account
 from .numa import (
     CPU_RESOURCE,
     UNKNOWN,
@@ -38,7 +43,8 @@ from .numa import (
 )
 
 __all__ = [
-    "CPU_RESOURCE", "UNKNOWN", "Accounting", "AllocatableFigures", "Ledger", "PodFigures",
+    "CPU_MANAGER", "CPU_RESOURCE", "DEFAULT_CPU_DRIVERS", "DRA", "UNKNOWN", "Accounting",
+    "AllocatableFigures", "CpuRequestSource", "Ledger", "PodFigures",
     "TopologyView", "account", "allocatable_figures", "apportion_group_memory", "group_label",
     "label_ids", "min_numa_nodes", "pod_figures",
 ]

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..issues import IssueKind, Issues
-from ..model import Allocatable, DraKey, MemoryBlock, NumaIds, PodAssignment, shared
+from ..model import (
+    Allocatable,
+    CpuRequests,
+    DraKey,
+    MemoryBlock,
+    NumaIds,
+    PodAssignment,
+    shared,
+)
+from .dracpus import NO_DRA_CPUS, DraCpuDevices, PodDraCpus, pod_dra_cpus
 from .numa import UNKNOWN, TopologyView, group_label, min_numa_nodes
 
 ContainerKey = tuple[str, str, str]  # namespace, pod, container
@@ -47,6 +56,12 @@ class PodFigures:
     memory: dict[tuple[str, str], int] = field(default_factory=dict)  # (group, type) -> bytes
     dra: frozenset[DraKey] = frozenset()
     dra_shares: frozenset[DraShare] = frozenset()
+    # CPUs of DRA CPU drivers: by id (a device per CPU), and counted per container and NUMA
+    # label (grouped devices, no ids); the CPU requests the count was read from, when it was
+    dra_cpu_ids: frozenset[int] = frozenset()
+    dra_cpus: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    asked_requests: bool = False
+    cpu_requests: CpuRequests | None = None
     issues: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     pod_level: bool = False
@@ -70,13 +85,17 @@ _NOTHING: frozenset[Any] = frozenset()
 
 
 def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = True,
-                dra_numa: Mapping[DraKey, tuple[int, ...]] = NO_DRA_NUMA) -> PodFigures:
+                dra_numa: Mapping[DraKey, tuple[int, ...]] = NO_DRA_NUMA,
+                dra_cpus: DraCpuDevices = NO_DRA_CPUS, requests: CpuRequests | None = None,
+                context: bool = False) -> PodFigures:
     """One pod's contribution; ``with_topology`` is False for v1alpha1 (devices only).
 
     Each resource is read on its own: CPUs, memory blocks, devices and DRA devices per
     container, then the pod's rows and node-level contributions from them. ``dra_numa``: the
     known NUMA ids of each published DRA device (:func:`dra_figures`); a DRA device not in it
-    is of unknown locality.
+    is of unknown locality. ``dra_cpus``: which DRA devices are CPUs; ``requests``: the pod's
+    CPU requests from the pod context (``context``: whether there is one), which count the
+    CPUs of grouped DRA CPU devices.
     """
     figures = PodFigures((pod.namespace, pod.name), with_topology)
     issues = Issues()
@@ -90,6 +109,8 @@ def pod_figures(pod: PodAssignment, view: TopologyView, with_topology: bool = Tr
     _device_figures(figures, names, devices, view, issues)
     if with_topology:
         _cpu_figures(figures, pod, cpus, view, issues)
+        _dra_cpu_figures(figures, pod_dra_cpus(pod, dra_cpus, dra_numa, requests, context,
+                                               issues), cpus, view, requests)
         figures.pod_level = bool(pod.cpu_ids or pod.memory)
         _pod_memory(figures, pod, names, memory, view, issues)
         for ctr in names:
@@ -253,6 +274,29 @@ def _cpu_figures(figures: PodFigures, pod: PodAssignment, cpus: dict[str, set[in
     for label, count in Counter(_cpu_labels(pod_level, view)).items():
         figures.pod_cpus[(namespace, name, label)] = count
     figures.cpus = _frozen(every_cpu)
+
+
+def _dra_cpu_figures(figures: PodFigures, found: PodDraCpus, cpus: dict[str, set[int]],
+                     view: TopologyView, requests: CpuRequests | None) -> None:
+    """The container CPU rows of the pod's DRA CPUs (added to those of its exclusive CPUs,
+    if any, a CPU in both counted once), and the node-level contributions: CPU ids and counts
+    per NUMA label."""
+    namespace, name = figures.key
+    rows = figures.container_cpus
+    every_id: set[int] = set()
+    for ctr, ids in found.ids.items():
+        every_id |= ids
+        for label, count in Counter(_cpu_labels(ids - cpus.get(ctr, set()), view)).items():
+            key = (namespace, name, ctr, label)
+            rows[key] = rows.get(key, 0) + count
+    for (ctr, label), count in found.counts.items():
+        key = (namespace, name, ctr, label)
+        rows[key] = rows.get(key, 0) + count
+        figures.dra_cpus[key] = count
+    figures.dra_cpu_ids = _frozen(every_id)
+    if found.asked:
+        figures.asked_requests = True
+        figures.cpu_requests = requests
 
 
 def _frozen(items: set[T]) -> frozenset[T]:

@@ -3,13 +3,16 @@
 A :class:`Ledger` applies only the pods that appeared, left or changed since the previous
 snapshot, then derives the node figures (allocated, utilization, unavailable devices, data
 issues) from its aggregates. :func:`account` is the same computation from scratch.
+
+Exclusive CPUs are counted whoever allocates them: the kubelet's CPU manager (``cpu_ids``) or
+a DRA CPU driver (:mod:`.dracpus`); ``cpu_allocators`` names which ones this node has.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,12 +21,14 @@ from ..issues import IssueKind, Issues
 from ..model import (
     Allocatable,
     ApiVersion,
+    CpuRequests,
     DraInventory,
     KubeletSnapshot,
     PodAssignment,
     Topology,
 )
 from .dra import DraGroup, DraLedger
+from .dracpus import DEFAULT_CPU_DRIVERS
 from .figures import (
     AllocatableFigures,
     ContainerKey,
@@ -35,14 +40,12 @@ from .figures import (
     pod_figures,
 )
 from .listings import merge_listings
-from .numa import (
-    CPU_RESOURCE,
-    UNKNOWN,
-    TopologyView,
-    apportion_group_memory,
-    group_label,
-    label_ids,
-)
+from .numa import CPU_RESOURCE, UNKNOWN, TopologyView, group_label
+from .utilization import excess, memory_utilization, set_ratio
+
+# (namespace, pod) -> the pod's CPU requests as the pod context has them (None: not there)
+CpuRequestSource = Callable[[str, str], CpuRequests | None]
+CPU_MANAGER, DRA = "cpu_manager", "dra"  # the allocators of exclusive CPUs
 
 
 @dataclass(eq=False)
@@ -74,6 +77,9 @@ class Accounting:
     dra_devices_allocatable: dict[DraGroup, int] | None = None
     dra_devices_tainted: dict[tuple[str, str, str, str], int] | None = None  # + effect
     misaligned_containers: int | None = None
+    # (allocator, driver) -> 1: who allocates this node's exclusive CPUs (CPU_MANAGER, or DRA
+    # with the CPU driver's name)
+    cpu_allocators: dict[tuple[str, str], int] = field(default_factory=dict)
     pod_figures: list[PodFigures] = field(default_factory=list)
     data_issues: Counter[str] = field(default_factory=Counter)
     issue_examples: dict[str, str] = field(default_factory=dict)
@@ -107,6 +113,11 @@ class Accounting:
         return self._merged("container_numa_nodes")
 
     @cached_property
+    def dra_cpus(self) -> dict[tuple[str, str, str, str], int]:
+        """CPUs containers hold from grouped DRA CPU devices, without ids."""
+        return self._merged("dra_cpus")
+
+    @cached_property
     def pod_cpus(self) -> dict[tuple[str, str, str], int]:
         return self._merged("pod_cpus")
 
@@ -133,7 +144,10 @@ class Ledger:
     :class:`Accounting` object itself, so callers can skip re-rendering.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cpu_drivers: frozenset[str] = DEFAULT_CPU_DRIVERS) -> None:
+        """``cpu_drivers``: the DRA drivers whose devices are CPUs (``--dra-cpu-drivers``)."""
+        self._cpu_drivers = cpu_drivers
+        self._requests: CpuRequestSource | None = None
         self._reset(None, TopologyView(Topology({}, {})), ApiVersion.V1, None)
         self._result: Accounting | None = None
         self._pod_ids: frozenset[int] = frozenset()
@@ -145,7 +159,7 @@ class Ledger:
         self._topology = topology
         self._view = view
         self._api_version = api_version
-        self._dra = DraLedger(dra, view)
+        self._dra = DraLedger(dra, view, self._cpu_drivers)
         self._pods: dict[PodKey, tuple[PodAssignment, PodFigures]] = {}
         self._key_of: dict[int, PodKey] = {}  # id of a held pod -> its key
         self._order: list[PodKey] = []  # keys of held pods, sorted
@@ -153,6 +167,9 @@ class Ledger:
         self._cpu_holders: Counter[int] = Counter()  # cpu -> pods holding it
         self._cpu_extra_holders = 0  # holders beyond the first, summed over CPUs
         self._cpus_by_numa: Counter[str] = Counter()
+        self._dra_cpu_ids: Counter[int] = Counter()  # held CPUs a DRA CPU driver allocated
+        self._dra_cpu_counts: Counter[str] = Counter()  # grouped DRA CPUs, per NUMA label
+        self._asked: dict[PodKey, CpuRequests | None] = {}  # the requests pods were counted by
         self._device_holders: dict[Device, int] = {}  # device -> pods holding it
         self._device_numa: dict[Device, Counter[int]] = {}  # -> holders naming each NUMA id
         self._device_group: dict[Device, tuple[str, tuple[int, ...]]] = {}  # label, ids
@@ -171,21 +188,29 @@ class Ledger:
         self._containers = 0
         self._pod_ids = frozenset()
         self._listed = 0
+        self._repeated = 0
         self._result = None
 
     def update(self, pods: Sequence[PodAssignment], allocatable: Allocatable | None,
                topology: Topology, api_version: ApiVersion = ApiVersion.V1,
-               dra: DraInventory | None = None) -> Accounting:
+               dra: DraInventory | None = None,
+               requests: CpuRequestSource | None = None) -> Accounting:
         """The accounting of this snapshot, reusing everything that did not change. ``dra``:
         the devices this node's ResourceSlices publish (``None`` without the Kubernetes-API
         view: every DRA device is then of unknown NUMA node); a new inventory object makes
-        every pod count again, as the pods' DRA devices may have moved."""
+        every pod count again, as the pods' DRA devices may have moved. ``requests``: the
+        pods' CPU requests from the pod context (``None`` without one), asked only for pods
+        holding grouped DRA CPU devices, and asked again each time."""
+        self._requests = requests
         ids = frozenset(map(id, pods))
         if (self._result is not None and ids == self._pod_ids and len(ids) == len(pods)
                 and len(pods) == self._listed and allocatable is self._allocatable
                 and topology is self._topology and api_version == self._api_version
                 and dra is self._dra.inventory):
-            return self._result  # the same pods, each listed once, as last time
+            # the same pods, each listed once, as last time: only their requests may differ
+            if self._count_again():
+                self._result = self._finish(self._repeated)
+            return self._result
         if (topology is not self._topology or api_version != self._api_version
                 or dra is not self._dra.inventory):
             self._reset(topology, TopologyView(topology), api_version, dra)
@@ -197,10 +222,25 @@ class Ledger:
                                                             api_version != ApiVersion.V1ALPHA1)
             self._recount_device_use()
         repeated = 0 if self._apply_changes(pods, ids) else self._apply_all(pods)
+        self._count_again()
         self._pod_ids = ids
         self._listed = len(pods)
+        self._repeated = repeated
         self._result = self._finish(repeated)
         return self._result
+
+    def _count_again(self) -> bool:
+        """Count again the pods holding grouped DRA CPUs whose CPU requests changed in the pod
+        context (it arrived, or lost the pod); whether any did."""
+        stale = [key for key, used in self._asked.items() if self._requests_of(key) != used]
+        for key in stale:
+            pod = self._pods[key][0]
+            self._forget(key)
+            self._hold(key, pod)
+        return bool(stale)
+
+    def _requests_of(self, key: PodKey) -> CpuRequests | None:
+        return self._requests(*key) if self._requests is not None else None
 
     def _apply_changes(self, pods: Sequence[PodAssignment], ids: frozenset[int]) -> bool:
         """Apply only the pods that left or arrived; False when that is not enough."""
@@ -232,14 +272,22 @@ class Ledger:
         return len(pods) - len(current)
 
     def _hold(self, key: PodKey, pod: PodAssignment) -> None:
+        cpus = self._dra.cpus
+        requests = None
+        if cpus.drivers and any(d.driver in cpus.drivers for c in pod.containers
+                                for d in c.dra_devices):
+            requests = self._requests_of(key)
         figures = pod_figures(pod, self._view, self._api_version != ApiVersion.V1ALPHA1,
-                              self._dra.numa)
+                              self._dra.numa, cpus, requests, self._requests is not None)
+        if figures.asked_requests:
+            self._asked[key] = requests
         self._pods[key] = (pod, figures)
         self._key_of[id(pod)] = key
         insort(self._order, key)
         self._add(figures)
 
     def _forget(self, key: PodKey) -> None:
+        self._asked.pop(key, None)
         pod, figures = self._pods.pop(key)
         del self._key_of[id(pod)]
         del self._order[bisect_left(self._order, key)]
@@ -279,7 +327,14 @@ class Ledger:
         self._pod_level += sign * figures.pod_level
         self._containers += sign * figures.containers
         labels = self._view.cpu_label
-        for cpu in figures.cpus:
+        for cpu in figures.dra_cpu_ids:
+            self._dra_cpu_ids[cpu] += sign
+            if not self._dra_cpu_ids[cpu]:
+                del self._dra_cpu_ids[cpu]
+        for (_, _, _, label), count in figures.dra_cpus.items():
+            self._dra_cpu_counts[label] += sign * count
+        for cpu in (figures.cpus | figures.dra_cpu_ids if figures.dra_cpu_ids
+                    else figures.cpus):
             before = self._cpu_holders[cpu]
             after = before + sign
             self._cpu_holders[cpu] = after
@@ -360,10 +415,12 @@ class Ledger:
                        count=self._device_extra_holders)
 
         if with_topology:
-            if alloc.cpus_by_numa:
-                result.cpus_allocatable = dict(alloc.cpus_by_numa)
+            offered = _cpus_offered(alloc, self._dra)
+            if offered:
+                result.cpus_allocatable = dict(offered)
             allocated = {label: 0 for label in (result.cpus_allocatable or {})}
-            allocated.update({k: v for k, v in self._cpus_by_numa.items() if v})
+            held = self._cpus_by_numa + self._dra_cpu_counts
+            allocated.update({k: v for k, v in held.items() if v})
             result.cpus_allocated = allocated
             unknown = self._cpus_by_numa.get(UNKNOWN, 0)
             if unknown:
@@ -371,21 +428,25 @@ class Ledger:
                            "assigned CPUs are not listed under any NUMA node in sysfs",
                            count=unknown)
             if self._allocatable is not None:
-                outside = self._cpu_holders.keys() - (alloc.cpus or frozenset())
+                outside = (self._cpu_holders.keys() - (alloc.cpus or frozenset())
+                           - self._dra_cpu_ids.keys())
                 if outside:
                     issues.add(IssueKind.CPU_NOT_ALLOCATABLE,
                                f"CPUs {sorted(outside)[:8]} are assigned but not allocatable",
                                count=len(outside))
             for label, capacity in (result.cpus_allocatable or {}).items():
-                if label != UNKNOWN and capacity > 0:
-                    _set_ratio(result, issues, label, CPU_RESOURCE, allocated.get(label, 0),
-                               capacity)
+                if label != UNKNOWN and "," not in label and capacity > 0:
+                    set_ratio(result.utilization, issues, label, CPU_RESOURCE,
+                              allocated.get(label, 0), capacity)
             result.memory_allocatable = dict(alloc.memory)
             memory = {key: 0 for key in alloc.memory}
             memory.update({k: self._memory[k] for k, n in self._memory_holders.items() if n})
             result.memory_allocated = memory
-            _memory_utilization(result, issues, self._allocatable is not None)
+            memory_utilization(result.utilization, result.memory_allocatable,
+                               result.memory_allocated, issues, self._allocatable is not None)
             result.misaligned_containers = self._misaligned
+            result.cpu_allocators = _allocators(alloc, self._cpu_holders, self._dra_cpu_ids,
+                                                 self._dra)
         result.devices_allocatable = dict(alloc.devices)
         devices = {key: 0 for key in alloc.devices}
         devices.update({k: v for k, v in self._devices.items() if v})
@@ -394,12 +455,12 @@ class Ledger:
             result.devices_allocated_unavailable = {key: self._unavailable.get(key, 0)
                                                     for key in devices}
         for (node, resource), capacity in sorted(alloc.device_capacity.items()):
-            _set_ratio(result, issues, str(node), resource,
-                       self._device_use.get((node, resource), 0), capacity)
+            set_ratio(result.utilization, issues, str(node), resource,
+                      self._device_use.get((node, resource), 0), capacity)
         if self._allocatable is not None:
             for (node, resource), used in self._device_use.items():
                 if used > 0 and (node, resource) not in alloc.device_capacity:
-                    _excess(issues, str(node), resource, used)
+                    excess(issues, str(node), resource, used)
         _dra_figures(result, issues, self._dra)
         pods = self._pods
         result.pod_figures = [pods[key][1] for key in self._order]
@@ -411,6 +472,27 @@ class Ledger:
         return result
 
 
+def _cpus_offered(alloc: AllocatableFigures, dra: DraLedger) -> Counter[str]:
+    """Allocatable CPUs per NUMA label: the CPU manager's and those the DRA CPU drivers'
+    devices offer, a CPU both name (a device per CPU the CPU manager lists too) once."""
+    offered = Counter(alloc.cpus_by_numa or {})
+    if dra.published is not None:
+        listed = alloc.cpus or frozenset()
+        offered.update(dra.published.cpus)
+        offered.update(label for cpu, label in dra.published.cpu_ids.items()
+                       if cpu not in listed)
+    return offered
+
+
+def _allocators(alloc: AllocatableFigures, held_by_id: Counter[int], held_by_dra: Counter[int],
+                dra: DraLedger) -> dict[tuple[str, str], int]:
+    """Who allocates exclusive CPUs here: the CPU manager when it lists allocatable CPUs or a
+    container holds some by id outside DRA; each CPU driver with devices here."""
+    found = {(DRA, driver): 1 for driver in sorted(dra.cpu_drivers_seen())}
+    if alloc.cpus or held_by_id.keys() - held_by_dra.keys():
+        found = {(CPU_MANAGER, ""): 1, **found}
+    return found
+
 
 def _dra_figures(result: Accounting, issues: Issues, dra: DraLedger) -> None:
     """DRA devices per (driver, pool, NUMA node): allocated (a true zero wherever devices are
@@ -420,66 +502,13 @@ def _dra_figures(result: Accounting, issues: Issues, dra: DraLedger) -> None:
         result.dra_devices_allocatable = dict(dra.published.allocatable)
         result.dra_devices_tainted = dict(dra.published.tainted)
     for node, driver, used, capacity in dra.utilization():
-        _set_ratio(result, issues, str(node), driver, used, capacity)
+        set_ratio(result.utilization, issues, str(node), driver, used, capacity)
     result.dra_devices_allocated = dra.allocated()
 
 
-def _memory_utilization(result: Accounting, issues: Issues, allocatable_known: bool) -> None:
-    """Utilization per single node and memory type, with group memory apportioned; memory
-    assigned on a node with none allocatable (when allocatable is known) is an excess."""
-    capacities: dict[str, dict[int, int]] = {}  # per memory type
-    singles: dict[str, dict[int, int]] = {}
-    groupings: dict[str, dict[tuple[int, ...], int]] = {}
-    for (label, kind), size in result.memory_allocatable.items():
-        capacity = capacities.setdefault(kind, {})
-        if label != UNKNOWN and "," not in label:
-            capacity[int(label)] = capacity.get(int(label), 0) + size
-    for (label, kind), size in result.memory_allocated.items():
-        if label == UNKNOWN:
-            continue
-        ids = label_ids(label)
-        if len(ids) == 1:
-            single = singles.setdefault(kind, {})
-            single[ids[0]] = single.get(ids[0], 0) + size
-        elif size:
-            groups = groupings.setdefault(kind, {})
-            groups[ids] = groups.get(ids, 0) + size
-    types = set(capacities)
-    if allocatable_known:
-        types |= {memory_type for (label, memory_type), size in result.memory_allocated.items()
-                  if size and label != UNKNOWN}
-    for memory_type in sorted(types):
-        capacity = capacities.get(memory_type, {})
-        totals = apportion_group_memory(capacity, singles.get(memory_type, {}),
-                                        groupings.get(memory_type, {}))
-        for node, size in capacity.items():
-            if size > 0:
-                _set_ratio(result, issues, str(node), memory_type, totals.get(node, 0), size)
-        for node, size in totals.items():
-            if size > 0 and capacity.get(node, 0) <= 0:
-                _excess(issues, str(node), memory_type, size)
-
-
-def _excess(issues: Issues, numa: str, resource: str, allocated: int,
-            allocatable: int = 0) -> None:
-    issues.add(IssueKind.ALLOCATED_EXCEEDS_ALLOCATABLE,
-               f"{resource} on NUMA node {numa}: {allocated} allocated, "
-               f"{allocatable} allocatable")
-
-
-def _set_ratio(result: Accounting, issues: Issues, numa: str, resource: str,
-               allocated: int, allocatable: int) -> None:
-    if allocatable <= 0:
-        return
-    if allocated > allocatable:
-        _excess(issues, numa, resource, allocated, allocatable)
-        result.utilization[(numa, resource)] = 1.0
-    else:
-        result.utilization[(numa, resource)] = allocated / allocatable
-
-
 def account(snapshot: KubeletSnapshot, topology: Topology,
-            dra: DraInventory | None = None) -> Accounting:
+            dra: DraInventory | None = None, requests: CpuRequestSource | None = None,
+            cpu_drivers: frozenset[str] = DEFAULT_CPU_DRIVERS) -> Accounting:
     """Turn one kubelet snapshot and the sysfs topology into every exported figure."""
-    return Ledger().update(snapshot.pods, snapshot.allocatable, topology, snapshot.api_version,
-                           dra)
+    return Ledger(cpu_drivers).update(snapshot.pods, snapshot.allocatable, topology,
+                                      snapshot.api_version, dra, requests)

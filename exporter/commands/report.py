@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..accounting import UNKNOWN, Accounting, label_ids
+from ..accounting import DRA, UNKNOWN, Accounting, label_ids
 from ..kubelet.status import Capabilities
 from ..model import MemoryBlock, NumaIds, PodAssignment, Topology
 from ..topology import format_cpulist, hugepage_resource_name
@@ -190,6 +190,7 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
                      "hugepages (sysfs)"], rows)
     if accounting.cpus_allocatable is None and not accounting.cpus_allocated:
         lines.append("(no exclusive CPU data: CPU manager policy none, or kubelet API v1alpha1)")
+    lines += _dra_cpus(accounting)
 
     memory_keys = sorted(set(accounting.memory_allocatable) | set(accounting.memory_allocated),
                          key=lambda k: (k[1], _numa_order(k[0])))
@@ -254,6 +255,22 @@ def format_table(accounting: Accounting, topology: Topology, caps: Capabilities,
     return "\n".join(lines) + "\n"
 
 
+def _dra_cpus(accounting: Accounting) -> list[str]:
+    """Who allocates exclusive CPUs through DRA, and the CPUs of grouped devices, which have
+    no ids: a count per container from its CPU request."""
+    drivers = [driver for allocator, driver in accounting.cpu_allocators if allocator == DRA]
+    if not drivers:
+        return []
+    lines = [f"(exclusive CPUs from DRA, driver {', '.join(drivers)}: in the figures above; "
+             "those of devices grouping CPUs are counted from the containers' CPU requests, "
+             "their ids unknown)"]
+    if accounting.dra_cpus:
+        lines += _table(["pod", "container", "NUMA", "CPUs (ids unknown)"], [
+            [f"{namespace}/{pod}", container, numa, str(count)]
+            for (namespace, pod, container, numa), count in sorted(accounting.dra_cpus.items())])
+    return lines
+
+
 def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
                  node_name: str = "", pods: Sequence[PodAssignment] = ()) -> str:
     """The report as one JSON document; its shape is documented in ``docs/snapshot.md``."""
@@ -277,6 +294,8 @@ def format_json(accounting: Accounting, topology: Topology, caps: Capabilities,
                        for n in sorted(topology.numa_nodes.values(), key=lambda n: n.numa_id)],
         "cpus_allocatable": keyed(accounting.cpus_allocatable, ("numa_node",)),
         "cpus_allocated": keyed(accounting.cpus_allocated, ("numa_node",)),
+        "cpu_allocators": keyed(accounting.cpu_allocators, ("allocator", "driver")),
+        "dra_cpus": keyed(accounting.dra_cpus, ("namespace", "pod", "container", "numa_node")),
         "memory_allocatable_bytes": keyed(accounting.memory_allocatable,
                                           ("numa_node", "memory_type")),
         "memory_allocated_bytes": keyed(accounting.memory_allocated,

@@ -91,6 +91,7 @@ def node_series(accounting: Accounting, topology: Topology,
     if accounting.cpus_allocatable is not None:
         add(catalog.CPUS_ALLOCATABLE, accounting.cpus_allocatable)
     add(catalog.CPUS_ALLOCATED, accounting.cpus_allocated)
+    add(catalog.CPU_ALLOCATOR_INFO, accounting.cpu_allocators)
     add(catalog.MEMORY_ALLOCATABLE, accounting.memory_allocatable)
     add(catalog.MEMORY_ALLOCATED, accounting.memory_allocated)
     add(catalog.DEVICES_ALLOCATABLE, accounting.devices_allocatable)

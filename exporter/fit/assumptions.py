@@ -17,9 +17,16 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
   sysfs and the kubelet's config file as the kubelet's node status computes it, or without
   the file from ``GetAllocatableResources`` (allocatable CPUs, memory, healthy devices); the
   pod count from ``maxPods`` (not checked without the file).
+* ``cpus_from_dra``: the node's exclusive CPUs come from a DRA CPU driver (dra-driver-cpu,
+  CPU manager policy ``none``): the kubelet admits the shape's whole CPUs without placing them
+  (only the resource-fit predicate counts them), and which CPUs it gets, on which NUMA node, is
+  the scheduler's allocation of the pod's ResourceClaims, which the answers do not model.
+  Only for a Guaranteed shape asking for whole CPUs (what a static CPU manager would place).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ..podcontext import NodeContext
 from .kubelet.config import Rules
@@ -32,11 +39,13 @@ NO_DEVICE_CHECKPOINT = "no_device_checkpoint"
 NO_MEMORY_MANAGER_STATE = "no_memory_manager_state"
 NO_POD_CONTEXT = "no_pod_context"
 NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
+CPUS_FROM_DRA = "cpus_from_dra"
 
 
 def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: NodeContext | None,
-                kubelet: KubeletState | None) -> tuple[str, ...]:
-    """The assumptions the answer for ``shape`` rests on, in a fixed order."""
+                kubelet: KubeletState | None, dra_cpus: bool = False) -> tuple[str, ...]:
+    """The assumptions the answer for ``shape`` rests on, in a fixed order. ``dra_cpus``: a
+    DRA CPU driver allocates exclusive CPUs on this node."""
     found: list[str] = []
     requests = [asks(shape, c, rules.managers) for c, _ in shape.in_admission_order()]
     if state.cpu is not None and any(a.cpus for a in requests) and (
@@ -51,4 +60,8 @@ def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: No
         found.append(NO_POD_CONTEXT)
     if context is None or context.allocatable is None:
         found.append(NODE_ALLOCATABLE_DERIVED)
+    if dra_cpus and not rules.managers.cpu_static:
+        static = replace(rules.managers, cpu_static=True)  # what such a manager would place
+        if any(asks(shape, c, static).cpus for c, _ in shape.in_admission_order()):
+            found.append(CPUS_FROM_DRA)
     return tuple(found)

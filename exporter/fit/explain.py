@@ -29,6 +29,7 @@ from .answers import (
     where,
 )
 from .assumptions import (
+    CPUS_FROM_DRA,
     NO_CPU_MANAGER_STATE,
     NO_DEVICE_CHECKPOINT,
     NO_MEMORY_MANAGER_STATE,
@@ -189,6 +190,9 @@ ASSUMPTION_TEXT = {
     NODE_ALLOCATABLE_DERIVED: "the Node's allocatable CPU, memory and pods are derived from "
                               "sysfs and the kubelet's config file, or GetAllocatableResources "
                               "(no Node object)",
+    CPUS_FROM_DRA: "the node's exclusive CPUs come from a DRA CPU driver (CPU manager policy "
+                   "none): the kubelet admits the shape's CPUs without placing them, and which "
+                   "CPUs on which NUMA node is the scheduler's allocation of its ResourceClaims",
 }
 
 

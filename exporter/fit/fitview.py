@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import Metric
 
 from .. import catalog
-from ..accounting import Accounting
+from ..accounting import DRA, Accounting
 from ..exposition.rendering import gauge_family, render_text
 from ..model import KubeletSnapshot, Topology
 from ..podcontext import NodeContext
@@ -118,6 +118,7 @@ class FitView:
     pod_context: PodContextSource | None = None
     context: NodeContext | None = None
     kubelet: KubeletState | None = None
+    dra_cpus: bool = False  # a DRA CPU driver allocates exclusive CPUs on this node
     # the managers' state and each NUMA node's count of copies per shape, kept from one
     # snapshot to the next
     state_cache: ManagersStateCache = field(default_factory=ManagersStateCache)
@@ -183,10 +184,12 @@ class FitView:
             # the same managers' state, shapes, configuration and pod context give the same
             # answers: a change no shape can see (a pod without exclusive resources) costs the
             # state only
+            dra_cpus = any(allocator == DRA for allocator, _ in accounting.cpu_allocators)
             changed = not (previous and state == self.state and shapes is previous[4]
                            and config == self.config and context == self.context
-                           and kubelet == self.kubelet)
+                           and kubelet == self.kubelet and dra_cpus == self.dra_cpus)
             self.config, self.context, self.kubelet = config, context, kubelet
+            self.dra_cpus = dra_cpus
             if changed:
                 self.state = state
                 self.answers = ([self.answer(shape, rules) for shape in shapes]
@@ -201,7 +204,7 @@ class FitView:
         assert self.state is not None
         return replace(answer(shape, self.state, rules, self.node_counts),
                        assumptions=assumptions(shape, self.state, rules, self.context,
-                                               self.kubelet))
+                                               self.kubelet, self.dra_cpus))
 
     def _judge(self) -> bool:
         """Judge rejections seen since the last refresh; whether the judged set changed."""

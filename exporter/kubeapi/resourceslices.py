@@ -13,6 +13,12 @@ taints on the device, ``v1beta1`` under ``basic``. An attribute value is ``{"int
 ``string``, ``bool``, ``version``), or with list-typed attributes (KEP-5491) ``{"ints": [...]}``
 whose first element is the device's own NUMA node. An attribute name without a domain is in the
 driver's domain (``numaNode`` of driver ``gpu.amd.com`` is ``gpu.amd.com/numaNode``).
+
+A device of a DRA CPU driver (dra-driver-cpu, ``docs/user/device-attributes.md`` there) also
+says what CPUs it is, in the driver's domain: ``cpuID`` (one device per CPU), the capacity
+``cpu`` (one device per NUMA node or socket, the CPUs shared out as consumable capacity) and
+``socketID``. They are read for every driver and used only for those ``--dra-cpu-drivers``
+names; device names (``cpudevnuma000``) are the driver's business and never parsed.
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import DraInventory, NumaIds, PublishedDevice
+from ..model import CpuAttributes, DraInventory, NumaIds, PublishedDevice, shared
+from ..podspec import parse_quantity
 
 STANDARD_NUMA = "resource.kubernetes.io/numaNode"  # KEP-6072
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"  # KEP-4381
 DRIVER_NUMA_NAMES = ("numaNode", "numaNodeID")  # in the driver's own domain
 # names drivers published before the standard one, still read (dra-driver-cpu, dranet, memory)
 LEGACY_NUMA = ("dra.net/numaNode", "dra.cpu/numaNodeID", "dra.memory/numaNode")
+# a CPU driver's own attributes and capacity (dra-driver-cpu: dra.cpu/cpuID, dra.cpu/cpu, ...)
+CPU_ID, CPU_CAPACITY, SOCKET_ID = "cpuID", "cpu", "socketID"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 PciReader = Callable[[str], NumaIds]  # PCI address (BDF) -> its NUMA node, None when none
@@ -44,6 +53,7 @@ class SliceDevice:
     numa_ids: NumaIds = None
     pci_bus_id: str | None = None
     effects: frozenset[str] = frozenset()
+    cpu: CpuAttributes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,32 @@ def numa_source(attributes: Mapping[str, Any], driver: str) -> tuple[NumaIds, st
     return None, None
 
 
+def cpu_attributes(attributes: Mapping[str, Any], capacity: Mapping[str, Any],
+                   driver: str) -> CpuAttributes | None:
+    """What the device says of CPUs in the driver's domain (``cpuID``, ``socketID``, the
+    capacity ``cpu``); ``None`` when it says nothing. A capacity that is not a whole number of
+    CPUs, or a negative id, counts as absent."""
+    names = qualified(attributes, driver)
+    cpu_id = _int(_mapping(names.get(f"{driver}/{CPU_ID}")).get("int"))
+    socket = _int(_mapping(names.get(f"{driver}/{SOCKET_ID}")).get("int"))
+    value = qualified(capacity, driver).get(f"{driver}/{CPU_CAPACITY}")
+    cpus = _whole(value.get("value") if isinstance(value, Mapping) else value)
+    found = CpuAttributes(cpu_id if cpu_id is not None and cpu_id >= 0 else None, cpus,
+                          socket if socket is not None and socket >= 0 else None)
+    return None if found == CpuAttributes() else shared(found)
+
+
+def _whole(quantity: object) -> int | None:
+    """A quantity (``"64"``, ``"64000m"``) as a whole number of at least 0, else None."""
+    if quantity is None or isinstance(quantity, bool):
+        return None
+    try:
+        number = parse_quantity(quantity)
+    except ValueError:
+        return None
+    return int(number) if number >= 0 and number == int(number) else None
+
+
 def _effects(taints: object) -> frozenset[str]:
     if not isinstance(taints, list):
         return frozenset()
@@ -128,9 +164,10 @@ def _device(obj: Mapping[str, Any], driver: str) -> SliceDevice | None:
         return None
     basic = obj.get("basic")
     body: Mapping[str, Any] = basic if isinstance(basic, Mapping) else obj  # v1beta1
-    attributes = body.get("attributes")
-    numa_ids, bus_id = numa_source(attributes if isinstance(attributes, Mapping) else {}, driver)
-    return SliceDevice(name, numa_ids, bus_id, _effects(body.get("taints")))
+    attributes = _mapping(body.get("attributes"))
+    numa_ids, bus_id = numa_source(attributes, driver)
+    return SliceDevice(name, numa_ids, bus_id, _effects(body.get("taints")),
+                       cpu_attributes(attributes, _mapping(body.get("capacity")), driver))
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -193,11 +230,11 @@ def inventory(slices: Iterable[SliceRecord], rules: Iterable[TaintRule],
             if numa_ids is None and item.pci_bus_id is not None:
                 numa_ids = pci_numa(item.pci_bus_id)
             device = PublishedDevice(record.driver, record.pool, item.name, numa_ids,
-                                     item.effects)
+                                     item.effects, item.cpu)
             ruled = frozenset(rule.effect for rule in rules if rule.selects(device))
             if ruled - device.effects:
                 device = PublishedDevice(device.driver, device.pool, device.device, numa_ids,
-                                         device.effects | ruled)
+                                         device.effects | ruled, item.cpu)
             devices.append(device)
     return DraInventory(tuple(devices))
 

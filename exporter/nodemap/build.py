@@ -6,7 +6,8 @@ the metrics' own: pods the accounting left out (terminated ones, with the Kubern
 are left out here too, NUMA ids sysfs does not know are dropped as the accounting drops them,
 and memory spanning NUMA nodes is apportioned with the accounting's function. What the kubelet
 does not report is not drawn: no reserved or free CPUs without ``GetAllocatableResources``, no
-memory bars under memory manager ``None``.
+memory bars under memory manager ``None``. CPUs a DRA CPU driver allocated are cells when their
+device names its CPU (one device per CPU), and otherwise a count per holder, without ids.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..accounting import UNKNOWN, Accounting, TopologyView, apportion_group_memory, group_label
+from ..accounting import (
+    DRA,
+    UNKNOWN,
+    Accounting,
+    TopologyView,
+    apportion_group_memory,
+    group_label,
+)
 from ..fit.answers import ShapeAnswer, sentence
-from ..model import DraInventory, KubeletSnapshot, NumaIds, PodAssignment, Topology
+from ..model import DraInventory, DraKey, KubeletSnapshot, NumaIds, PodAssignment, Topology
 from .picture import (
     Chip,
     ChipState,
@@ -24,6 +32,7 @@ from .picture import (
     Cpu,
     CpuMode,
     CpuState,
+    DraCpus,
     Holder,
     MemoryBar,
     MemoryGroup,
@@ -55,13 +64,17 @@ def build_map(inputs: MapInputs) -> NodeMap:
     pods = [pod for pod in snapshot.pods if (pod.namespace, pod.name) in counted]
     straddling = {key for key, nodes in accounting.container_numa_nodes.items() if nodes > 1}
     allocatable = snapshot.allocatable
+    drivers = tuple(sorted(driver for allocator, driver in accounting.cpu_allocators
+                           if allocator == DRA))
     cpu_mode = (CpuMode.UNKNOWN if allocatable is None
-                else CpuMode.STATIC if allocatable.cpu_ids else CpuMode.NONE)
+                else CpuMode.STATIC if allocatable.cpu_ids
+                else CpuMode.DRA if drivers else CpuMode.NONE)
     memory_mode = ("unknown" if allocatable is None
                    else "static" if allocatable.memory else "none")
 
     cpus = _cpus(pods, topology, allocatable.cpu_ids if allocatable is not None else None,
-                 cpu_mode, straddling)
+                 cpu_mode, straddling, _dra_cpu_devices(inputs.dra, frozenset(drivers)))
+    by_count = _dra_cpu_counts(accounting)
     chips = _device_chips(pods, snapshot, view, straddling)
     for label, found in _dra_chips(accounting, view, inputs.dra, straddling).items():
         chips.setdefault(label, []).extend(found)
@@ -80,20 +93,24 @@ def build_map(inputs: MapInputs) -> NodeMap:
         boxes.append(NumaBox(
             label, cores=_cores(node.cpus, topology, cpus), memory=_memory(accounting, label),
             chips=tuple(chips.get(label, ())), memory_sysfs=node.memory_bytes,
-            in_memory_group=numa_id in grouped, fits=tuple(fits.get(label, ()))))
+            in_memory_group=numa_id in grouped, fits=tuple(fits.get(label, ())),
+            dra_cpus=tuple(by_count.get(label, ()))))
     spanning = []
-    for label in sorted(set(chips) | set(groups), key=_label_order):
+    for label in sorted(set(chips) | set(groups) | set(by_count), key=_label_order):
         if "," in label:
             spanning.append(NumaBox(label, chips=tuple(chips.get(label, ())),
-                                    groups=tuple(groups.get(label, ()))))
+                                    groups=tuple(groups.get(label, ())),
+                                    dra_cpus=tuple(by_count.get(label, ()))))
     unknown_cpus = sorted(cpu for cpu in cpus if cpu not in topology.cpu_to_numa)
     apart = None
-    if unknown_cpus or chips.get(UNKNOWN) or any(k[0] == UNKNOWN for k in
-                                                 accounting.memory_allocated):
+    if unknown_cpus or chips.get(UNKNOWN) or by_count.get(UNKNOWN) or any(
+            k[0] == UNKNOWN for k in accounting.memory_allocated):
         apart = NumaBox(UNKNOWN, cores=tuple(Core((cpus[cpu],)) for cpu in unknown_cpus),
-                        memory=_memory(accounting, UNKNOWN), chips=tuple(chips.get(UNKNOWN, ())))
+                        memory=_memory(accounting, UNKNOWN), chips=tuple(chips.get(UNKNOWN, ())),
+                        dra_cpus=tuple(by_count.get(UNKNOWN, ())))
 
     holders = {holder.pod_key for cpu in cpus.values() for holder in cpu.holders}
+    holders |= {held.holder.pod_key for found in by_count.values() for held in found}
     holders |= {holder.pod_key for found in chips.values() for chip in found
                 for holder in chip.holders}
     holders |= {holder.pod_key for found in groups.values() for group in found
@@ -105,7 +122,7 @@ def build_map(inputs: MapInputs) -> NodeMap:
         straddlers=tuple(Straddler(Holder(*key), accounting.container_numa_nodes[key])
                          for key in sorted(straddling)),
         shapes=shapes, issues={k: v for k, v in sorted(accounting.data_issues.items()) if v},
-        memory_mode=memory_mode)
+        memory_mode=memory_mode, cpu_drivers=drivers)
 
 
 def _label_order(label: str) -> tuple[int, tuple[int, ...]]:
@@ -116,11 +133,39 @@ def _label_order(label: str) -> tuple[int, tuple[int, ...]]:
 
 # ---- CPUs ---------------------------------------------------------------------------------
 
+DraCpuIds = tuple[dict[DraKey, int], frozenset[int]]
+
+
+def _dra_cpu_devices(inventory: DraInventory | None, drivers: frozenset[str]) -> DraCpuIds:
+    """The CPU each published device per CPU of the CPU drivers is, and the CPUs such devices
+    offer to new claims (untainted)."""
+    ids: dict[DraKey, int] = {}
+    offered: set[int] = set()
+    for device in inventory.devices if inventory is not None else ():
+        if device.driver in drivers and device.cpu is not None and device.cpu.cpu_id is not None:
+            ids[device.key] = device.cpu.cpu_id
+            if device.allocatable:
+                offered.add(device.cpu.cpu_id)
+    return ids, frozenset(offered)
+
+
+def _dra_cpu_counts(accounting: Accounting) -> dict[str, list[DraCpus]]:
+    """CPUs held from grouped DRA CPU devices, by NUMA label, holder by holder."""
+    counted: dict[str, list[DraCpus]] = {}
+    for (namespace, pod, container, label), count in sorted(accounting.dra_cpus.items()):
+        counted.setdefault(label, []).append(DraCpus(Holder(namespace, pod, container), count))
+    return counted
+
+
 def _cpus(pods: Iterable[PodAssignment], topology: Topology,
           allocatable: Sequence[int] | None, mode: CpuMode,
-          straddling: set[tuple[str, str, str]]) -> dict[int, Cpu]:
-    """Every CPU sysfs knows or the kubelet names, with its state and holders."""
+          straddling: set[tuple[str, str, str]], dra: DraCpuIds = ({}, frozenset())
+          ) -> dict[int, Cpu]:
+    """Every CPU sysfs knows or the kubelet names, with its state and holders; a CPU a DRA
+    device per CPU names is held by the container it was prepared for."""
     holders: dict[int, list[Holder]] = {}
+    drivers: dict[int, str] = {}  # CPU -> the DRA driver that allocated it
+    dra_ids, offered = dra
     for pod in pods:
         in_containers: set[int] = set()
         for container in pod.containers:
@@ -128,6 +173,12 @@ def _cpus(pods: Iterable[PodAssignment], topology: Topology,
             for cpu in dict.fromkeys(container.cpu_ids):
                 holders.setdefault(cpu, []).append(holder)
             in_containers.update(container.cpu_ids)
+            for item in container.dra_devices:
+                dra_cpu = dra_ids.get((item.driver, item.pool, item.device))
+                if dra_cpu is not None and holder not in holders.get(dra_cpu, ()):
+                    holders.setdefault(dra_cpu, []).append(holder)
+                    drivers[dra_cpu] = item.driver
+                    in_containers.add(dra_cpu)
         for cpu in dict.fromkeys(pod.cpu_ids):  # pod level, overlapping the containers'
             if cpu not in in_containers:
                 holders.setdefault(cpu, []).append(Holder(pod.namespace, pod.name))
@@ -139,13 +190,15 @@ def _cpus(pods: Iterable[PodAssignment], topology: Topology,
             state = CpuState.HELD
         elif mode == CpuMode.STATIC:
             state = CpuState.FREE if cpu in listed else CpuState.RESERVED
-        elif mode == CpuMode.NONE:
+        elif mode == CpuMode.DRA and dra_ids:  # a device per CPU: free and reserved are known
+            state = CpuState.FREE if cpu in offered else CpuState.RESERVED
+        elif mode in (CpuMode.NONE, CpuMode.DRA):
             state = CpuState.SHARED
         else:
             state = CpuState.UNKNOWN
         straddles = any(h.container is not None and (h.namespace, h.pod, h.container)
                         in straddling for h in held)
-        result[cpu] = Cpu(cpu, state, tuple(held), straddles)
+        result[cpu] = Cpu(cpu, state, tuple(held), straddles, drivers.get(cpu, ""))
     return result
 
 

@@ -35,6 +35,7 @@ class CpuMode(StrEnum):
 
     STATIC = "static"  # allocatable CPUs listed: reserved and free are known
     NONE = "none"  # listed empty: no exclusive CPUs, everything is the shared pool
+    DRA = "dra"  # listed empty, and a DRA CPU driver allocates exclusive CPUs
     UNKNOWN = "unknown"  # no GetAllocatableResources (old, disabled, or API v1alpha1)
 
 
@@ -62,6 +63,16 @@ class Cpu:
     state: CpuState
     holders: tuple[Holder, ...] = ()  # more than one is inconsistent kubelet data
     straddles: bool = False  # a holder's exclusive resources span NUMA nodes
+    driver: str = ""  # the DRA CPU driver that allocated it ("": the CPU manager, or none)
+
+
+@dataclass(frozen=True, slots=True)
+class DraCpus:
+    """CPUs a container holds from a DRA CPU device that groups CPUs (one per NUMA node or
+    socket): how many, as its CPU request states, but not which."""
+
+    holder: Holder
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +138,7 @@ class NumaBox:
     memory_sysfs: int | None = None  # MemTotal
     in_memory_group: bool = False
     fits: tuple[tuple[str, bool], ...] = ()  # (shape, fits on this node alone)
+    dra_cpus: tuple[DraCpus, ...] = ()  # held through DRA, CPU ids unknown
 
     @property
     def cpus(self) -> tuple[Cpu, ...]:
@@ -166,3 +178,4 @@ class NodeMap:
     shapes: tuple[ShapeLine, ...] = ()
     issues: dict[str, int] = field(default_factory=dict)
     memory_mode: str = "unknown"  # "static", "none", "unknown", as for CPUs
+    cpu_drivers: tuple[str, ...] = ()  # the DRA CPU drivers allocating CPUs here

@@ -1,6 +1,7 @@
 """The node map drawn as one self-contained SVG document: layout, colours, text.
 
-Boxes per NUMA node (physical cores with their hardware threads, memory bars, device chips),
+Boxes per NUMA node (physical cores with their hardware threads, CPUs held through DRA without
+ids, memory bars, device chips),
 then what spans NUMA nodes, what has no NUMA node, the containers straddling NUMA nodes, the
 shapes' answers and a legend of the pods. Every CPU cell, device chip, memory bar and box
 carries ``data-*`` attributes naming what it shows, so a browser test (or a script) can read
@@ -20,6 +21,7 @@ from .picture import (
     Cpu,
     CpuMode,
     CpuState,
+    DraCpus,
     Holder,
     MemoryBar,
     NodeMap,
@@ -176,6 +178,7 @@ def _width(nodemap: NodeMap) -> int:
 
 _CPU_MODE = {CpuMode.STATIC: "CPU manager static", CpuMode.NONE: "CPU manager none (no "
              "exclusive CPUs: every CPU is the shared pool)",
+             CpuMode.DRA: "CPU manager none; exclusive CPUs from DRA",
              CpuMode.UNKNOWN: "CPU manager unknown (no GetAllocatableResources: reserved and free "
              "CPUs not known)"}
 _MEMORY_MODE = {"static": "memory manager Static", "none": "memory manager None (no memory "
@@ -187,8 +190,11 @@ def _header(canvas: _Canvas, nodemap: NodeMap, now: float | None) -> float:
     canvas.text(MARGIN, y, f"NUMA map of node {escape(nodemap.node_name or '(unnamed)')}",
                 "title")
     y += LINE + 4
+    cpu_mode = _CPU_MODE[nodemap.cpu_mode]
+    if nodemap.cpu_drivers:  # who allocates them through DRA, also beside a static manager
+        cpu_mode += f" (DRA CPU driver {', '.join(nodemap.cpu_drivers)})"
     parts = [f"kubelet podresources API {escape(nodemap.api_version)}",
-             _CPU_MODE[nodemap.cpu_mode], _MEMORY_MODE.get(nodemap.memory_mode, "")]
+             cpu_mode, _MEMORY_MODE.get(nodemap.memory_mode, "")]
     canvas.text(MARGIN, y, escape(" \u00b7 ".join(p for p in parts if p)), "dim")
     y += LINE
     if nodemap.refreshed_at is not None:
@@ -260,10 +266,14 @@ def _box(canvas: _Canvas, box: NumaBox, x: float, y: float, width: float, title:
     cy = y + BOX_PAD + 12
     cpus = box.cpus
     summary = [escape(title)]
+    counted = sum(d.count for d in box.dra_cpus)
     if cpus:
         held = sum(1 for c in cpus if c.state == CpuState.HELD)
         free = sum(1 for c in cpus if c.state == CpuState.FREE)
-        summary.append(f"{len(cpus)} CPUs: {held} held, {free} free")
+        summary.append(f"{len(cpus)} CPUs: {held} held, {free} free"
+                       + (f", {counted} held via DRA" if counted else ""))
+    elif counted:
+        summary.append(f"{counted} CPUs held via DRA")
     elif not spanning:
         summary.append("no CPUs")
     if box.memory_sysfs:
@@ -277,6 +287,8 @@ def _box(canvas: _Canvas, box: NumaBox, x: float, y: float, width: float, title:
     if box.fits:
         cy = _fits(canvas, box, x + BOX_PAD, cy, inner)
     cy = _cores(canvas, box, x + BOX_PAD, cy + 2, inner)
+    if box.dra_cpus:
+        cy = _dra_cpus(canvas, box.dra_cpus, box.numa, x + BOX_PAD, cy, inner)
     for bar in box.memory:
         cy = _memory_bar(canvas, bar, box.numa, x + BOX_PAD, cy, inner)
     for group in box.groups:
@@ -334,6 +346,28 @@ def _cores(canvas: _Canvas, box: NumaBox, x: float, y: float, width: float) -> f
     return y + row_h + (8 if box.cores else 0)
 
 
+def _dra_cpus(canvas: _Canvas, held: tuple[DraCpus, ...], numa: str, x: float, y: float,
+              width: float) -> float:
+    """CPUs held through DRA claims on devices grouping CPUs: a count per holder, no cells
+    (which CPUs they are, nothing the exporter reads says)."""
+    for line in wrap("Held via DRA, CPU ids unknown (the count is the container's CPU "
+                     "request):", width):
+        canvas.text(x, y + 10, escape(line, 400), "small dim")
+        y += 14
+    for item in held:
+        colour, _ = canvas.holder_colour((item.holder,))
+        title = escape(f"{item.count} CPUs of NUMA {numa} held by {item.holder.name} through "
+                       "DRA; which CPUs is not known", 600)
+        canvas.add(f'<g class="dra-cpus" data-numa="{escape(numa)}" '
+                   f'data-holder="{escape(item.holder.name)}" data-count="{item.count}">'
+                   f'<rect x="{x}" y="{y + 1:.1f}" width="{CELL_W - 1}" height="{CELL_H - 6}" '
+                   f'rx="2" fill="{colour}" class="cpu"/><title>{title}</title></g>')
+        canvas.text(x + CELL_W + 4, y + 10, escape(f"{item.count} CPUs: {item.holder.name}", 300),
+                    "small")
+        y += 14
+    return y + 4
+
+
 def _holder_text(holders: tuple[Holder, ...]) -> str:
     return " and ".join(h.name + ("" if h.container else " (pod level)") for h in holders)
 
@@ -348,6 +382,8 @@ def _cpu(canvas: _Canvas, cpu: Cpu, numa: str, x: float, y: float) -> None:
     title = f"CPU {cpu.cpu}: {cpu.state}"
     if cpu.holders:
         title = f"CPU {cpu.cpu}: {_holder_text(cpu.holders)}"
+    if cpu.driver:
+        title += f" (through DRA, driver {cpu.driver})"
     if len(cpu.holders) > 1:
         classes.append("conflict")
         title += " (assigned twice: inconsistent kubelet data)"
@@ -357,8 +393,9 @@ def _cpu(canvas: _Canvas, cpu: Cpu, numa: str, x: float, y: float) -> None:
     holder = escape(cpu.holders[0].name) if cpu.holders else ""
     canvas.add(f'<rect class="{" ".join(classes)}" x="{x}" y="{y:.1f}" width="{CELL_W - 1}" '
                f'height="{CELL_H}" rx="2"{fill} data-cpu="{cpu.cpu}" data-state="{cpu.state}" '
-               f'data-numa="{escape(numa)}" data-holder="{holder}"><title>{escape(title, 600)}'
-               "</title></rect>")
+               f'data-numa="{escape(numa)}" data-holder="{holder}"'
+               + (f' data-driver="{escape(cpu.driver)}"' if cpu.driver else "")
+               + f"><title>{escape(title, 600)}</title></rect>")
     canvas.text(x + (CELL_W - 1) / 2, y + CELL_H - 5, str(cpu.cpu),
                 "cpu-id on-dark" if dark else "cpu-id")
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..kubeapi.records import PodRecord
-from ..model import PodAssignment
+from ..model import CpuRequests, PodAssignment
 from ..podcontext import NodeContext
 from ..podspec import Rejection
 from .source import PodsApi, State
@@ -168,6 +168,20 @@ class PodSources:
         if self.source == Source.KUBE_API and self.view is not None:
             return self.view.pod_context()
         return None
+
+    def cpu_requests(self) -> Callable[[str, str], CpuRequests | None] | None:
+        """The pods' CPU requests, looked up by (namespace, name) in the source in use, as the
+        accounting counts grouped DRA CPUs by them; None without a source."""
+        if self.source == Source.NONE:
+            return None
+        records = self.records()
+
+        def lookup(namespace: str, name: str) -> CpuRequests | None:
+            record = records.get((namespace, name))
+            context = record.context if record is not None else None
+            return context.cpu_requests() if context is not None else None
+
+        return lookup
 
     def rejections(self) -> dict[tuple[str, str], Rejection]:
         """Pods the kubelet rejected at admission for exclusive resources."""

@@ -20,7 +20,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from ..accounting import Accounting
+from ..accounting import DEFAULT_CPU_DRIVERS, Accounting, CpuRequestSource
 from ..exposition.bodies import Body, Section
 from ..exposition.health import Health
 from ..exposition.rendering import RenderOptions
@@ -86,7 +86,7 @@ class Refresher:
         self.sections = Sections(self.health, self.status, kube_view, fit,
                                  lambda: self.reader.allocatable,
                                  pod_sources.labels if pod_sources is not None else None)
-        self.core = RefreshCore(settings.render)
+        self.core = RefreshCore(settings.render, settings.dra_cpu_drivers)
         self.snapshot: KubeletSnapshot | None = None  # as of the last successful refresh
         self.accounting: Accounting | None = None
         self.dra_inventory: DraInventory | None = None  # the view's, as of that refresh
@@ -145,16 +145,17 @@ class Refresher:
         try:
             self.topology = self._sysfs.current()
             replies = await self.reader.read(self._decoder)
-            kept = dra = None
+            kept = dra = requests = None
             sources = self.pod_sources
             if sources is not None:  # the view's and the Pods API's state is the loop's
                 sources.choose()
                 kept = sources.without_terminated(
                     self.core.decode_list(replies.list_reply, replies.api_version))
+                requests = sources.cpu_requests()
             if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
             result, data = await self.worker.run(self.core.account, replies, self.topology,
-                                                  kept, dra)
+                                                  kept, dra, requests)
             self._publish(result)
             self.dra_inventory = dra
             delay = self.outcome.succeeded()
@@ -262,8 +263,9 @@ class RefreshCore:
     :class:`~exporter.refresh.pipeline.Pipeline` (decode, filter, ledger, render, with their caches)
     and the deflating of a changed data section. Only one call runs at a time."""
 
-    def __init__(self, options: RenderOptions):
-        self.pipeline = Pipeline(options)
+    def __init__(self, options: RenderOptions,
+                 cpu_drivers: frozenset[str] = DEFAULT_CPU_DRIVERS):
+        self.pipeline = Pipeline(options, cpu_drivers)
         self._published: Accounting | None = None
 
     def decode_list(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]:
@@ -276,13 +278,16 @@ class RefreshCore:
 
     def account(self, replies: Replies, topology: Topology,
                 kept: tuple[PodAssignment, ...] | None,
-                dra: DraInventory | None = None) -> tuple[Result, Section | None]:
+                dra: DraInventory | None = None,
+                requests: CpuRequestSource | None = None) -> tuple[Result, Section | None]:
         """One refresh through the pipeline, and the data section, None when it did not change
         (the ledger returns the same object for an unchanged snapshot). ``kept``: the listed
         pods that have not ended, as the Kubernetes-API view says (None: all of them); ``dra``:
-        the DRA devices the node's ResourceSlices publish (None without the view)."""
+        the DRA devices the node's ResourceSlices publish (None without the view);
+        ``requests``: the pods' CPU requests from the pod context (None without one)."""
         result = self.pipeline.run(replies, topology,
-                                   (lambda _pods: kept) if kept is not None else None, dra)
+                                   (lambda _pods: kept) if kept is not None else None, dra,
+                                   requests)
         if result.accounting is self._published:
             return result, None
         self._published = result.accounting

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..accounting import Accounting, Ledger
+from ..accounting import DEFAULT_CPU_DRIVERS, Accounting, CpuRequestSource, Ledger
 from ..exposition.rendering import Renderer, RenderOptions
 from ..issues import IssueKind
 from ..kubelet.decode import AllocatableDecoder, ListDecoder, Replies
@@ -46,11 +46,13 @@ class Result:
 class Pipeline:
     """decode → filter → ledger → render, keeping what did not change from one run to the next."""
 
-    def __init__(self, options: RenderOptions | None = None) -> None:
+    def __init__(self, options: RenderOptions | None = None,
+                 cpu_drivers: frozenset[str] = DEFAULT_CPU_DRIVERS) -> None:
+        """``cpu_drivers``: the DRA drivers whose devices are exclusive CPUs."""
         self._decoders = {ApiVersion.V1: ListDecoder.v1(),
                           ApiVersion.V1ALPHA1: ListDecoder.v1alpha1()}
         self._allocatable_decoder = AllocatableDecoder()
-        self._ledger = Ledger()
+        self._ledger = Ledger(cpu_drivers)
         self._renderer = Renderer(options or RenderOptions())
         self._decoded: tuple[bytes, ApiVersion, tuple[PodAssignment, ...]] | None = None
         self._decoded_allocatable: tuple[bytes, Allocatable] | None = None
@@ -81,16 +83,19 @@ class Pipeline:
         return value
 
     def run(self, replies: Replies, topology: Topology, keep: PodFilter | None = None,
-            dra: DraInventory | None = None) -> Result:
+            dra: DraInventory | None = None,
+            requests: CpuRequestSource | None = None) -> Result:
         """Account and render one refresh; ``keep`` leaves out pods that have ended; ``dra``:
-        the DRA devices the node's ResourceSlices publish (the Kubernetes-API view)."""
+        the DRA devices the node's ResourceSlices publish (the Kubernetes-API view);
+        ``requests``: the pods' CPU requests from the pod context (None without one)."""
         pods = self.pods(replies.list_reply, replies.api_version)
         allocatable = None
         if replies.allocatable_reply is not None and replies.api_version == ApiVersion.V1:
             allocatable = self.allocatable(replies.allocatable_reply)
         snapshot = KubeletSnapshot(pods, allocatable, replies.api_version)
         kept = keep(pods) if keep is not None else pods
-        accounting = self._ledger.update(kept, allocatable, topology, replies.api_version, dra)
+        accounting = self._ledger.update(kept, allocatable, topology, replies.api_version, dra,
+                                         requests)
         if accounting is not self._accounting:  # the ledger returns the same object when unchanged
             self._section = self._renderer.render(accounting, topology)
             self._accounting = accounting

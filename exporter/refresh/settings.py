@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..accounting import DEFAULT_CPU_DRIVERS
 from ..exposition.rendering import RenderOptions
 from ..kubelet import client as kubelet
 from ..podsapi import DEFAULT_SOCKET as PODS_API_SOCKET
@@ -28,6 +29,8 @@ class Settings:
     pods_api: bool = True
     pods_api_socket: str = PODS_API_SOCKET
     render: RenderOptions = field(default_factory=RenderOptions)
+    # the DRA drivers whose devices are exclusive CPUs (dra-driver-cpu's dra.cpu)
+    dra_cpu_drivers: frozenset[str] = DEFAULT_CPU_DRIVERS
     # the fit answers (SPEC section 7)
     fit_shapes: str | None = None
     full_pcpus_only: bool = False

@@ -5,6 +5,7 @@ checks. Every pod is admitted by the fit engine's rules (:mod:`exporter.fit.kube
 the exporter's fit answers use; the simulator keeps none of its own).
 
 - ``profile``: nodes as data (``profiles/*.json``): hardware, kubelet configuration, pods;
+- ``quantities``: a profile's quantities (bytes, millicores) as Kubernetes reads them;
 - ``cpulayout``: a profile's sockets, dies and L3 caches, as sysfs files and as the kubelet's
   CPU manager sees them;
 - ``node/``: the simulated node and its kubelet: its book of pods, their admission and

@@ -20,59 +20,24 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..podspec import parse_quantity
 from ..topology import hugepage_resource_name, parse_cpulist
 from .cpulayout import CpuLayoutError, CpuLayoutSpec, parse_cpu_layout
+from .quantities import (
+    ProfileError as ProfileError,
+    hugepage_size_bytes,
+    millis,
+    parse_bytes,
+    parse_cpus,
+)
 
-PROFILE_NAMES = ("small", "dual-socket-gpu", "epyc-nps4", "large", "huge", "gb200-tray")
+PROFILE_NAMES = ("small", "dual-socket-gpu", "epyc-nps4", "large", "huge", "gb200-tray",
+                 "dra-cpu")
 # Pod phases as the kubelet knows them; Succeeded and Failed are terminal.
 PHASES = ("Pending", "Running", "Succeeded", "Failed")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
-
-
-class ProfileError(ValueError):
-    """A profile that cannot describe a node."""
-
-
-def _quantity(value: object, what: str, unit: float = 1) -> int:
-    """A non-negative Kubernetes quantity (:func:`exporter.podspec.parse_quantity`) in ``unit``
-    parts, whole ones only."""
-    try:
-        amount = parse_quantity(value) * unit
-    except ValueError:
-        amount = -1
-    if isinstance(value, bool) or amount < 0 or abs(amount - round(amount)) > 1e-6:
-        raise ProfileError(f"bad {what} quantity {value!r}")
-    return round(amount)
-
-
-def parse_bytes(value: int | str) -> int:
-    """``"96Gi"`` -> bytes; plain integers are bytes already. A fraction of a byte (``500m``,
-    ``1.0001Ki``) is refused."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return _quantity(value, "memory")
-
-
-def parse_cpus(value: int | str | None) -> tuple[int, bool]:
-    """CPU request -> (whole CPUs, exclusive?). ``"1500m"`` and ``"1.5"`` are shared-pool,
-    never exclusive."""
-    millis = _millis(value)
-    return millis // 1000, millis > 0 and millis % 1000 == 0
-
-
-def _millis(value: int | str | None) -> int:
-    """A CPU quantity (``2``, ``"1.5"``, ``"500m"``) in millicores; finer than a millicore is
-    refused."""
-    return 0 if value is None else _quantity(value, "CPU", 1000)
-
-
-def hugepage_size_bytes(name: str) -> int:
-    """``"2Mi"`` / ``"hugepages-2Mi"`` -> 2097152."""
-    return parse_bytes(name.removeprefix("hugepages-"))
 
 
 @dataclass
@@ -129,6 +94,9 @@ class ClaimSpec:
     # the extended resource (e.g. nvidia.com/gpu) this claim serves in the pod's spec, when the
     # scheduler made it from a DeviceClass's extendedResourceName (KEP-5004)
     extended_resource: str | None = None
+    # the devices the scheduler allocated, by name (a CEL selector's choice, e.g. the CPU group
+    # of one NUMA node); empty: the driver's first free ones
+    devices: tuple[str, ...] = ()
 
 
 @dataclass
@@ -337,6 +305,13 @@ def _parse_profile(data: dict[str, Any]) -> NodeSpec:
             device.healthy = False
     dra_pools = [_dra_pool(p) for p in data.get("dra_pools", [])]
     pods = [parse_pod(p) for p in data.get("pods", [])]
+    published = {(p.driver, d) for p in dra_pools for d in p.devices}
+    for pod in pods:
+        for claim in pod.claims:
+            unknown = [d for d in claim.devices if (claim.driver, d) not in published]
+            if unknown:
+                raise ProfileError(f"pod {pod.name}: claim {claim.name} names devices "
+                                   f"{unknown} that no {claim.driver} pool has")
     generate = None
     if "generate" in data:
         gen = data["generate"]
@@ -473,7 +448,7 @@ def parse_container(data: dict[str, Any]) -> ContainerSpec:
         name=data["name"],
         cpus=cpus,
         exclusive_cpus=exclusive,
-        cpu_millis=_millis(data.get("cpus")),
+        cpu_millis=millis(data.get("cpus")),
         memory=memory,
         devices={str(k): int(v) for k, v in devices.items()},
         claims=list(data.get("claims", [])),
@@ -498,14 +473,20 @@ def parse_pod(data: dict[str, Any]) -> PodSpec:
         pod_cpus=parse_cpus(pod_level.get("cpus"))[0],
         pod_memory={k: parse_bytes(v) for k, v in pod_level.items()
                     if k == "memory" or k.startswith("hugepages-")},
-        claims=[ClaimSpec(c["name"], c["driver"], int(c.get("count", 1)), bool(c.get("shared")),
-                          c.get("extended_resource"))
-                for c in data.get("claims", [])],
+        claims=[_claim(c) for c in data.get("claims", [])],
         admitted_under=_admitted_under(data),
         phase=_phase(data.get("phase", "Running")),
         terminating=bool(data.get("terminating", False)),
         rejected_with=str(data.get("rejected_with", "")),
     )
+
+
+def _claim(data: dict[str, Any]) -> ClaimSpec:
+    devices = data.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        raise ProfileError(f"claim {data.get('name')}: devices must be a list of device names")
+    return ClaimSpec(data["name"], data["driver"], int(data.get("count", len(devices) or 1)),
+                     bool(data.get("shared")), data.get("extended_resource"), tuple(devices))
 
 
 def _admitted_under(data: dict[str, Any]) -> dict[str, Any]:

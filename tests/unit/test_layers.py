@@ -35,7 +35,7 @@ ONLY = {
     "issues": {"model"},
     "catalog": {"model"},
     "podspec": {"model"},
-    "podcontext": {"podspec"},
+    "podcontext": {"podspec", "model"},
     "accounting": {"model", "issues"},
 }
 

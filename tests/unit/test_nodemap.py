@@ -13,6 +13,8 @@ from exporter.accounting import account
 from exporter.model import (
     Allocatable,
     ContainerAssignment as C,
+    CpuAttributes,
+    CpuRequests,
     DeviceEntry as D,
     DraDevice,
     DraInventory,
@@ -25,7 +27,7 @@ from exporter.model import (
 )
 from exporter.nodemap.build import MapInputs, build_map
 from exporter.nodemap.page import CONTENT_SECURITY_POLICY, render_document, render_page
-from exporter.nodemap.picture import ChipState, CpuMode, Holder
+from exporter.nodemap.picture import ChipState, CpuMode, DraCpus, Holder
 
 GiB = 1 << 30
 # node 0: cores {0,2} {1,3}; node 1: cores {4,6} {5,7}; node 2: memory, no CPUs
@@ -184,3 +186,64 @@ def test_hostile_strings_are_escaped_in_the_svg_and_the_page():
     assert "default-src 'none'" in CONTENT_SECURITY_POLICY
     # a file for a ticket does not reload itself
     assert "http-equiv" not in render_page(nodemap)
+
+
+# ---- exclusive CPUs from DRA (dra-driver-cpu, CPU manager policy none) ---------------------
+
+def dra_cpu(device: str, claim: str, share_id: str | None = None) -> DraDevice:
+    return DraDevice("dra.cpu", "node-a", device, claim, "vm", share_id=share_id)
+
+
+def dra_inputs(pods: tuple[P, ...], dra: DraInventory, requests=None) -> MapInputs:
+    snapshot = KubeletSnapshot(pods, Allocatable(memory=ALLOCATABLE.memory))  # policy none
+    return MapInputs(snapshot, account(snapshot, TOPOLOGY, dra, requests), TOPOLOGY, "node-a",
+                     1_700_000_000.0, True, dra)
+
+
+def test_cpus_of_a_grouped_dra_device_are_a_count_per_holder_without_cells():
+    dra = DraInventory(tuple(
+        PublishedDevice("dra.cpu", "node-a", f"cpudevnuma00{n}", (n,), cpu=CpuAttributes(cpus=4))
+        for n in (0, 1)))
+    pods = (P("vm", "db", (C("compute", dra_devices=(dra_cpu("cpudevnuma001", "db", "s1"),)),)),)
+    nodemap = build_map(dra_inputs(pods, dra, lambda ns, name: CpuRequests((("compute", 2000),))))
+    assert nodemap.cpu_mode == CpuMode.DRA and nodemap.cpu_drivers == ("dra.cpu",)
+    # which CPUs is not known: every cell is the shared pool, the count sits in node 1's box
+    assert {state for state, _ in cpu_table(nodemap).values()} == {"shared"}
+    assert nodemap.numa[1].dra_cpus == (DraCpus(Holder("vm", "db", "compute"), 2),)
+    assert nodemap.numa[0].dra_cpus == () and nodemap.apart is None
+    assert nodemap.pods == (("vm", "db"),)
+    document = render_document(nodemap)
+    group = xml.dom.minidom.parseString(document.encode()).getElementsByTagName("g")
+    drawn = [(g.getAttribute("data-numa"), g.getAttribute("data-holder"),
+              g.getAttribute("data-count")) for g in group if g.getAttribute("class") == "dra-cpus"]
+    assert drawn == [("1", "vm/db/compute", "2")]
+    assert "Held via DRA, CPU ids unknown" in document
+    assert "CPU manager none; exclusive CPUs from DRA (DRA CPU driver dra.cpu)" in document
+    assert "8 CPUs: 0 held, 0 free, 2 held via DRA" not in document  # a node of 4 CPUs
+    assert "4 CPUs: 0 held, 0 free, 2 held via DRA" in document
+    # without the ResourceSlices the count still shows, under no NUMA node
+    blind = build_map(dra_inputs(pods, DraInventory(()), lambda ns, name: CpuRequests(
+        (("compute", 2000),))))
+    assert blind.apart is not None
+    assert blind.apart.dra_cpus == (DraCpus(Holder("vm", "db", "compute"), 2),)
+
+
+def test_cpus_of_dra_devices_per_cpu_are_cells_held_free_or_reserved():
+    # the driver publishes CPUs 1-7 (0 is its reservedCPUs); CPU 7's device is tainted
+    dra = DraInventory(tuple(
+        PublishedDevice("dra.cpu", "node-a", f"cpudev00{cpu - 1}", (cpu // 4,),
+                        frozenset({"NoSchedule"}) if cpu == 7 else frozenset(),
+                        CpuAttributes(cpu_id=cpu)) for cpu in range(1, 8)))
+    pods = (P("vm", "db", (C("compute", dra_devices=(dra_cpu("cpudev000", "db"),
+                                                     dra_cpu("cpudev004", "db"))),)),)
+    nodemap = build_map(dra_inputs(pods, dra))
+    assert nodemap.cpu_mode == CpuMode.DRA
+    assert cpu_table(nodemap) == {
+        0: ("reserved", ()), 1: ("held", ("vm/db/compute",)), 2: ("free", ()),
+        3: ("free", ()), 4: ("free", ()), 5: ("held", ("vm/db/compute",)), 6: ("free", ()),
+        7: ("reserved", ())}
+    assert {c.cpu: c.driver for box in nodemap.numa for c in box.cpus if c.driver} == {
+        1: "dra.cpu", 5: "dra.cpu"}
+    parsed = xml.dom.minidom.parseString(render_document(nodemap).encode())
+    assert {r.getAttribute("data-cpu") for r in parsed.getElementsByTagName("rect")
+            if r.getAttribute("data-driver") == "dra.cpu"} == {"1", "5"}

@@ -13,7 +13,7 @@ from exporter.kubeapi.resourceslices import (
     slice_record,
     taint_rule_record,
 )
-from exporter.model import PublishedDevice
+from exporter.model import CpuAttributes, PublishedDevice
 from exporter.podspec import dra_served, without_dra_served
 
 
@@ -146,3 +146,67 @@ def test_slices_of_the_wrong_shape_count_as_empty_not_as_a_crash():
         assert all(device.name == "ok" and device.numa_ids is None for device in record.devices)
     _, rule = taint_rule_record({"spec": {"deviceSelector": "all", "taint": None}})
     assert not rule.usable  # no effect: applies to nothing
+
+
+def dra_cpu_slice(devices: list[dict]) -> dict:
+    return {"metadata": {"name": "worker-1-dra.cpu-x"},
+            "spec": {"driver": "dra.cpu", "nodeName": "worker-1",
+                     "pool": {"name": "worker-1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def test_what_a_dra_cpu_device_says_of_its_cpus():
+    # as dra-driver-cpu's docs/user/device-attributes.md shows them: grouped by NUMA node
+    # (capacity dra.cpu/cpu, the standard NUMA attribute), by socket (dra.cpu/socketID, no
+    # NUMA attribute) and individual (dra.cpu/cpuID)
+    record = slice_record(dra_cpu_slice([
+        {"name": "cpudevnuma001", "allowMultipleAllocations": True,
+         "attributes": {"resource.kubernetes.io/numaNode": {"int": 1},
+                        "dra.cpu/socketID": {"int": 0}, "dra.cpu/numCPUs": {"int": 64}},
+         "capacity": {"dra.cpu/cpu": {"value": "64"}}},
+        {"name": "cpudevsocket001", "attributes": {"dra.cpu/socketID": {"int": 1}},
+         "capacity": {"cpu": {"value": "32000m"}}},  # a bare name is in the driver's domain
+        {"name": "cpudev033", "attributes": {"dra.cpu/cpuID": {"int": 33},
+                                             "dra.cpu/coreID": {"int": 1},
+                                             "resource.kubernetes.io/numaNode": {"int": 0}}},
+        {"name": "odd", "attributes": {"dra.cpu/cpuID": {"int": -1}},
+         "capacity": {"dra.cpu/cpu": {"value": "1500m"}}},
+        {"name": "plain", "attributes": {"resource.kubernetes.io/numaNode": {"int": 0}}},
+    ]))[1]
+    devices = {d.name: (d.numa_ids, d.cpu) for d in record.devices}
+    assert devices == {
+        "cpudevnuma001": ((1,), CpuAttributes(cpus=64, socket=0)),
+        "cpudevsocket001": (None, CpuAttributes(cpus=32, socket=1)),
+        "cpudev033": ((0,), CpuAttributes(cpu_id=33)),
+        "odd": (None, None),  # a negative id and a fraction of a CPU say nothing
+        "plain": ((0,), None),
+    }
+    published = inventory([record], [], no_pci).devices
+    assert published[0] == PublishedDevice("dra.cpu", "worker-1", "cpudevnuma001", (1,),
+                                           cpu=CpuAttributes(cpus=64, socket=0))
+
+
+def test_v1beta1_keeps_attributes_and_capacity_under_basic():
+    record = slice_record(dra_cpu_slice([
+        {"name": "cpudev001", "basic": {"attributes": {"dra.cpu/cpuID": {"int": 1}}}},
+        {"name": "cpudevnuma000", "basic": {"capacity": {"dra.cpu/cpu": {"value": "8"}}}}]))[1]
+    assert [d.cpu for d in record.devices] == [CpuAttributes(cpu_id=1), CpuAttributes(cpus=8)]
+
+
+def test_odd_cpu_attributes_say_nothing_and_crash_nothing():
+    # values of the wrong type, capacities that are no quantity, a list where a map belongs
+    record = slice_record(dra_cpu_slice([
+        {"name": "a", "attributes": {"dra.cpu/cpuID": {"string": "3"},
+                                     "dra.cpu/socketID": {"bool": True}},
+         "capacity": {"dra.cpu/cpu": {"value": "lots"}}},
+        {"name": "b", "attributes": {"dra.cpu/cpuID": {"int": True}},
+         "capacity": {"dra.cpu/cpu": ["8"]}},
+        {"name": "c", "attributes": {"dra.cpu/cpuID": 7}, "capacity": "8"},
+        {"name": "d", "attributes": {"other.io/cpuID": {"int": 4}},  # another domain's
+         "capacity": {"dra.cpu/cpu": {"value": "-2"}}},
+        {"name": "e", "attributes": {"cpuID": {"int": 5}, "resource.kubernetes.io/numaNode":
+                                     {"ints": [1, 0]}}},  # list form: its own node first
+    ]))[1]
+    assert {d.name: (d.numa_ids, d.cpu) for d in record.devices} == {
+        "a": (None, None), "b": (None, None), "c": (None, None), "d": (None, None),
+        "e": ((1,), CpuAttributes(cpu_id=5))}

@@ -56,7 +56,8 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             label_replace(
-              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocatable),
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocatable)
+              unless on ({{ $cluster }}, node, driver) podresources_cpu_allocator_info{allocator="dra"},
               "resource", "$1", "driver", "(.+)"))
       - record: node_resource:podresources_allocated:sum
         expr: |-
@@ -74,7 +75,8 @@ groups:
           or
           sum by ({{ $cluster }}, node, resource) (
             label_replace(
-              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocated),
+              max by ({{ $cluster }}, node, numa_node, driver, pool) (podresources_dra_devices_allocated)
+              unless on ({{ $cluster }}, node, driver) podresources_cpu_allocator_info{allocator="dra"},
               "resource", "$1", "driver", "(.+)"))
   - name: podresources-exporter.health.rules
     rules:

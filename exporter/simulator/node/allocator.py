@@ -116,16 +116,15 @@ class Allocator:
         claims: dict[str, tuple[DraDevice, ...]] = {}
         for claim in pod.claims:
             free = self.dra_free.get(claim.driver, [])
-            if claim.shared:
-                pool_devices = [d for d in self._all_dra(claim.driver)][:claim.count]
-                if len(pool_devices) < claim.count:
-                    raise NoFit(f"claim {claim.name}: driver {claim.driver} has too few devices")
-                chosen = pool_devices
-            else:
-                if len(free) < claim.count:
-                    raise NoFit(f"claim {claim.name}: needs {claim.count} x {claim.driver}")
-                chosen = free[:claim.count]
-                del free[:claim.count]
+            candidates = self._all_dra(claim.driver) if claim.shared else free
+            if claim.devices:  # the scheduler's choice, by name
+                candidates = [d for d in candidates if d[2] in claim.devices]
+            if len(candidates) < claim.count:
+                raise NoFit(f"claim {claim.name}: needs {claim.count} x {claim.driver}")
+            chosen = candidates[:claim.count]
+            if not claim.shared:
+                for taken in chosen:
+                    free.remove(taken)
                 sim.dra.extend(chosen)
             devices = []
             accumulated: list[str] = []

@@ -57,6 +57,8 @@ class KubeletReader:
         # the last listing, its pods' ids and the device resources they hold
         self._named: tuple[tuple[PodAssignment, ...], frozenset[int], frozenset[str]] = (
             (), frozenset(), frozenset())
+        # the allocatable view last walked, and its device resources
+        self._resources: tuple[Allocatable | None, frozenset[str]] = (None, frozenset())
         self._redetect = True
         self._socket_id: tuple[int, int, int] | None = None  # the kubelet's socket, as last seen
         self._v1_probed_at = float("-inf")
@@ -124,9 +126,7 @@ class KubeletReader:
         caps = self.status.capabilities
         now = time.monotonic()
         due = now - self._allocatable_at >= self._allocatable_interval
-        named = self._named_resources(pods)
-        known = {d.resource for d in self.allocatable.devices} if self.allocatable else set()
-        missing = frozenset(named - known)
+        missing = self._named_resources(pods) - self._allocatable_resources()
         if not missing:
             self._allocatable_missing = missing  # so the next missing resource counts as new
         elif caps.get_allocatable != Capability.FALSE:
@@ -152,6 +152,14 @@ class KubeletReader:
             self.set_capabilities(get_allocatable=Capability.FALSE)
         self._allocatable_at = now
         self._allocatable_missing = missing
+
+    def _allocatable_resources(self) -> frozenset[str]:
+        """The device resources of the allocatable view, walked once per view read."""
+        allocatable = self.allocatable
+        if self._resources[0] is not allocatable:
+            self._resources = (allocatable, frozenset(
+                d.resource for d in allocatable.devices) if allocatable else frozenset())
+        return self._resources[1]
 
     def _named_resources(self, pods: tuple[PodAssignment, ...]) -> frozenset[str]:
         """The device resources the pods hold, walked again only when the pods changed (the

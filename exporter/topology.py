@@ -227,17 +227,19 @@ def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[i
 
     The kernel keeps ``thread_siblings_list`` to online CPUs only. A CPU whose file is missing
     or unreadable (an old kernel, a container hiding it) is left out: it counts as a core of its
-    own, which is what a machine without SMT looks like.
+    own, which is what a machine without SMT looks like. One small read per CPU (512 on a large
+    node, at start and when the nodes change): plain system calls, no path objects.
     """
-    cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+    cpu_root = os.path.join(os.fspath(sysfs_root), "devices", "system", "cpu")
     siblings: dict[int, frozenset[int]] = {}
     for cpu in sorted(cpus):
-        path = cpu_root / f"cpu{cpu}" / "topology" / "thread_siblings_list"
-        try:
-            listed = parse_cpulist(path.read_text())
-        except OSError:
+        path = os.path.join(cpu_root, f"cpu{cpu}", "topology", "thread_siblings_list")
+        raw = _raw(path)
+        if raw is None:
             continue
-        except ValueError as error:
+        try:
+            listed = parse_cpulist(raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as error:
             log.debug("ignoring %s: %s", path, error)
             continue
         siblings[cpu] = (listed & cpus) | {cpu}
@@ -352,11 +354,17 @@ def _mask_bits(text: str) -> int:
 
 
 def _read_ints(cpu_root: Path, cpus: frozenset[int], name: str) -> dict[int, int]:
+    """One small integer file per CPU (512 on a large node, at start and when the nodes
+    change): plain system calls, no path objects; unreadable or not an integer: left out."""
+    root = os.fspath(cpu_root)
     values: dict[int, int] = {}
     for cpu in sorted(cpus):
+        raw = _raw(os.path.join(root, f"cpu{cpu}", name))
+        if raw is None:
+            continue
         try:
-            values[cpu] = int((cpu_root / f"cpu{cpu}" / name).read_text().strip())
-        except (OSError, ValueError):
+            values[cpu] = int(raw)
+        except ValueError:
             continue
     return values
 

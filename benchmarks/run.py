@@ -44,16 +44,8 @@ from pathlib import Path
 import aiohttp
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.exposition.bodies import Exposition, HealthSections, Section
-from exporter.exposition.health import Health
-from exporter.fit.fitview import FitView, build_fit_view
 from exporter.kubeapi.resourceslices import inventory, slice_record
-from exporter.kubelet.client import KubeletClient
-from exporter.kubelet.decode import Replies
-from exporter.kubelet.status import KubeletStatus
 from exporter.model import DraInventory
-from exporter.refresh.pipeline import Pipeline
-from exporter.topology import read_topology
 
 from .fit import SHAPES_FILE
 from .harness import (
@@ -71,35 +63,17 @@ from .harness import (
 )
 from .kube_api import published_slices
 from .naive import naive_refresh
+from .refreshcost import cpu_of, fit_view, refresh_cost, replies
 
 PROFILES = ("small", "dual-socket-gpu", "large", "huge")
 
 
 # ---- phase 1: CPU per refresh, in process, on real reply bytes ----------------------------
 
-def cpu_of(function, *args) -> tuple[float, object]:
-    started = time.process_time()
-    result = function(*args)
-    return time.process_time() - started, result
-
-
 async def measure_pipeline(sim: Simulator, session, steady_replies: int,
                            churn_replies: int) -> dict:
-    client = KubeletClient(str(sim.socket))
-    try:
-        steady = []
-        for _ in range(steady_replies):
-            steady.append((await client.list_pods()).raw)
-            await asyncio.sleep(0.015)  # stay under the kubelet's 100 calls/s
-        allocatable_raw = (await client.get_allocatable()).raw
-        churned = []
-        for _ in range(churn_replies):
-            await sim.control(session, "/churn", {"pods": 1})
-            churned.append((await client.list_pods()).raw)
-            await asyncio.sleep(0.015)
-    finally:
-        await client.close()
-    topology = read_topology(sim.sysfs)
+    steady, churned, allocatable_raw, topology = await replies(sim, session, steady_replies,
+                                                                churn_replies)
     bare = [min(cpu_of(v1.ListPodResourcesResponse.FromString, raw)[0] for _ in range(5))
             for raw in steady]
     naive_cpu = [cpu_of(naive_refresh, raw, allocatable_raw, topology)[0]
@@ -107,12 +81,10 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     bare_ms = statistics.fmean(bare) * 1000
     result: dict = {"reply_bytes": len(steady[0]), "bare_decode_ms": round(bare_ms, 4)}
     with tempfile.TemporaryDirectory(prefix="bench-shapes-") as directory:
-        shapes = Path(directory) / "shapes.yaml"
-        shapes.write_text(SHAPES_FILE)
         # as configured: without the fit answers' shapes or the Kubernetes-API view, with the
         # four shapes of benchmarks/fit.py, with the DRA devices of the profile's ResourceSlices
         for suffix, fit, dra in (("", None, None),
-                                 ("_shapes", build_fit_view(str(shapes), None, False), None),
+                                 ("_shapes", fit_view(Path(directory), SHAPES_FILE), None),
                                  ("_dra", None, profile_dra_inventory(sim.profile))):
             figures = refresh_cost(steady, churned, allocatable_raw, topology, fit, dra)
             for name, value in figures.items():
@@ -124,55 +96,6 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     result["naive_over_ours_refresh"] = round(
         result["naive_refresh_cpu_ms"] / result["refresh_cpu_ms"], 1)
     return result
-
-
-def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: bytes,
-                 topology, fit: FitView | None, dra: DraInventory | None) -> dict:
-    """CPU of a refresh on the same bytes: cold, steady, with a pod replaced before each."""
-    pipeline, health = Pipeline(), Health("bench")
-    pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
-    exposition, status = Exposition(), KubeletStatus()
-    state: dict = {"accounting": None, "fit": b"", "fit_cpu": 0.0}
-
-    def refresh(raw: bytes) -> int:
-        """What one refresh costs the exporter: the refresh loop's own pipeline, the fit
-        section when shapes are configured (recomputed only when its inputs changed; its own
-        CPU kept in ``state["fit_cpu"]``), and every /metrics variant finished (the data
-        section rendered and deflated when it changed, the health section in both formats,
-        deflated); returns the OpenMetrics body's length."""
-        result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology, dra=dra)
-        data = fitted = None
-        if result.accounting is not state["accounting"]:
-            state["accounting"] = result.accounting
-            data = Section.of(result.section)
-        state["fit_cpu"] = 0.0
-        if fit is not None:
-            started = time.process_time()
-            text = fit.update(result.snapshot, topology, result.accounting)
-            if text is not state["fit"]:
-                state["fit"], fitted = text, Section.of(text)
-            state["fit_cpu"] = time.process_time() - started
-        exposition.update(data=data, fit=fitted,
-                          health=HealthSections.of(*health.render_both(status)))
-        return exposition.body(True, False).length
-
-    cold, body = cpu_of(refresh, steady[0])
-    for raw in steady:  # learn the orderings the kubelet uses (a long-running exporter has)
-        refresh(raw)
-    steady_cpu = [cpu_of(refresh, raw)[0] for raw in steady]
-    churn_cpu, churn_fit = [], []
-    for raw in churned:
-        churn_cpu.append(cpu_of(refresh, raw)[0])
-        churn_fit.append(state["fit_cpu"])
-    figures = {"body_bytes": body, "cold_refresh_ms": round(cold * 1000, 2),
-               "refresh_cpu_ms": round(statistics.fmean(steady_cpu) * 1000, 4),
-               "churn_refresh_cpu_ms": round(statistics.fmean(churn_cpu) * 1000, 4)}
-    if fit is not None:  # the fit section's share of the same refreshes, and the rest's
-        fit_ms = statistics.fmean(churn_fit) * 1000
-        rest_ms = statistics.fmean(c - f for c, f in zip(churn_cpu, churn_fit)) * 1000
-        figures.update({"churn_fit_ms": round(fit_ms, 4), "churn_accounting_ms": round(rest_ms, 4),
-                        "churn_fit_over_accounting_x": round(fit_ms / rest_ms, 3)})
-    return figures
 
 
 def profile_dra_inventory(profile: str) -> DraInventory:

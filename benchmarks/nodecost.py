@@ -43,7 +43,7 @@ from pathlib import Path
 import aiohttp
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.exposition.bodies import HealthSections
+from exporter.exposition.bodies import Section
 from exporter.exposition.health import Health
 from exporter.kubelet.client import KubeletClient
 from exporter.kubelet.status import KubeletStatus
@@ -209,8 +209,8 @@ async def pieces(profile: str, rounds: int) -> dict:
             [await cpu_per_call(lambda: worker.run(lambda: None), rounds, 0.002)
              for _ in range(3)])
         health, status = Health("bench"), KubeletStatus()
-        figures["health section rendered and deflated (both formats)"] = min(
-            cpu_ms(lambda: HealthSections.of(*health.render_both(status)), rounds)
+        figures["health section rendered and deflated (one scrape, OpenMetrics)"] = min(
+            cpu_ms(lambda: Section.of(health.render(True, status), 3), rounds)
             for _ in range(3))
         figures["sysfs re-read, per refresh"] = min(
             cpu_ms(lambda: read_numa_nodes(sim.sysfs), 10) for _ in range(3)

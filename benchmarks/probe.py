@@ -38,11 +38,12 @@ PARTS = (
     ("exporter.refresh.loop", "RefreshCore.decode_allocatable",
      "decoding GetAllocatableResources (worker)"),
     ("exporter.refresh.loop", "RefreshCore.account",
-     "accounting, rendering, the data section (worker)"),
-    ("exporter.refresh.loop", "RefreshCore.refresh", "the refresh's work (worker)"),
+     "decoding, accounting, rendering, the data section (worker)"),
     ("exporter.exposition.sections", "Sections.fit_section", "the fit answers (loop)"),
     ("exporter.exposition.sections", "Sections.health_sections", "the health section"),
-    ("exporter.exposition.sections", "Sections.update", "the bodies assembled (loop)"),
+    ("exporter.exposition.sections", "Sections._render_health",
+     "the health section, when scraped (loop)"),
+    ("exporter.exposition.sections", "Sections.update", "the sections replaced (loop)"),
 )
 
 _SPENT: dict[str, list[float]] = {}

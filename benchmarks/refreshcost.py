@@ -3,7 +3,8 @@
 
 :func:`refresh_cost` runs the refresh loop's own pipeline on ``List`` replies fetched from the
 simulator (steady, then with a pod replaced before each), with the fit view when shapes are
-configured, and finishes every /metrics variant, as the loop does after a refresh.
+configured, and the body one Prometheus scrape after each refresh reads (OpenMetrics, gzip: the
+health section rendered and deflated for it), as if every refresh were scraped once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exporter.exposition.bodies import Exposition, HealthSections, Section
+from exporter.exposition.bodies import Exposition, Section
 from exporter.exposition.health import Health
 from exporter.fit.fitview import FitView, build_fit_view
 from exporter.kubelet.client import KubeletClient
@@ -67,17 +68,16 @@ def fit_view(directory: Path, shapes: str, policy: str | None = None, scope: str
 def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: bytes,
                  topology: Topology, fit: FitView | None, dra: DraInventory | None) -> dict:
     """CPU of a refresh on the same bytes: cold, steady, with a pod replaced before each."""
-    pipeline, health = Pipeline(), Health("bench")
+    pipeline, health, status = Pipeline(), Health("bench"), KubeletStatus()
     pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
-    exposition, status = Exposition(), KubeletStatus()
+    exposition = Exposition(lambda openmetrics: health.render(openmetrics, status))
     state: dict = {"accounting": None, "fit": b"", "fit_cpu": 0.0}
 
     def refresh(raw: bytes) -> int:
         """What one refresh costs the exporter: the refresh loop's own pipeline, the fit
         section when shapes are configured (recomputed only when its inputs changed; its own
-        CPU kept in ``state["fit_cpu"]``), and every /metrics variant finished (the data
-        section rendered and deflated when it changed, the health section in both formats,
-        deflated); returns the OpenMetrics body's length."""
+        CPU kept in ``state["fit_cpu"]``), the data section deflated when it changed, and one
+        scrape's body (OpenMetrics, gzip); returns the OpenMetrics body's length."""
         result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology, dra=dra)
         data = fitted = None
         if result.accounting is not state["accounting"]:
@@ -90,8 +90,9 @@ def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: byt
             if text is not state["fit"]:
                 state["fit"], fitted = text, Section.of(text)
             state["fit_cpu"] = time.process_time() - started
-        exposition.update(data=data, fit=fitted,
-                          health=HealthSections.of(*health.render_both(status)))
+        exposition.update(data=data, fit=fitted)
+        exposition.health_changed()
+        exposition.body(True, True)
         return exposition.body(True, False).length
 
     cold, body = cpu_of(refresh, steady[0])

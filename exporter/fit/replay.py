@@ -153,7 +153,7 @@ def steps_of(shape: PodShape, rules: Rules) -> list[Step] | None:
     were picked, and the next app container may go elsewhere once they are used up), the CPU
     options that pick CPUs another way."""
     if (rules.distribute_cpus_across_numa or rules.distribute_cpus_across_cores
-            or rules.align_by_socket):
+            or rules.align_by_socket or rules.prefer_align_by_uncore_cache):
         return None
     managers = rules.managers
     effective = pod_effective_ask(shape, managers)

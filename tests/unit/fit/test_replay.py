@@ -74,6 +74,20 @@ def test_an_init_container_that_pins_its_app_is_one_step():
     assert copies(loose, state(cpus(4, {0: 4, 1: 4}), mem), SNN) is None
 
 
+
+def test_the_cpu_options_that_pick_cpus_another_way_are_not_replayed():
+    """The same 3-CPU copy that replays to 2 under single-numa-node is placed by the whole
+    model under each option that picks CPUs or prefers hints another way (distribute across
+    NUMA nodes or cores, align by socket, align by uncore cache); the answer stays 2."""
+    node = state(cpus(4, {0: 4, 1: 4}))
+    shape = single_container("three", {"cpu": 3000})
+    assert copies(shape, node, SNN) == 2
+    for option in ("distribute_cpus_across_numa", "distribute_cpus_across_cores",
+                   "align_by_socket", "prefer_align_by_uncore_cache"):
+        rules = replace(SNN, **{option: True})
+        assert copies(shape, node, rules) is None, option
+        assert answer(shape, node, rules).capacity == 2, option
+
 # ---- random nodes, shapes and rules -----------------------------------------------------------
 
 RULES = [SNN, Rules("single-numa-node", "pod"), Rules("restricted", "container"),

@@ -15,7 +15,7 @@ from exporter.fit.kubelet.devicemanager.manager import DeviceState
 from exporter.fit.kubelet.managers_state import ManagersState, NodeRequests
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
 
-from .nodes import GiB, cpus, memory, state
+from .nodes import GiB, assert_kept_counts_answer_as_placed, cpus, memory, state
 
 SNN = Rules("single-numa-node", "container")
 
@@ -137,9 +137,4 @@ def shapes(draw: st.DrawFn) -> PodShape:
        taken=st.lists(st.integers(0, 31), max_size=6))
 def test_node_by_node_equals_copy_by_copy(node, shape, rules, taken):  # type: ignore[no-untyped-def]
     """The same answers, with the counts kept across a change (some CPUs taken)."""
-    counts = NodeCounts()
-    for current in (node, replace(node, cpu=replace(node.cpu, free=node.cpu.free - set(taken)))):
-        kept, placed = answer(shape, current, rules, counts), answer(shape, current, rules)
-        assert (kept.capacity, kept.fits, kept.verdict.admitted) == (
-            placed.capacity, placed.fits, placed.verdict.admitted)
-        counts.forget_unused()
+    assert_kept_counts_answer_as_placed(shape, node, rules, taken)

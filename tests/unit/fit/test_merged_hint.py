@@ -6,6 +6,7 @@ as the policy's merge over every provider's full hints, with the CPU manager's
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from exporter.fit.kubelet.podshape import Ask
 from exporter.fit.kubelet.topologymanager.scope import (
@@ -15,7 +16,8 @@ from exporter.fit.kubelet.topologymanager.scope import (
     provider_answers,
 )
 
-from .nodes import cpus, devices, state
+from .nodes import GiB, cpus, devices, state
+from .test_replay import nodes
 
 GPU = "example.com/gpu"
 
@@ -64,3 +66,18 @@ def test_no_node_holding_everything_gives_the_full_answers():
     assert (hint, admitted) == (best, full_admitted)
     assert admitted is False
     assert answers == provider_answers(node, ask, Reuse(), False, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(node=nodes(), policy=st.sampled_from(["restricted", "best-effort"]),
+       align_by_socket=st.booleans(), closest=st.booleans(), cpu=st.integers(0, 10),
+       memory=st.integers(0, 6), gpu=st.integers(0, 3))
+def test_the_same_hint_and_verdict_as_the_full_merge(  # type: ignore[no-untyped-def]
+        node, policy, align_by_socket, closest, cpu, memory, gpu):
+    """Random nodes and asks: the best hint and the verdict are the full merge's."""
+    ask = Ask(cpu, {"memory": memory * GiB} if memory else {}, {"gpu": gpu} if gpu else {})
+    distances = node.distances if closest else None
+    answers = provider_answers(node, ask, Reuse(), False, align_by_socket)
+    best, full_admitted = policy_merge(policy, answers, node.numa_ids, distances)
+    _, hint, admitted = merged_hint(policy, node, ask, Reuse(), distances, align_by_socket)
+    assert (hint, admitted) == (best, full_admitted)

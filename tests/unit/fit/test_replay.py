@@ -9,7 +9,6 @@ from dataclasses import replace
 from hypothesis import given, settings, strategies as st
 
 from exporter.fit.answers import answer
-from exporter.fit.capacity import NodeCounts
 from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.devicemanager.manager import DeviceState
@@ -17,7 +16,7 @@ from exporter.fit.kubelet.managers_state import ManagersState, NodeRequests
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
 from exporter.fit.replay import replayed_copies
 
-from .nodes import GiB, cpus, memory, state
+from .nodes import GiB, assert_kept_counts_answer_as_placed, cpus, memory, state
 
 SNN = Rules("single-numa-node", "container")
 
@@ -88,6 +87,7 @@ def test_the_cpu_options_that_pick_cpus_another_way_are_not_replayed():
         assert copies(shape, node, rules) is None, option
         assert answer(shape, node, rules).capacity == 2, option
 
+
 # ---- random nodes, shapes and rules -----------------------------------------------------------
 
 RULES = [SNN, Rules("single-numa-node", "pod"), Rules("restricted", "container"),
@@ -154,9 +154,4 @@ def shapes(draw: st.DrawFn) -> PodShape:
        taken=st.lists(st.integers(0, 31), max_size=6))
 def test_replayed_answers_equal_copy_by_copy(node, shape, rules, taken):  # type: ignore[no-untyped-def]
     """Capacity, fits and the verdict, before and after a change (some CPUs taken)."""
-    counts = NodeCounts()
-    for current in (node, replace(node, cpu=replace(node.cpu, free=node.cpu.free - set(taken)))):
-        kept, placed = answer(shape, current, rules, counts), answer(shape, current, rules)
-        assert (kept.capacity, kept.fits, kept.verdict.admitted) == (
-            placed.capacity, placed.fits, placed.verdict.admitted)
-        counts.forget_unused()
+    assert_kept_counts_answer_as_placed(shape, node, rules, taken)

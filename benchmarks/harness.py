@@ -137,13 +137,17 @@ def compile_bytecode(tree: Path) -> None:
 
 
 def start_exporter(sim: Simulator, *extra: str, naive: bool = False, tree: Path = REPO,
-                   environment: dict[str, str] = IMAGE_ENVIRONMENT,
+                   environment: dict[str, str] = IMAGE_ENVIRONMENT, probe: Path | None = None,
                    ) -> tuple[subprocess.Popen, int]:
     """The exporter of source tree ``tree`` (default this one), or the naive design, with
-    ``environment`` added to this process's (default: the image's)."""
+    ``environment`` added to this process's (default: the image's); with ``probe``, under
+    ``benchmarks.probe`` writing its figures there."""
     port = free_port()
     if naive:  # always this tree's
         args, tree = [sys.executable, "-m", "benchmarks.naive"], REPO
+    elif probe is not None:
+        args, tree = [sys.executable, "-m", "benchmarks.probe", str(probe), "--log-level",
+                      "warning"], REPO
     else:
         args = [sys.executable, "-m", "exporter", "--log-level", "warning"]
     compile_bytecode(tree)

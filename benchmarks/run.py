@@ -9,7 +9,12 @@ Measures, for the profiles small, dual-socket-gpu, large and huge:
   the fit answers' share of each refresh with a pod replaced against the rest of the same
   refresh (a change's fit recompute against the accounting of the same change);
 * wall time per refresh and kubelet calls per refresh, from a real exporter process;
-* resident memory after warm-up and after a churn phase (default 10 minutes);
+* resident memory after warm-up and after a churn phase (default 10 minutes) with the four
+  shapes configured;
+* on ``large``, what the node pays (``benchmarks/nodecost.py``): the whole exporter process's
+  CPU per refresh (steady and with a pod replaced, without and with shapes), its breakdown,
+  and the time from process start to the first complete ``/metrics``; and a change's fit
+  recompute per kind of shape (``benchmarks/fitkinds.py``);
 * ``/metrics`` latency with 16 concurrent scrapers (``wrk``; Prometheus' headers), for the
   exporter and for the naive design;
 * series count;
@@ -22,6 +27,7 @@ Prints a table and the budget checks, and writes JSON (``--json``, default
 
     python -m benchmarks.run                  # everything, about 20 minutes
     python -m benchmarks.run --quick          # shorter phases, about 6 minutes
+    python -m benchmarks.run --profiles large --churn-only --churn-minutes 60   # a soak
 """
 
 from __future__ import annotations
@@ -39,23 +45,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
 
 from exporter._proto.v1 import api_pb2 as v1
-from exporter.exposition.bodies import Exposition, HealthSections, Section
-from exporter.exposition.health import Health
-from exporter.fit.fitview import FitView, build_fit_view
 from exporter.kubeapi.resourceslices import inventory, slice_record
-from exporter.kubelet.client import KubeletClient
-from exporter.kubelet.decode import Replies
-from exporter.kubelet.status import KubeletStatus
 from exporter.model import DraInventory
-from exporter.refresh.pipeline import Pipeline
-from exporter.topology import read_topology
 
 from .fit import SHAPES_FILE
+from .fitkinds import KINDS, measure as measure_fitkinds, report as fitkinds_report
 from .harness import (
     PROMETHEUS_HEADERS,
     REPO,
@@ -71,35 +71,18 @@ from .harness import (
 )
 from .kube_api import published_slices
 from .naive import naive_refresh
+from .nodecost import measure as measure_nodecost, report as nodecost_report
+from .refreshcost import cpu_of, fit_view, refresh_cost, replies
 
 PROFILES = ("small", "dual-socket-gpu", "large", "huge")
 
 
 # ---- phase 1: CPU per refresh, in process, on real reply bytes ----------------------------
 
-def cpu_of(function, *args) -> tuple[float, object]:
-    started = time.process_time()
-    result = function(*args)
-    return time.process_time() - started, result
-
-
 async def measure_pipeline(sim: Simulator, session, steady_replies: int,
                            churn_replies: int) -> dict:
-    client = KubeletClient(str(sim.socket))
-    try:
-        steady = []
-        for _ in range(steady_replies):
-            steady.append((await client.list_pods()).raw)
-            await asyncio.sleep(0.015)  # stay under the kubelet's 100 calls/s
-        allocatable_raw = (await client.get_allocatable()).raw
-        churned = []
-        for _ in range(churn_replies):
-            await sim.control(session, "/churn", {"pods": 1})
-            churned.append((await client.list_pods()).raw)
-            await asyncio.sleep(0.015)
-    finally:
-        await client.close()
-    topology = read_topology(sim.sysfs)
+    steady, churned, allocatable_raw, topology = await replies(sim, session, steady_replies,
+                                                                churn_replies)
     bare = [min(cpu_of(v1.ListPodResourcesResponse.FromString, raw)[0] for _ in range(5))
             for raw in steady]
     naive_cpu = [cpu_of(naive_refresh, raw, allocatable_raw, topology)[0]
@@ -107,12 +90,10 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     bare_ms = statistics.fmean(bare) * 1000
     result: dict = {"reply_bytes": len(steady[0]), "bare_decode_ms": round(bare_ms, 4)}
     with tempfile.TemporaryDirectory(prefix="bench-shapes-") as directory:
-        shapes = Path(directory) / "shapes.yaml"
-        shapes.write_text(SHAPES_FILE)
         # as configured: without the fit answers' shapes or the Kubernetes-API view, with the
         # four shapes of benchmarks/fit.py, with the DRA devices of the profile's ResourceSlices
         for suffix, fit, dra in (("", None, None),
-                                 ("_shapes", build_fit_view(str(shapes), None, False), None),
+                                 ("_shapes", fit_view(Path(directory), SHAPES_FILE), None),
                                  ("_dra", None, profile_dra_inventory(sim.profile))):
             figures = refresh_cost(steady, churned, allocatable_raw, topology, fit, dra)
             for name, value in figures.items():
@@ -124,55 +105,6 @@ async def measure_pipeline(sim: Simulator, session, steady_replies: int,
     result["naive_over_ours_refresh"] = round(
         result["naive_refresh_cpu_ms"] / result["refresh_cpu_ms"], 1)
     return result
-
-
-def refresh_cost(steady: list[bytes], churned: list[bytes], allocatable_raw: bytes,
-                 topology, fit: FitView | None, dra: DraInventory | None) -> dict:
-    """CPU of a refresh on the same bytes: cold, steady, with a pod replaced before each."""
-    pipeline, health = Pipeline(), Health("bench")
-    pipeline.allocatable(allocatable_raw)  # the loop re-reads it only every minute
-    exposition, status = Exposition(), KubeletStatus()
-    state: dict = {"accounting": None, "fit": b"", "fit_cpu": 0.0}
-
-    def refresh(raw: bytes) -> int:
-        """What one refresh costs the exporter: the refresh loop's own pipeline, the fit
-        section when shapes are configured (recomputed only when its inputs changed; its own
-        CPU kept in ``state["fit_cpu"]``), and every /metrics variant finished (the data
-        section rendered and deflated when it changed, the health section in both formats,
-        deflated); returns the OpenMetrics body's length."""
-        result = pipeline.run(Replies(raw, "v1", allocatable_raw), topology, dra=dra)
-        data = fitted = None
-        if result.accounting is not state["accounting"]:
-            state["accounting"] = result.accounting
-            data = Section.of(result.section)
-        state["fit_cpu"] = 0.0
-        if fit is not None:
-            started = time.process_time()
-            text = fit.update(result.snapshot, topology, result.accounting)
-            if text is not state["fit"]:
-                state["fit"], fitted = text, Section.of(text)
-            state["fit_cpu"] = time.process_time() - started
-        exposition.update(data=data, fit=fitted,
-                          health=HealthSections.of(*health.render_both(status)))
-        return exposition.body(True, False).length
-
-    cold, body = cpu_of(refresh, steady[0])
-    for raw in steady:  # learn the orderings the kubelet uses (a long-running exporter has)
-        refresh(raw)
-    steady_cpu = [cpu_of(refresh, raw)[0] for raw in steady]
-    churn_cpu, churn_fit = [], []
-    for raw in churned:
-        churn_cpu.append(cpu_of(refresh, raw)[0])
-        churn_fit.append(state["fit_cpu"])
-    figures = {"body_bytes": body, "cold_refresh_ms": round(cold * 1000, 2),
-               "refresh_cpu_ms": round(statistics.fmean(steady_cpu) * 1000, 4),
-               "churn_refresh_cpu_ms": round(statistics.fmean(churn_cpu) * 1000, 4)}
-    if fit is not None:  # the fit section's share of the same refreshes, and the rest's
-        fit_ms = statistics.fmean(churn_fit) * 1000
-        rest_ms = statistics.fmean(c - f for c, f in zip(churn_cpu, churn_fit)) * 1000
-        figures.update({"churn_fit_ms": round(fit_ms, 4), "churn_accounting_ms": round(rest_ms, 4),
-                        "churn_fit_over_accounting_x": round(fit_ms / rest_ms, 3)})
-    return figures
 
 
 def profile_dra_inventory(profile: str) -> DraInventory:
@@ -266,9 +198,13 @@ async def measure_process(sim: Simulator, session, window: float, latency_second
 
 async def measure_churn_memory(profiles: list[str], minutes: float) -> dict:
     """Every profile at once: pods replaced every second, the exporter refreshing every
-    second, RSS sampled every 10 s."""
+    second with the four shapes of ``benchmarks/fit.py``, RSS sampled every 10 s."""
     sims = [Simulator(p, churn_interval=1.0, churn_pods=2) for p in profiles]
-    procs = [start_exporter(sim, "--interval", "1") for sim in sims]
+    directory = tempfile.TemporaryDirectory(prefix="bench-churn-")
+    shapes = Path(directory.name) / "shapes.yaml"
+    shapes.write_text(SHAPES_FILE)
+    procs = [start_exporter(sim, "--interval", "1", "--fit-shapes", str(shapes))
+             for sim in sims]
     samples: dict[str, list[tuple[float, float]]] = {p: [] for p in profiles}
     try:
         async with aiohttp.ClientSession() as session:
@@ -285,6 +221,7 @@ async def measure_churn_memory(profiles: list[str], minutes: float) -> dict:
             stop(proc)
         for sim in sims:
             sim.stop()
+        directory.cleanup()
     result = {}
     for profile, points in samples.items():
         second_half = [(t, m) for t, m in points if t >= minutes * 30]
@@ -293,6 +230,9 @@ async def measure_churn_memory(profiles: list[str], minutes: float) -> dict:
             "rss_churn_max_mib": round(max(m for _, m in points), 1),
             "rss_trend_mib_per_hour": round(slope(second_half) * 3600, 2),
         }
+        if minutes > 10:  # a soak: where it stood at 10 minutes, and every 10 minutes
+            result[profile]["rss_every_10_min_mib"] = [
+                round(m, 1) for t, m in points if int(t // 600) != int((t - 10) // 600)]
     return result
 
 
@@ -346,13 +286,26 @@ async def measure_watch(profile: str, events: int) -> dict:
 
 # ---- report -------------------------------------------------------------------------------
 
+def _kind(name: str) -> Callable[[dict], float]:
+    return lambda r: r["fit_kinds"][name]["ratio"]
+
+
 BUDGETS = [
-    ("refresh CPU / bare decode (large, steady)", lambda r: r["large"]["refresh_cpu_ratio"], 5),
-    ("the same with 4 shapes", lambda r: r["large"]["refresh_cpu_shapes_ratio"], 5),
+    ("process CPU per steady refresh / bare decode (large, 4 shapes; benchmarks.nodecost)",
+     lambda r: r["nodecost"]["process_steady_shapes"]["cpu_ms"] / r["large"]["bare_decode_ms"],
+     5),
+    ("in-process refresh / bare decode (large, steady)",
+     lambda r: r["large"]["refresh_cpu_ratio"], 3),
+    ("the same with 4 shapes", lambda r: r["large"]["refresh_cpu_shapes_ratio"], 3),
     ("a change's fit recompute / the accounting of the same change (large, 4 shapes)",
      lambda r: r["large"]["churn_fit_over_accounting_shapes_x"], 1),
+    *((f"  the same, {name} (benchmarks.fitkinds)", _kind(name), 1)
+      for name in (kind.name for kind in KINDS)),
+    ("first complete /metrics s (large, 4 shapes, median of 3)",
+     lambda r: statistics.median(r["nodecost"]["first_scrape_shapes"]["first_scrape_s"]), 1.5),
     ("RSS MiB (large, warm)", lambda r: r["large"]["rss_warm_mib"], 60),
-    ("RSS MiB (large, after churn)", lambda r: r["large"].get("rss_after_churn_mib"), 60),
+    ("RSS MiB (large, 4 shapes, after the churn phase)",
+     lambda r: r["large"].get("rss_after_churn_mib"), 60),
     ("/metrics p99 ms, 320/s while refreshing every 0.5 s (large)",
      lambda r: r["stress"]["large"]["this"]["p99_ms"], 2),
     ("the same, p99 large / small", lambda r: r["stress"]["large"]["this"]["p99_ms"]
@@ -423,6 +376,10 @@ def report(results: dict) -> str:
     if "kube_api" in results:
         from .kube_api import report as kube_api_report
         lines += ["", kube_api_report(results["kube_api"])]
+    if "nodecost" in results:
+        lines += ["", nodecost_report(results["nodecost"])]
+    if "fit_kinds" in results:
+        lines += ["", fitkinds_report(results["fit_kinds"])]
     lines += ["", "Budgets (profile large):"]
     for title, value_of, limit in BUDGETS:
         try:
@@ -441,6 +398,9 @@ async def main() -> int:
     parser.add_argument("--quick", action="store_true", help="shorter phases")
     parser.add_argument("--churn-minutes", type=float, default=None,
                         help="length of the churn phase (default 10, or 1 with --quick)")
+    parser.add_argument("--churn-only", action="store_true",
+                        help="only the churn phase: RSS through churn and its trend (a soak "
+                             "with --churn-minutes 60)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     quick = args.quick
@@ -450,6 +410,11 @@ async def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
                    f"Python {platform.python_version()}",
     }
+    if args.churn_only:
+        print(f"churn phase: {churn_minutes} min ...", file=sys.stderr)
+        churned = await measure_churn_memory(args.profiles, churn_minutes)
+        print(json.dumps(churned, indent=2))
+        return 0
     async with aiohttp.ClientSession() as session:
         for profile in args.profiles:
             print(f"[{profile}] refresh CPU ...", file=sys.stderr)
@@ -462,6 +427,9 @@ async def main() -> int:
                     sim, session, 15 if quick else 30, 5 if quick else 10))
             finally:
                 sim.stop()
+    if "large" in args.profiles:  # what the node pays, the fit recompute per kind of shape
+        results["nodecost"] = await measure_nodecost("large", 15 if quick else 30)
+        results["fit_kinds"] = await measure_fitkinds(6 if quick else 15)
     print(f"churn phase: {churn_minutes} min ...", file=sys.stderr)
     for profile, figures in (await measure_churn_memory(args.profiles, churn_minutes)).items():
         results[profile].update(figures)

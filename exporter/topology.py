@@ -14,6 +14,7 @@ the kernel's own grouping can differ.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -140,22 +141,31 @@ def read_numa_nodes(sysfs_root: str | Path) -> list[NumaNode]:
 class RereadTopology:
     """The NUMA topology, read again at most every ``interval`` seconds (CPUs can be
     hot-plugged); only a real change replaces it, so the accounting starts over only then.
-    The SMT siblings are read again only with a change of the nodes: a core's threads change
-    only by going on- or offline, which the nodes' CPU lists show."""
+
+    A re-read first compares the files the nodes are read from, as raw bytes, with the last
+    time (:func:`sysfs_fingerprint`: a few small reads per node, no parsing); only when they
+    differ are the nodes read and compared. The SMT siblings are read again only with a
+    change of the nodes: a core's threads change only by going on- or offline, which the
+    nodes' CPU lists show."""
 
     def __init__(self, sysfs_root: str | Path, interval: float, topology: Topology):
         self.sysfs_root = sysfs_root
         self.interval = interval
         self.topology = topology
         self._read_at = time.monotonic()
+        self._seen: tuple[object, ...] | None = None  # the files, as of the last full read
 
     def current(self) -> Topology:
         now = time.monotonic()
         if now - self._read_at < self.interval:
             return self.topology
         self._read_at = now
+        seen = sysfs_fingerprint(self.sysfs_root)
+        if seen == self._seen:
+            return self.topology
         try:
             nodes = read_numa_nodes(self.sysfs_root)
+            self._seen = seen
             if {node.numa_id: node for node in nodes} == self.topology.numa_nodes:
                 return self.topology
             topology = read_topology(self.sysfs_root)
@@ -169,22 +179,67 @@ class RereadTopology:
         return self.topology
 
 
+def sysfs_fingerprint(sysfs_root: str | Path) -> tuple[object, ...]:
+    """The bytes :func:`read_numa_nodes` reads its figures from (the online CPUs; each node's
+    CPU list, ``MemTotal`` line, distances and hugepage counts; the lists of nodes and of
+    hugepage sizes), read with plain system calls: equal fingerprints, equal nodes."""
+    system = os.path.join(os.fspath(sysfs_root), "devices", "system")
+    node_root = os.path.join(system, "node")
+    parts: list[object] = [_raw(os.path.join(system, "cpu", "online"))]
+    try:
+        names = sorted(os.listdir(node_root))
+    except OSError:
+        names = []
+    parts.append(tuple(names))
+    for name in names:
+        if not _NODE_DIR.match(name):
+            continue
+        node = os.path.join(node_root, name)
+        memtotal = _MEMTOTAL.search((_raw(os.path.join(node, "meminfo")) or b"").decode(
+            "ascii", "replace"))
+        parts += [_raw(os.path.join(node, "cpulist")), memtotal and memtotal.group(1),
+                  _raw(os.path.join(node, "distance"))]
+        hugepages = os.path.join(node, "hugepages")
+        try:
+            sizes = sorted(os.listdir(hugepages))
+        except OSError:
+            sizes = []
+        parts += [(size, _raw(os.path.join(hugepages, size, "nr_hugepages"))) for size in sizes]
+    return tuple(parts)
+
+
+def _raw(path: str) -> bytes | None:
+    """A small file's bytes (sysfs files are read whole by one read); None when unreadable."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(descriptor, 65536)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
 def read_thread_siblings(sysfs_root: str | Path, cpus: frozenset[int]) -> dict[int, frozenset[int]]:
     """Each CPU's core siblings (itself included), limited to ``cpus`` (the online ones).
 
     The kernel keeps ``thread_siblings_list`` to online CPUs only. A CPU whose file is missing
     or unreadable (an old kernel, a container hiding it) is left out: it counts as a core of its
-    own, which is what a machine without SMT looks like.
+    own, which is what a machine without SMT looks like. One small read per CPU (512 on a large
+    node, at start and when the nodes change): plain system calls, no path objects.
     """
-    cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+    cpu_root = os.path.join(os.fspath(sysfs_root), "devices", "system", "cpu")
     siblings: dict[int, frozenset[int]] = {}
     for cpu in sorted(cpus):
-        path = cpu_root / f"cpu{cpu}" / "topology" / "thread_siblings_list"
-        try:
-            listed = parse_cpulist(path.read_text())
-        except OSError:
+        path = os.path.join(cpu_root, f"cpu{cpu}", "topology", "thread_siblings_list")
+        raw = _raw(path)
+        if raw is None:
             continue
-        except ValueError as error:
+        try:
+            listed = parse_cpulist(raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as error:
             log.debug("ignoring %s: %s", path, error)
             continue
         siblings[cpu] = (listed & cpus) | {cpu}
@@ -299,11 +354,17 @@ def _mask_bits(text: str) -> int:
 
 
 def _read_ints(cpu_root: Path, cpus: frozenset[int], name: str) -> dict[int, int]:
+    """One small integer file per CPU (512 on a large node, at start and when the nodes
+    change): plain system calls, no path objects; unreadable or not an integer: left out."""
+    root = os.fspath(cpu_root)
     values: dict[int, int] = {}
     for cpu in sorted(cpus):
+        raw = _raw(os.path.join(root, f"cpu{cpu}", name))
+        if raw is None:
+            continue
         try:
-            values[cpu] = int((cpu_root / f"cpu{cpu}" / name).read_text().strip())
-        except (OSError, ValueError):
+            values[cpu] = int(raw)
+        except ValueError:
             continue
     return values
 

@@ -67,6 +67,7 @@ from .support.fakeapiserver.server import FakeApiServer
 from .support.pki import CA, server_pki
 
 LAYERS = ("unit", "integration", "spec", "deploy")
+pytest_plugins = ["tests.support.timing"]  # the time per tier, at the end of a run
 _ROOT = Path(__file__).parent
 
 

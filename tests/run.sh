@@ -12,10 +12,12 @@ started=$SECONDS
 # in the same job (one heavy Go build at a time), the real control plane (tests/controlplane)
 # and the Prometheus Operator's CRDs (tests/tools/operatorcrds.sh).
 mkdir -p .tools
-( status=0
+( build_started=$SECONDS
+  status=0
   bash tests/realkubelet/build.sh || status=1
   bash tests/controlplane/build.sh || status=1
   bash tests/tools/operatorcrds.sh || status=1
+  echo "$((SECONDS - build_started))" >.tools/realkubelet-build.seconds
   exit $status ) >.tools/realkubelet-build.out 2>&1 &
 realkubelet_build=$!
 
@@ -25,6 +27,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 bash tests/install-tools.sh
+installed=$((SECONDS - started))
 
 built=0
 wait "$realkubelet_build" || built=$?
@@ -37,6 +40,11 @@ if [ "$built" != 0 ]; then
 fi
 echo "run.sh: installed and built in $((SECONDS - started)) s" >&2
 # static checks first (configured in pyproject.toml): lint everything, types strictly on exporter/
+checks_started=$SECONDS
 .venv/bin/ruff check --quiet .
 .venv/bin/mypy
+# the time per tier at the end of pytest's report starts with these (tests/support/timing.py)
+export PODRESOURCES_SETUP_TIMES="installs=$installed \
+go-builds=$(cat .tools/realkubelet-build.seconds 2>/dev/null || echo -) \
+install-and-build=$((checks_started - started)) ruff-and-mypy=$((SECONDS - checks_started))"
 exec .venv/bin/python -m pytest "$@"

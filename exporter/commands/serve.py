@@ -95,7 +95,8 @@ def build_fit(settings: Settings, health: Health, rejections: Rejections | None,
     from ..fit.fitview import FitSetupError, build_fit_view
     try:
         return build_fit_view(settings.fit_shapes, settings.kubelet_config,
-                              settings.full_pcpus_only, health.registry, rejections,
+                              settings.full_pcpus_only, health.count_admission_failure,
+                              rejections,
                               settings.topology_manager_policy,
                               settings.topology_manager_scope, settings.watch_path,
                               pod_context)

@@ -6,24 +6,27 @@ Kubernetes-API view's section (``--kube-api``) and the health section (the expor
 metrics; for OpenMetrics it ends with ``# EOF``). The data, fit and view sections are gauges
 only, the same bytes in both formats; the health section is rendered per format.
 
-Every variant (text 0.0.4 or OpenMetrics, identity or gzip) is assembled from the sections as
-soon as one of them changes, so a scrape costs a dictionary lookup and the socket writes,
-whatever the node's size.
+Nothing is done for a variant nobody asks for: the first scrape of a variant (text 0.0.4 or
+OpenMetrics, identity or gzip) after a section changed renders the health section in that
+format (a few kilobytes), deflates it when the variant is gzip, and assembles the variant from
+the sections; later scrapes of it cost a dictionary lookup and the socket writes, whatever the
+node's size. A refresh nobody scrapes renders and deflates nothing but a changed data section.
 
 gzip without compressing the whole body again: each section is deflated on its own, as a raw
 deflate segment ended by a sync flush (byte-aligned, no reference into another section), and a
 body is the gzip header, the segments in order, an empty final block and the trailer (CRC-32 and
-length of the whole). The large data section is deflated once per change and kept; the small
-sections are deflated when they change. The result is one ordinary gzip member. Separate gzip
-members (RFC 1952 allows a file of several) would be simpler, and Go's and Python's readers take
-them whole, but curl and browsers stop after the first member without an error.
+length of the whole). The large data section is deflated once per change and kept (off the
+event loop, by the refresh); the health section when a gzip body first needs it. The result is
+one ordinary gzip member. Separate gzip members (RFC 1952 allows a file of several) would be
+simpler, and Go's and Python's readers take them whole, but curl and browsers stop after the
+first member without an error.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 GZIP_LEVEL = 6
@@ -81,64 +84,87 @@ class Body:
                 yield view[start:start + size]
 
 
-@dataclass(frozen=True)
-class HealthSections:
-    """The health section in both formats; the OpenMetrics one ends with ``# EOF``."""
+class HealthSection:
+    """The health section in one format, deflated when a gzip body first needs it (the
+    event loop does: it is a few kilobytes)."""
 
-    text: Section
-    openmetrics: Section
+    def __init__(self, text: bytes):
+        self.text = text
+        self._deflated: bytes | None = None
 
-    @classmethod
-    def of(cls, text: bytes, openmetrics: bytes) -> HealthSections:
-        return cls(Section.of(text, HEALTH_GZIP_LEVEL),
-                   Section.of(openmetrics + OPENMETRICS_EOF, HEALTH_GZIP_LEVEL))
+    @property
+    def deflated(self) -> bytes:
+        if self._deflated is None:
+            self._deflated = Section.of(self.text, HEALTH_GZIP_LEVEL).deflated
+        return self._deflated
+
+
+def no_health(openmetrics: bool) -> bytes:
+    return b""
 
 
 class Exposition:
     """The current /metrics bodies. Sections are replaced as they change (the data section
-    after a refresh that changed it, the view's when the view changed, the health section after
-    every refresh attempt); the four variants are assembled then, never per scrape.
+    after a refresh that changed it, the fit answers' when they changed, the view's when the
+    view changed); the health section is due again after every refresh attempt
+    (:meth:`health_changed`) and rendered by ``health`` (one format, OpenMetrics without
+    ``# EOF``) when a scrape asks. A variant is assembled when first asked for after a change.
 
-    Sections are built by the caller (the expensive part, deflating, runs wherever the caller
-    likes); replacing them and picking a body happen on the event loop.
+    The data section is built by the caller (deflating it, the expensive part, runs wherever
+    the caller likes); replacing sections and picking a body happen on the event loop.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, health: Callable[[bool], bytes] = no_health) -> None:
         self._data = EMPTY
         self._data_crc = 0
         self._fit = EMPTY
         self._view = EMPTY
-        self._health = HealthSections(EMPTY, Section.of(OPENMETRICS_EOF))
+        self._render_health = health
+        self._health: dict[bool, HealthSection] = {}
         self._bodies: dict[tuple[bool, bool], Body] = {}
-        self._assemble()
 
     def update(self, data: Section | None = None, fit: Section | None = None,
-               view: Section | None = None, health: HealthSections | None = None) -> None:
-        """Replace the sections given (None: unchanged) and assemble the bodies again."""
+               view: Section | None = None) -> None:
+        """Replace the sections given (None: unchanged)."""
         if data is not None and data is not self._data:
             self._data = data
             self._data_crc = zlib.crc32(data.text)
-        if fit is not None:
+            self._bodies = {}
+        if fit is not None and fit is not self._fit:
             self._fit = fit
-        if view is not None:
+            self._bodies = {}
+        if view is not None and view is not self._view:
             self._view = view
-        if health is not None:
-            self._health = health
-        self._assemble()
+            self._bodies = {}
+
+    def health_changed(self) -> None:
+        """The health section is due again (a refresh attempt, a change of its gauges)."""
+        self._health = {}
+        self._bodies = {}
 
     def body(self, openmetrics: bool, compressed: bool) -> Body:
-        return self._bodies[openmetrics, compressed]
+        body = self._bodies.get((openmetrics, compressed))
+        if body is None:
+            body = self._bodies[openmetrics, compressed] = self._assemble(openmetrics,
+                                                                          compressed)
+        return body
 
-    def _assemble(self) -> None:
+    def _health_section(self, openmetrics: bool) -> HealthSection:
+        found = self._health.get(openmetrics)
+        if found is None:
+            text = self._render_health(openmetrics)
+            found = self._health[openmetrics] = HealthSection(
+                text + OPENMETRICS_EOF if openmetrics else text)
+        return found
+
+    def _assemble(self, openmetrics: bool, compressed: bool) -> Body:
+        health = self._health_section(openmetrics)
+        sections = (self._data, self._fit, self._view, health)
+        if not compressed:
+            return Body.of(tuple(s.text for s in sections))
         crc = zlib.crc32(self._view.text, zlib.crc32(self._fit.text, self._data_crc))
         length = len(self._data.text) + len(self._fit.text) + len(self._view.text)
-        bodies = {}
-        for openmetrics in (False, True):
-            health = self._health.openmetrics if openmetrics else self._health.text
-            sections = (self._data, self._fit, self._view, health)
-            bodies[openmetrics, False] = Body.of(tuple(s.text for s in sections))
-            trailer = struct.pack("<II", zlib.crc32(health.text, crc),
-                                  (length + len(health.text)) & 0xFFFFFFFF)
-            bodies[openmetrics, True] = Body.of(
-                (_GZIP_HEADER, *(s.deflated for s in sections), _FINAL_BLOCK + trailer))
-        self._bodies = bodies  # one assignment: a scrape sees the old bodies or the new ones
+        trailer = struct.pack("<II", zlib.crc32(health.text, crc),
+                              (length + len(health.text)) & 0xFFFFFFFF)
+        return Body.of((_GZIP_HEADER, *(s.deflated for s in sections),
+                        _FINAL_BLOCK + trailer))

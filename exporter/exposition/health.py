@@ -4,16 +4,18 @@ Counters and histograms are the exporter's own plain-value instruments
 (:mod:`exporter.exposition.instruments`), written without a ``prometheus_client`` collection: only
 the label sets that changed since the last rendering are formatted again. The state behind the
 gauges — up, last success, back-off, the kubelet's capabilities — belongs to the refresh loop
-(:class:`exporter.kubelet.status.KubeletStatus`) and is handed to :meth:`Health.render_both`, which
+(:class:`exporter.kubelet.status.KubeletStatus`) and is handed to :meth:`Health.render`, which
 builds those families from it each time, so an old label set never lingers.
 
-The section is rendered after every refresh attempt, in both formats. The ``process_*`` figures,
-the gauges and what others register in :attr:`Health.registry` (the fit answers' admission counter)
-are collected each time and written by :class:`exporter.exposition.rendering.FamilyWriter`, which
-reuses each header and label prefix it wrote the first time. ``prometheus_client`` is imported
-only when another module asks for the registry (``--fit-shapes``). What a scrape
-sees is therefore as of the last refresh attempt (or change of the Kubernetes-API view),
-``process_*`` figures included: at most one ``--interval`` old.
+The section is rendered when a scrape asks for it, in the format it asks for, at most once per
+refresh attempt (:class:`exporter.exposition.bodies.Exposition`): a refresh nobody scrapes
+renders nothing. The ``process_*`` figures, the gauges and what others register in
+:attr:`Health.registry` are collected each time and written by
+:class:`exporter.exposition.rendering.FamilyWriter`, which reuses each header and label prefix
+it wrote the first time. ``prometheus_client`` is imported only when another module asks for the
+registry (nothing the exporter runs does; the fit answers' admission counter is one of the
+instruments here). What a scrape sees is as of the first scrape after the last refresh
+attempt (or change of the Kubernetes-API view), ``process_*`` figures included.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..catalog import (
+    ADMISSION_FAILURES,
     API_REQUEST_DURATION,
     API_REQUESTS,
     BACKOFF,
@@ -79,6 +82,8 @@ class Health:
         self.refresh_duration = Histogram(REFRESH_DURATION, _REFRESH_BUCKETS)
         self.data_issues = Counter(DATA_ISSUES)
         self.kube_api_errors = Counter(KUBE_API_ERRORS)  # written with track_kube_api only
+        # the fit answers' judged rejections; written from the first one (no empty family)
+        self.admission_failures: Counter | None = None
         for method in METHODS:
             self.requests.labels(method, "OK")
             self.request_duration.labels(method)
@@ -91,9 +96,9 @@ class Health:
 
     @property
     def registry(self) -> CollectorRegistry:
-        """A ``prometheus_client`` registry for instruments of other modules (the fit answers'
-        admission counter), written after the exporter's own; the package is imported here,
-        with ``_created`` samples turned off (the writer leaves them out)."""
+        """A ``prometheus_client`` registry for instruments of other modules, written after
+        the exporter's own; the package is imported here, with ``_created`` samples turned off
+        (the writer leaves them out)."""
         if self._registry is None:
             from prometheus_client import CollectorRegistry, disable_created_metrics
             disable_created_metrics()
@@ -111,36 +116,39 @@ class Health:
         self.requests.labels(method, code).inc()
         self.request_duration.labels(method).observe(seconds)
 
+    def count_admission_failure(self, reason: str, blocking: str) -> None:
+        """Hook for :class:`exporter.fit.fitview.FitView`: a rejected pod judged."""
+        if self.admission_failures is None:
+            self.admission_failures = Counter(ADMISSION_FAILURES)
+        self.admission_failures.labels(reason, blocking).inc()
+
     def count_issues(self, issues: dict[str, int]) -> None:
         for kind, count in issues.items():
             if count:
                 self.data_issues.labels(kind).inc(count)
 
     def render_both(self, status: KubeletStatus) -> tuple[bytes, bytes]:
-        """The health section in the text format and in OpenMetrics (without ``# EOF``), its
-        families in a fixed order: the kubelet calls' counter and histogram, the refresh
-        histogram, the data issues, ``process_*``, the Kubernetes-API view's errors, what
-        others registered, the gauges."""
-        own = (self.requests, self.request_duration, self.refresh_duration, self.data_issues)
-        process = list(self.process.collect())
-        others: list[Family | Metric] = [
-            *(self._registry.collect() if self._registry is not None else ()),
-            *self._state_families(status)]
-        rendered = []
-        for writer in self._writers:
-            openmetrics = writer.openmetrics
-            parts = [instrument.write(openmetrics) for instrument in own]
-            parts.append(writer.write(process))
-            if self.kube_api_up is not None:
-                parts.append(self.kube_api_errors.write(openmetrics))
-            parts.append(writer.write(others))
-            rendered.append(b"".join(parts))
-        return rendered[0], rendered[1]
+        """The health section in the text format and in OpenMetrics (without ``# EOF``)."""
+        return self.render(False, status), self.render(True, status)
 
     def render(self, openmetrics: bool, status: KubeletStatus | None = None) -> bytes:
-        """The health section in one format (OpenMetrics without ``# EOF``); ``status``
-        defaults to the state before the first refresh."""
-        return self.render_both(status or KubeletStatus())[openmetrics]
+        """The health section in one format (OpenMetrics without ``# EOF``), its families in
+        a fixed order: the kubelet calls' counter and histogram, the refresh histogram, the
+        data issues, ``process_*``, the Kubernetes-API view's errors, what others registered,
+        the gauges. ``status`` defaults to the state before the first refresh."""
+        own = (self.requests, self.request_duration, self.refresh_duration, self.data_issues)
+        others: list[Family | Metric] = [
+            *(self._registry.collect() if self._registry is not None else ()),
+            *self._state_families(status or KubeletStatus())]
+        writer = self._writers[openmetrics]
+        parts = [instrument.write(openmetrics) for instrument in own]
+        parts.append(writer.write(list(self.process.collect())))
+        if self.kube_api_up is not None:
+            parts.append(self.kube_api_errors.write(openmetrics))
+        if self.admission_failures is not None:
+            parts.append(self.admission_failures.write(openmetrics))
+        parts.append(writer.write(others))
+        return b"".join(parts)
 
     def _state_families(self, status: KubeletStatus) -> list[Family]:
         capabilities: Capabilities = status.capabilities

@@ -18,12 +18,11 @@ from .. import catalog
 from ..accounting import Accounting
 from ..catalog import CATALOG, HELP, MetricDef
 from ..model import Topology
-from .textformat import float_text, header, line_prefix
+from .textformat import Family, float_text, header, line_prefix, write
 
 if TYPE_CHECKING:
-    from prometheus_client.core import GaugeMetricFamily, Metric
+    from prometheus_client.core import Metric
 
-    from .textformat import Family
 
 # label values -> value; a single label's value may stand alone instead of a 1-tuple
 SeriesValues = Mapping[Any, float]
@@ -58,14 +57,14 @@ class RenderOptions:
     device_info: bool = True
 
 
-def gauge_family(metric: MetricDef, values: SeriesValues) -> GaugeMetricFamily:
+def gauge_family(metric: MetricDef, values: SeriesValues) -> Family:
     """The gauge family of ``metric`` with one sample per ``{label values: value}`` item (a
-    single label's value may stand alone), in label order, as a ``prometheus_client`` family
-    (for the sections of optional parts: the fit answers, the Kubernetes-API view)."""
-    from prometheus_client.core import GaugeMetricFamily
-    family = GaugeMetricFamily(metric.name, metric.help, labels=list(metric.labels))
+    single label's value may stand alone), in label order (for the sections of optional parts:
+    the fit answers, the Kubernetes-API view; written by :func:`render_text`)."""
+    family = Family(metric.name, metric.help)
+    labels = metric.labels
     for key in sorted(values):
-        family.add_metric(list(key) if isinstance(key, tuple) else [key], values[key])
+        family.add(dict(zip(labels, key if isinstance(key, tuple) else (key,))), values[key])
     return family
 
 
@@ -107,7 +106,7 @@ def node_series(accounting: Accounting, topology: Topology,
     return series
 
 
-def node_families(accounting: Accounting, topology: Topology) -> list[Metric]:
+def node_families(accounting: Accounting, topology: Topology) -> list[Family]:
     """Node and NUMA families (no workload, no health metrics)."""
     return [gauge_family(metric, values) for metric, values in node_series(accounting, topology)]
 
@@ -156,30 +155,29 @@ def workload_families(source: WorkloadFigures,
 
 
 def data_families(accounting: Accounting, topology: Topology,
-                  options: RenderOptions = RenderOptions()) -> list[Metric]:
+                  options: RenderOptions = RenderOptions()) -> list[Family | Metric]:
     """Every data family of one snapshot, built in one go (the reference for :class:`Renderer`)."""
-    families: list[Metric] = node_families(accounting, topology)
+    families: list[Family | Metric] = list(node_families(accounting, topology))
     if options.workload_metrics:
         families.extend(workload_families(accounting, options))
     return [f for f in families if f.samples or f.name == catalog.MISALIGNED_CONTAINERS.name]
 
 
 class _Families:
-    """The minimal registry interface ``generate_latest`` needs."""
+    """The registry interface ``prometheus_client``'s ``generate_latest`` reads (the tests
+    compare this module's bytes with it)."""
 
-    def __init__(self, families: Iterable[Metric]):
+    def __init__(self, families: Iterable[Family | Metric]):
         self._families = families
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family | Metric]:
         return iter(self._families)
 
 
-def render_text(families: Sequence[Metric]) -> bytes:
-    """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families)."""
-    from prometheus_client import generate_latest
-    registry: Any = _Families(families)  # the duck-typed registry generate_latest accepts
-    rendered: bytes = generate_latest(registry)
-    return rendered
+def render_text(families: Sequence[Family | Metric]) -> bytes:
+    """Prometheus text format 0.0.4 (also valid OpenMetrics for gauge-only families), as
+    ``prometheus_client`` writes it, without importing it (:mod:`.textformat`)."""
+    return write(families)
 
 
 class FamilyWriter:

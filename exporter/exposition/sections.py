@@ -1,9 +1,10 @@
-"""Which sections of /metrics are due again, and the finished bodies a scrape picks from.
+"""Which sections of /metrics are due again, and the bodies a scrape picks from.
 
-The data section comes from each successful refresh and the health section from each attempt;
-the fit answers' section (SPEC section 7) when its text changed; the Kubernetes-API view's
-section when the view, or the allocatable resources it is rendered against, changed. The view
-changes between refreshes, so a scrape checks it too; everything else is assembled by the loop.
+The data section comes from each successful refresh, the fit answers' section (SPEC section 7)
+when its text changed, the Kubernetes-API view's section when the view, or the allocatable
+resources it is rendered against, changed. The health section is due again after each refresh
+attempt and rendered when a scrape asks for it. The view and the Pods API's state change
+between refreshes, so a scrape checks them too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Protocol
 from ..accounting import Accounting
 from ..kubelet.status import KubeletStatus
 from ..model import Allocatable, KubeletSnapshot, Topology
-from .bodies import Body, Exposition, HealthSections, Section
+from .bodies import Body, Exposition, Section
 from .health import Health
 
 
@@ -52,29 +53,30 @@ class Sections:
         # where pod context comes from, and the Pods API's state: it changes between
         # refreshes, so a scrape checks it too
         self._pods_source = pods_source
-        self.exposition = Exposition()
+        self.exposition = Exposition(self._render_health)
         self._allocatable = allocatable
         self._view_key: tuple[int, Allocatable | None] | None = None
         self._fit_text = b""
-        self.exposition.update(view=self._view_section(), health=self.health_sections())
+        self.exposition.update(view=self._view_section())
 
     def metrics_body(self, openmetrics: bool, compressed: bool) -> Body:
         """The /metrics body: the data section as of the last successful refresh, the
-        Kubernetes-API view's section and the health section as of the last refresh attempt or
-        change of the view, whichever came last. Assembled when they change, not here, except
-        that a change of the view is noticed here (the view changes between refreshes)."""
+        Kubernetes-API view's section as of now, the health section rendered at the first
+        scrape after the last refresh attempt or change of the view, whichever came last."""
         if self._view_changed() or self._pods_source_changed():
-            self.exposition.update(view=self._view_section(), health=self.health_sections())
+            self.exposition.update(view=self._view_section())
+            self.exposition.health_changed()
         return self.exposition.body(openmetrics, compressed)
 
     def body(self, openmetrics: bool, compressed: bool = False) -> bytes:
         """:meth:`metrics_body` in one piece."""
         return bytes(self.metrics_body(openmetrics, compressed))
 
-    def update(self, data: Section | None, fit: Section | None,
-               health: HealthSections) -> None:
-        """After a refresh attempt: the sections given (None: unchanged), and the view's."""
-        self.exposition.update(data=data, fit=fit, view=self._view_section(), health=health)
+    def update(self, data: Section | None, fit: Section | None) -> None:
+        """After a refresh attempt: the sections given (None: unchanged), the view's; the
+        health section is due again."""
+        self.exposition.update(data=data, fit=fit, view=self._view_section())
+        self.exposition.health_changed()
 
     def fit_section(self, snapshot: KubeletSnapshot | None, topology: Topology,
                     accounting: Accounting | None) -> Section | None:
@@ -88,9 +90,9 @@ class Sections:
         self._fit_text = text
         return Section.of(text)
 
-    def health_sections(self) -> HealthSections:
+    def _render_health(self, openmetrics: bool) -> bytes:
         self._pods_source_changed()
-        return HealthSections.of(*self.health.render_both(self.status))
+        return self.health.render(openmetrics, self.status)
 
     def _pods_source_changed(self) -> bool:
         """Whether the pod context's source or the Pods API's state changed since the health

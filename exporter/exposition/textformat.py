@@ -111,8 +111,9 @@ def line_prefix(name: str, labels: Iterable[tuple[str, str]]) -> bytes:
     return f"{_checked(name)}{{{pairs}}} ".encode() if pairs else f"{_checked(name)} ".encode()
 
 
-def write(families: Iterable[Family], openmetrics: bool = False) -> bytes:
-    """Families as one format writes them (OpenMetrics without ``# EOF``)."""
+def write(families: Iterable[Any], openmetrics: bool = False) -> bytes:
+    """Families (ours, or ``prometheus_client``'s with the same attributes) as one format
+    writes them (OpenMetrics without ``# EOF``)."""
     parts: list[bytes] = []
     for family in families:
         parts.append(header(family.name, family.documentation, family.type, openmetrics))

@@ -10,6 +10,8 @@ In three layers, each importing only those below it (tests/unit/test_layers.py):
 - ``answers``: one shape's answers against one state (admitted, fits per NUMA node, free and
   shortfall, min NUMA nodes), and their words;
 - ``capacity``: how many more pods of a shape the kubelet would admit;
+- ``replay``: copies of a shape placed one after another on the NUMA nodes' free amounts, the
+  same answer as placing them with the whole admission model, at the cost of counting;
 - ``assumptions``: what an answer assumes because the exporter cannot see it;
 - ``kubeletconfig``: ``--kubelet-config`` and the Topology Manager flags, as ``Rules``;
 - ``shapes``: ``--fit-shapes`` and ``snapshot --shape``;

@@ -24,12 +24,14 @@ from dataclasses import dataclass, field, replace
 from .capacity import (
     CAPACITY_CAP,
     NodeCounts,
+    admitted_alone,
     capacity_bound,
     capacity_by_node,
     capacity_by_placement,
     node_wide_free,
     nodes_admitting,
     per_node_unit,
+    predicate_limit,
     restrict,
 )
 from .kubelet.allocation.allocation_manager import admit
@@ -41,6 +43,7 @@ from .kubelet.topologymanager.bitmask import masks
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 from .kubelet.topologymanager.scope import NO_BLOCK, Placement, Reuse, Verdict, provider_answers
 from .kubelet.topologymanager.topology_manager import NumaSet
+from .replay import replayed_copies, replayed_fits
 
 UNKNOWN = "unknown"
 __all__ = ["CAPACITY_CAP", "ShapeAnswer", "answer", "node_wide_free", "restrict"]
@@ -165,16 +168,21 @@ def _one_node_holds(state: ManagersState, ask: Ask) -> bool:
 
 def capacity(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict, ask: Ask,
              counts: NodeCounts | None = None) -> float:
-    """Pods admitted one after another (:mod:`exporter.fit.capacity`); with ``counts``, node
-    by node where the shape decomposes so."""
+    """Pods admitted one after another (:mod:`exporter.fit.capacity`); with ``counts`` (the
+    refresh's, kept from one state to the next), replayed on counts or node by node where that
+    gives the same answer; without, copy by copy (what the tests compare them with)."""
     if ask.is_empty() and state.requests is None:
         return math.inf
     bound = capacity_bound(shape, state, ask)
-    unit = per_node_unit(shape, state, rules) if counts is not None else None
-    if unit is not None and counts is not None and first.admitted and bound > 0:
-        count = capacity_by_node(shape, state, rules, first, bound, unit, counts)
-        if count is not None:
-            return float(count)
+    if counts is not None and first.admitted and bound > 0:
+        replayed = replayed_copies(shape, state, rules, first, bound)
+        if replayed is not None:
+            return float(predicate_limit(shape, state, ask, replayed))
+        unit = per_node_unit(shape, state, rules)
+        if unit is not None:
+            count = capacity_by_node(shape, state, rules, first, bound, unit, counts)
+            if count is not None:
+                return float(count)
     return float(capacity_by_placement(shape, state, rules, first, bound))
 
 
@@ -182,10 +190,14 @@ def fits(shape: PodShape, state: ManagersState, rules: Rules, counts: NodeCounts
          ) -> dict[int, bool]:
     """Per NUMA node, the whole pod admitted on it alone under ``single-numa-node``."""
     single = replace(rules, policy=SINGLE_NUMA_NODE)
-    unit = per_node_unit(shape, state, single) if counts is not None else None
-    if unit is None or counts is None:
-        return {n: admit(shape, restrict(state, n), single).admitted for n in state.numa_ids}
-    return nodes_admitting(shape, state, single, unit, counts)
+    if counts is not None:
+        replayed = replayed_fits(shape, state, single)
+        if replayed is not None:
+            return admitted_alone(shape, state, replayed, pod_effective_ask(shape, rules.managers))
+        unit = per_node_unit(shape, state, single)
+        if unit is not None:
+            return nodes_admitting(shape, state, single, unit, counts)
+    return {n: admit(shape, restrict(state, n), single).admitted for n in state.numa_ids}
 
 
 def absent(state: ManagersState, ask: Ask) -> Verdict | None:

@@ -6,22 +6,24 @@ resource-fit predicate counts (:func:`capacity_by_placement`); bounded by
 :data:`CAPACITY_CAP`, by the node-wide free amount of each aligned resource and by the
 predicate's room (pods, CPU and memory requests).
 
-Under ``single-numa-node`` most shapes decompose by NUMA node (:func:`per_node_unit`): each
-copy goes to the lowest NUMA node that holds it whole (the narrowest preferred hint, lowest ids
-first), and what a copy takes there (its CPUs picked within the node, its memory, its
-devices, each with that node as their only NUMA node) changes no other node. So the copies
-fill the nodes in id order, and the Topology Manager admits as many as the nodes admit alone.
-:class:`NodeCounts` keeps each node's count keyed by that node's own free CPUs, memory and
-devices, so after a change only the nodes it touched are placed again; the resource-fit
-predicate, the same for every copy, is then applied to the total
-(:func:`predicate_limit`). Shapes that do not decompose (init containers, differing
-containers under scope ``container``, multi-NUMA devices or memory groups, ``full-pcpus-only``
-or ``align-by-socket``, other policies) are placed copy by copy.
+The count is the Topology Manager's and the managers' alone; the resource-fit predicate, the
+same for every copy, is applied to it afterwards (:func:`predicate_limit`). Three ways to it,
+the first that applies:
+
+* the copies replayed on the NUMA nodes' free amounts (:mod:`exporter.fit.replay`): wherever
+  every container lands on one node, as under ``single-numa-node``, under ``restricted`` and
+  ``best-effort`` while one node's capacity holds each request, and under ``none``; checked
+  against the real admission of the first copy;
+* node by node (:func:`per_node_unit`, :class:`NodeCounts`), for a memory-less shape whose
+  CPUs are picked another way (``distribute-cpus-across-*``): each copy goes to the lowest
+  node that holds it whole and changes no other node, so the nodes fill in id order and each
+  node's count is kept while that node's own free CPUs and devices are the same;
+* copy by copy with the whole admission model (:func:`capacity_by_placement`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .kubelet.allocation.allocation_manager import admit
@@ -128,8 +130,7 @@ def per_node_unit(shape: PodShape, state: ManagersState, rules: Rules) -> Unit |
     for one in every:
         if one.cpus and state.cpu is None:
             return None
-        if one.memory and (state.memory is None
-                           or any(len(m.group) > 1 for m in state.memory.values())):
+        if one.memory:  # the memory manager "does not care" once no set holds it (see replay)
             return None
         for resource, amount in one.devices.items():
             devices = state.devices.get(resource)
@@ -305,6 +306,26 @@ def nodes_admitting(shape: PodShape, state: ManagersState, single: Rules, unit: 
         if all(d.held is not None for d in state.devices.values()):
             everywhere = admitted
         found[numa_id] = admitted
+    return found
+
+
+def admitted_alone(shape: PodShape, state: ManagersState, held: Mapping[int, bool], ask: Ask
+                   ) -> dict[int, bool]:
+    """Per NUMA node, the pod admitted on it alone: the Topology Manager and the managers
+    hold it there (``held``), and the predicate admits it on the state restricted to the node
+    (the same on every node when each device resource's held count is known)."""
+    everywhere: bool | None = None
+    found: dict[int, bool] = {}
+    for numa_id in state.numa_ids:
+        if not held.get(numa_id):
+            found[numa_id] = False
+        elif everywhere is not None:
+            found[numa_id] = everywhere
+        else:
+            alone = restrict(state, numa_id)
+            found[numa_id] = predicate(shape, alone, copies_placed(shape, alone, ask, 1)) is None
+            if all(d.held is not None for d in state.devices.values()):
+                everywhere = found[numa_id]
     return found
 
 

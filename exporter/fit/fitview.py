@@ -5,8 +5,9 @@ their file changes), the kubelet's configuration (flags, file, assumptions), and
 already judged after an admission rejection. After each successful refresh,
 :meth:`FitView.update` rebuilds the resource managers' state from that refresh's snapshot (no
 extra kubelet call), answers every shape and every newly seen rejection with the kubelet's
-admission model, and renders the gauges; the admission counter lives in the health registry
-(it is a counter, rendered per exposition format there).
+admission model, and renders the gauges (written by :mod:`exporter.exposition.textformat`:
+``prometheus_client`` is not imported); the admission counter lives in the health section (it
+is a counter, rendered per exposition format there: :meth:`Health.count_admission_failure`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import Metric
-
 from .. import catalog
 from ..accounting import DRA, Accounting
 from ..exposition.rendering import gauge_family, render_text
+from ..exposition.textformat import Family
 from ..model import KubeletSnapshot, Topology
 from ..podcontext import NodeContext
 from ..podspec import Rejection
@@ -52,7 +51,7 @@ class FitSetupError(Exception):
 
 
 def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpus_only: bool,
-                   registry: CollectorRegistry | None = None,
+                   count_rejection: RejectionCounter | None = None,
                    rejections: Rejections | None = None,
                    topology_manager_policy: str | None = None,
                    topology_manager_scope: str | None = None,
@@ -70,7 +69,7 @@ def build_fit_view(fit_shapes: str | None, kubelet_config: str | None, full_pcpu
     except KubeletConfigError as error:
         raise FitSetupError(f"--kubelet-config: {error}") from None
     flags = FlagConfig(topology_manager_policy, topology_manager_scope, full_pcpus_only)
-    return FitView(shapes, config, flags, rejections, registry,
+    return FitView(shapes, config, flags, rejections, count_rejection,
                    state_files=StateFiles(state_dir) if state_dir else None,
                    pod_context=pod_context)
 
@@ -79,6 +78,8 @@ NONE = "none"
 RejectionKey = tuple[str, str]
 # where rejected pods come from: the Kubernetes-API view, or the demo's simulator
 Rejections = Callable[[], Mapping[RejectionKey, Rejection]]
+# counts one judged rejection by (reason, blocking resource): the health section's counter
+RejectionCounter = Callable[[str, str], None]
 # where pod context comes from; the same object while nothing changed
 PodContextSource = Callable[[], NodeContext | None]
 
@@ -109,7 +110,7 @@ class FitView:
     flags: FlagConfig = field(default_factory=FlagConfig)
     # where rejected pods come from (the Kubernetes-API view), None without --kube-api
     rejections: Rejections | None = None
-    registry: CollectorRegistry | None = None  # the health registry, for the counter
+    count_rejection: RejectionCounter | None = None  # the health section's counter
     state: ManagersState | None = None
     config: KubeletConfig | None = None
     answers: list[ShapeAnswer] = field(default_factory=list)
@@ -123,7 +124,6 @@ class FitView:
     # snapshot to the next
     state_cache: ManagersStateCache = field(default_factory=ManagersStateCache)
     node_counts: NodeCounts = field(default_factory=NodeCounts)
-    _counter: Counter | None = None
     _config_problem: str | None = None
     _inputs: tuple[object, ...] = ()
     _rendered: bytes = b""
@@ -232,16 +232,11 @@ class FitView:
         return bool(gone or fresh)
 
     def _count(self, judged: Judged) -> None:
-        if self.registry is None:
-            return
-        if self._counter is None:  # registered at the first rejection: no empty family
-            metric = catalog.ADMISSION_FAILURES
-            self._counter = Counter(metric.name, metric.help, metric.labels,
-                                    registry=self.registry)
-        self._counter.labels(judged.reason, judged.blocking).inc()
+        if self.count_rejection is not None:
+            self.count_rejection(judged.reason, judged.blocking)
 
-    def families(self, config: KubeletConfig) -> list[Metric]:
-        families: list[Metric] = [gauge_family(catalog.KUBELET_CONFIG_INFO, {config.labels(): 1})]
+    def families(self, config: KubeletConfig) -> list[Family]:
+        families: list[Family] = [gauge_family(catalog.KUBELET_CONFIG_INFO, {config.labels(): 1})]
         if self.state is not None:
             families.append(gauge_family(catalog.NUMA_FREE, numa_free_series(self.state)))
             families.append(gauge_family(catalog.NUMA_FREE_FULL_CORES,
@@ -253,7 +248,7 @@ class FitView:
         return [f for f in families if f.samples]
 
 
-def shape_families(answers: Iterable[ShapeAnswer]) -> list[Metric]:
+def shape_families(answers: Iterable[ShapeAnswer]) -> list[Family]:
     admitted: dict[tuple[str, ...], float] = {}
     rejection: dict[tuple[str, ...], float] = {}
     fits_series: dict[tuple[str, ...], float] = {}

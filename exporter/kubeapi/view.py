@@ -15,11 +15,10 @@ import os
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily
-
 from .. import catalog
 from ..exposition.health import KUBE_API_RESOURCES, Health
 from ..exposition.rendering import gauge_family, render_text
+from ..exposition.textformat import Family
 from ..model import Allocatable, DraInventory, PodAssignment
 from ..podcontext import NodeContext
 from ..podspec import Rejection, without_dra_served
@@ -51,7 +50,7 @@ class KubeView:
     """A node-scoped view of the Node, its pods and its ResourceSlices, and its metric families.
 
     Built at start-up, beside the refresh loop that uses it (it connects nothing until
-    :meth:`start`); the refresh asks it for :meth:`without_terminated` and :meth:`render`. It
+    :meth:`start`); the refresh asks it for :meth:`terminated` and :meth:`render`. It
     is the reflectors' sink: :meth:`replaced`, :meth:`changed`, :meth:`reached` and
     :meth:`failed`.
 
@@ -85,7 +84,7 @@ class KubeView:
         self._started = False
         # the pods' records, when they come from elsewhere (pods_changed says when they change)
         self._pods_from: PodRecords | None = None
-        self._terminated_from: tuple[int, set[Hashable]] = (-1, set())
+        self._terminated_from: tuple[int, frozenset[Hashable]] = (-1, frozenset())
         health.track_kube_api()
         by_node = f"spec.nodeName={node_name}"
         self._pods = Reflector(PODS, [("v1", "/api/v1/pods")], by_node,
@@ -177,15 +176,20 @@ class KubeView:
 
     # ---- what the refresh and the scrape ask (event loop) --------------------------------
 
+    def terminated(self) -> frozenset[Hashable]:
+        """(namespace, name) of the pods the API knows as Succeeded or Failed, as of now (a
+        copy: the refresh filters with it in its worker thread)."""
+        if self._pods_from is not None:
+            if self._terminated_from[0] != self.version:
+                self._terminated_from = (self.version, frozenset(
+                    k for k, r in self._pods_from().items() if r.terminated))
+            return self._terminated_from[1]
+        return frozenset(self._terminated)
+
     def without_terminated(self, pods: tuple[PodAssignment, ...]) -> tuple[PodAssignment, ...]:
         """The kubelet's pods minus those the API knows as Succeeded or Failed; the same
         objects, so the ledger sees the rest unchanged."""
-        terminated = self._terminated
-        if self._pods_from is not None:
-            if self._terminated_from[0] != self.version:
-                self._terminated_from = (self.version, {k for k, r in self._pods_from().items()
-                                                        if r.terminated})
-            terminated = self._terminated_from[1]
+        terminated = self.terminated()
         if not terminated:
             return pods
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)
@@ -237,7 +241,7 @@ class KubeView:
         return {key: record.rejection for key, record in self._records[PODS].items()
                 if record.rejection is not None}
 
-    def families(self, allocatable: Allocatable | None) -> list[GaugeMetricFamily]:
+    def families(self, allocatable: Allocatable | None) -> list[Family]:
         node = self._records[NODE].get(self.node_name)
         capacity = node.capacity if node else {}
         node_allocatable = node.allocatable if node else {}

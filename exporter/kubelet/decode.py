@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,10 +36,10 @@ from .convert import (
     pod_from_v1alpha1,
 )
 from .limits import (
+    MAX_ALLOCATABLE_DEVICE_ENTRIES,
     MAX_CPU_IDS_PER_REPLY,
     SMALLEST_OVERSIZED,
     allocatable_exceeds_limits,
-    allocatable_exceeds_sizes,
     exceeds_limits_v1,
     exceeds_limits_v1alpha1,
     message_cpus,
@@ -294,26 +295,48 @@ class ListDecoder:
 
 
 class AllocatableDecoder:
-    """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object."""
+    """Decodes ``GetAllocatableResources``; an unchanged reply comes back as the same object.
+
+    The reply is recognised before it is decoded: its device entries, cut out as they were
+    sent (as a ``List`` reply's pods are) and sorted, and the rest of its bytes (CPU ids,
+    memory) make an order-free key. The same key as last time is the same allocatable view,
+    checked and converted then; anything else is decoded, checked and converted in full.
+    """
 
     def __init__(self) -> None:
-        self._key: bytes | None = None  # the digest of the reply's order-free key
+        self._key: bytes | None = None  # the digest of the last reply's order-free key
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:
+        key = allocatable_key(raw)
+        if key is not None and key == self._key and self._value is not None:
+            return self._value
         try:
             reply = v1.AllocatableResourcesResponse.FromString(raw)
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply("GetAllocatableResources", error) from None
-        # the size checks first, then the order-free key (linear in the reply): the same
-        # entries in another order are the same allocatable, already checked in full
-        if not allocatable_exceeds_sizes(reply):
-            key = digest((tuple(reply.cpu_ids), tuple(sorted(map(_memory_bytes, reply.memory)))),
-                         sorted(map(_device_bytes, reply.devices)))
-            if key == self._key and self._value is not None:
-                return self._value
         if allocatable_exceeds_limits(reply):
             self._key, self._value = None, capped_allocatable_from_v1(reply)
             return self._value
         self._key, self._value = key, allocatable_from_v1(reply)
         return self._value
+
+
+def allocatable_key(raw: bytes) -> bytes | None:
+    """A ``GetAllocatableResources`` reply's order-free key: the digest of its device entries'
+    encoded bytes, sorted (the kubelet lists them in Go map order), and of every other field's
+    bytes as sent; None for a reply that does not split, or lists more entries than one is
+    read with (:data:`~exporter.kubelet.limits.MAX_ALLOCATABLE_DEVICE_ENTRIES`)."""
+    try:
+        message = _chunk_message(1).FromString(raw)
+    except DecodeError:
+        return None
+    entries = sorted(message.chunks)
+    if len(entries) > MAX_ALLOCATABLE_DEVICE_ENTRIES:
+        return None
+    message.ClearField("chunks")
+    rest = message.SerializeToString()  # what protobuf kept as unknown: CPU ids, memory
+    hashed = hashlib.blake2b(rest, digest_size=16)
+    hashed.update(struct.pack(f"<I{len(entries)}I", len(rest), *map(len, entries)))
+    hashed.update(b"".join(entries))
+    return hashed.digest()

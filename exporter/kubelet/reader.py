@@ -16,29 +16,27 @@ import logging
 import os
 import time
 from dataclasses import replace
-from typing import Protocol
 
+from google.protobuf.message import DecodeError
+
+from .._proto.v1 import api_pb2 as v1
 from ..model import Allocatable, ApiVersion, PodAssignment
 from . import client as kubelet
 from .client import KubeletClient, KubeletError
-from .decode import Replies
+from .decode import Replies, split_repeated_field
 from .status import CAPABILITY_NAMES, Capability, KubeletStatus
 
 PROBE_POD = ("kube-system", "podresources-exporter-get-probe")
 
 
-class Decoder(Protocol):
-    """Where the replies are decoded (the refresh loop: in its worker thread)."""
-
-    async def pods(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]: ...
-
-    async def allocatable(self, raw: bytes) -> Allocatable: ...
-
-
 class KubeletReader:
     """One refresh's calls to the kubelet, and what they found out about it.
 
-    ``log``: the logger the findings go to (the refresh loop's, whose story they are part of).
+    :meth:`read` returns the replies undecoded: the refresh decodes and accounts them in one go,
+    off the event loop, then tells the reader what they held (:meth:`noted`): the pods (the
+    ``Get`` probe names one) and the allocatable view, so that a device resource the pods hold
+    and the view lacks has the view read again. ``log``: the logger the findings go to (the
+    refresh loop's, whose story they are part of).
     """
 
     def __init__(self, client: KubeletClient, socket: str, interval: float,
@@ -53,18 +51,24 @@ class KubeletReader:
         self._allocatable_reply: bytes | None = None
         self._allocatable_at = float("-inf")
         self._allocatable_missing: frozenset[str] = frozenset()
+        self._missing_now: frozenset[str] = frozenset()
+        self._allocatable_read = False  # in this refresh
+        self._pods: tuple[PodAssignment, ...] = ()  # as of the last refresh
         self._missing_wait = interval  # re-read delay while a resource stays missing
         # the last listing, its pods' ids and the device resources they hold
         self._named: tuple[tuple[PodAssignment, ...], frozenset[int], frozenset[str]] = (
             (), frozenset(), frozenset())
+        # the allocatable view last walked, and its device resources
+        self._resources: tuple[Allocatable | None, frozenset[str]] = (None, frozenset())
         self._redetect = True
         self._socket_id: tuple[int, int, int] | None = None  # the kubelet's socket, as last seen
         self._v1_probed_at = float("-inf")
         self._get_probed = False
         self._get_probed_at = float("-inf")
 
-    async def read(self, decoder: Decoder) -> Replies:
-        """The replies of one refresh; raises :class:`KubeletError` when a call fails."""
+    async def read(self) -> Replies:
+        """The replies of one refresh, undecoded; raises :class:`KubeletError` when a call
+        fails."""
         caps = self.status.capabilities  # as of the previous refresh
         self._notice_restart()
         if caps.api_version == ApiVersion.V1ALPHA1 and \
@@ -73,7 +77,6 @@ class KubeletReader:
         if self._redetect or caps.api_version == ApiVersion.V1:
             try:
                 raw = (await self.client.list_pods()).raw
-                pods = await decoder.pods(raw, ApiVersion.V1)
                 if caps.api_version != ApiVersion.V1:  # first contact, or an upgraded kubelet
                     self._get_probed = False
                     self._allocatable_at = float("-inf")
@@ -83,28 +86,49 @@ class KubeletReader:
                     raise
                 self._v1_probed_at = time.monotonic()
                 raw = (await self.client.list_pods_v1alpha1()).raw
-                pods = await decoder.pods(raw, ApiVersion.V1ALPHA1)
                 self.set_capabilities(api_version=ApiVersion.V1ALPHA1,
                                       get_allocatable=Capability.FALSE, get=Capability.FALSE,
                                       pod_level=Capability.UNKNOWN)  # v1alpha1 cannot carry it
         else:
             raw = (await self.client.list_pods_v1alpha1()).raw
-            pods = await decoder.pods(raw, ApiVersion.V1ALPHA1)
         self._redetect = False
+        self._allocatable_read = False
         if self.status.capabilities.api_version != ApiVersion.V1:
             return Replies(raw, ApiVersion.V1ALPHA1)
-        await self._probe_get(pods)
-        await self._refresh_allocatable(pods, decoder)
+        await self._probe_get(raw)
+        if self._allocatable_due(time.monotonic()):
+            await self._read_allocatable()
         return Replies(raw, ApiVersion.V1, self._allocatable_reply)
 
-    async def _probe_get(self, pods: tuple[PodAssignment, ...]) -> None:
+    def noted(self, pods: tuple[PodAssignment, ...], allocatable: Allocatable | None) -> bool:
+        """What the refresh decoded from :meth:`read`'s replies: its pods and the allocatable
+        view. True when the pods hold a device resource the view lacks that no re-read has
+        been asked for yet and the view was not read this refresh: :meth:`read_allocatable`
+        now, and account again (a pod of a newly registered device plugin)."""
+        self._pods = pods
+        self.allocatable = allocatable
+        if self._allocatable_read or self.status.capabilities.api_version != ApiVersion.V1:
+            return False
+        missing = self._named_resources(pods) - self._allocatable_resources()
+        return bool(missing) and missing != self._allocatable_missing \
+            and self.status.capabilities.get_allocatable != Capability.FALSE
+
+    async def read_allocatable(self, replies: Replies) -> Replies:
+        """``replies`` with the allocatable view read again (see :meth:`noted`)."""
+        self._allocatable_due(time.monotonic())
+        await self._read_allocatable()
+        return Replies(replies.list_reply, replies.api_version, self._allocatable_reply)
+
+    async def _probe_get(self, list_reply: bytes) -> None:
         """Whether ``Get`` is served: asked once per kubelet, and again at least every
-        ``--allocatable-interval`` while the answer is no (an upgraded kubelet may serve it)."""
+        ``--allocatable-interval`` while the answer is no (an upgraded kubelet may serve it);
+        for the first pod ``List`` just listed (an answer, not a not-found error, when there is
+        one)."""
         if self._get_probed and (
                 self.status.capabilities.get != Capability.FALSE
                 or time.monotonic() - self._get_probed_at < self._allocatable_interval):
             return
-        namespace, name = (pods[0].namespace, pods[0].name) if pods else PROBE_POD
+        namespace, name = first_pod(list_reply) or PROBE_POD
         try:
             await self.client.get_pod(namespace, name)
             supported = Capability.TRUE
@@ -119,17 +143,16 @@ class KubeletReader:
         self._get_probed_at = time.monotonic()
         self.set_capabilities(get=supported)
 
-    async def _refresh_allocatable(self, pods: tuple[PodAssignment, ...],
-                                   decoder: Decoder) -> None:
-        caps = self.status.capabilities
-        now = time.monotonic()
+    def _allocatable_due(self, now: float) -> bool:
+        """Whether ``GetAllocatableResources`` is due: every ``--allocatable-interval``, and
+        sooner while the pods hold a device resource the view lacks (at once for a new one,
+        then less and less often: its plugin may not have registered again yet after a
+        kubelet restart)."""
         due = now - self._allocatable_at >= self._allocatable_interval
-        named = self._named_resources(pods)
-        known = {d.resource for d in self.allocatable.devices} if self.allocatable else set()
-        missing = frozenset(named - known)
+        missing = self._named_resources(self._pods) - self._allocatable_resources()
         if not missing:
             self._allocatable_missing = missing  # so the next missing resource counts as new
-        elif caps.get_allocatable != Capability.FALSE:
+        elif self.status.capabilities.get_allocatable != Capability.FALSE:
             if missing != self._allocatable_missing:
                 due = True  # a new device resource appeared: re-read allocatable for it
                 self._missing_wait = self._interval
@@ -138,12 +161,15 @@ class KubeletReader:
                 # restart: ask again, less and less often, at least every allocatable interval
                 due = True
                 self._missing_wait = min(2 * self._missing_wait, self._allocatable_interval)
-        if not due:
-            return
+        self._missing_now = missing
+        return due
+
+    async def _read_allocatable(self) -> None:
+        """``GetAllocatableResources`` (decoded by the refresh); a kubelet that does not offer
+        it has no allocatable view."""
+        now = time.monotonic()
         try:
-            raw = (await self.client.get_allocatable()).raw
-            self.allocatable = await decoder.allocatable(raw)
-            self._allocatable_reply = raw
+            self._allocatable_reply = (await self.client.get_allocatable()).raw
             self.set_capabilities(get_allocatable=Capability.TRUE)
         except KubeletError as error:
             if error.kind not in (kubelet.ErrorKind.UNIMPLEMENTED, kubelet.ErrorKind.DISABLED):
@@ -151,7 +177,16 @@ class KubeletReader:
             self.allocatable = self._allocatable_reply = None
             self.set_capabilities(get_allocatable=Capability.FALSE)
         self._allocatable_at = now
-        self._allocatable_missing = missing
+        self._allocatable_missing = self._missing_now
+        self._allocatable_read = True
+
+    def _allocatable_resources(self) -> frozenset[str]:
+        """The device resources of the allocatable view, walked once per view read."""
+        allocatable = self.allocatable
+        if self._resources[0] is not allocatable:
+            self._resources = (allocatable, frozenset(
+                d.resource for d in allocatable.devices) if allocatable else frozenset())
+        return self._resources[1]
 
     def _named_resources(self, pods: tuple[PodAssignment, ...]) -> frozenset[str]:
         """The device resources the pods hold, walked again only when the pods changed (the
@@ -201,6 +236,17 @@ class KubeletReader:
             elif value == Capability.FALSE:
                 self._log.info("kubelet does not offer %s; related series are not exported",
                                name)
+
+
+def first_pod(list_reply: bytes) -> tuple[str, str] | None:
+    """(namespace, name) of a v1 ``List`` reply's first pod, read from its bytes alone; None
+    when it lists none or cannot be read (the reply is decoded, and judged, elsewhere)."""
+    try:
+        chunks = split_repeated_field(list_reply)
+        pod = v1.PodResources.FromString(chunks[0]) if chunks else None
+    except (ValueError, DecodeError, RecursionError):
+        return None
+    return (pod.namespace, pod.name) if pod is not None and pod.name else None
 
 
 def _socket_identity(path: str) -> tuple[int, int, int] | None:

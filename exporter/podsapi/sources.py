@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class PodSources:
         self.source = Source.NONE
         self._trouble_since: float | None = None  # since when the Pods API has not worked
         self._context: tuple[int, NodeContext] | None = None  # by the Pods API's version
+        self._terminated: tuple[int, frozenset[Hashable]] | None = None  # the same
         if pods_api is not None:
             pods_api.on_change = self._pods_api_changed
         # said at start, when it counts; ``now`` (monotonic seconds) only for tests' clocks
@@ -188,11 +189,23 @@ class PodSources:
         return {key: record.rejection for key, record in self.records().items()
                 if record.rejection is not None}
 
+    def terminated(self) -> frozenset[Hashable]:
+        """(namespace, name) of the listed pods the source knows as finished, as of now (a
+        copy: the refresh leaves them out in its worker thread)."""
+        if self.view is not None:
+            return self.view.terminated()
+        api = self.pods_api
+        if self.source != Source.PODS_API or api is None:
+            return frozenset()
+        cached = self._terminated
+        if cached is None or cached[0] != api.version:
+            self._terminated = cached = (api.version, frozenset(
+                key for key, record in api.records.items() if record.terminated))
+        return cached[1]
+
     def without_terminated(self, pods: tuple[PodAssignment, ...]) -> tuple[PodAssignment, ...]:
         """The kubelet's listed pods minus those the source knows as finished."""
-        if self.view is not None:
-            return self.view.without_terminated(pods)
-        terminated = {key for key, record in self.records().items() if record.terminated}
+        terminated = self.terminated()
         if not terminated:
             return pods
         return tuple(pod for pod in pods if (pod.namespace, pod.name) not in terminated)

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from ..accounting import DEFAULT_CPU_DRIVERS, Accounting, CpuRequestSource
@@ -31,8 +32,6 @@ from ..kubelet.decode import Replies
 from ..kubelet.reader import KubeletReader
 from ..kubelet.status import Capability
 from ..model import (
-    Allocatable,
-    ApiVersion,
     DraInventory,
     KubeletSnapshot,
     PodAssignment,
@@ -92,7 +91,6 @@ class Refresher:
         self.dra_inventory: DraInventory | None = None  # the view's, as of that refresh
         self.attempted = False
         self.worker = Worker()  # the heavy part of a refresh, and the node map's drawing
-        self._decoder = _Decoder(self.worker, self.core)
         self._sysfs = RereadTopology(settings.sysfs_root, settings.allocatable_interval,
                                      self.topology)
         self.outcome = Outcome(self.status, self.health, self.client, settings.interval,
@@ -136,26 +134,32 @@ class Refresher:
         self._stop.set()
 
     async def refresh_once(self) -> float:
-        """One refresh attempt; returns the delay before the next one. The CPU-heavy parts
-        (decoding, accounting, rendering, deflating) run in the worker thread, so the event
-        loop keeps serving scrapes meanwhile."""
+        """One refresh attempt; returns the delay before the next one. The CPU-heavy part
+        (decoding, accounting, rendering, deflating a changed data section) runs in the worker
+        thread, in one job, so the event loop keeps serving scrapes meanwhile."""
         started = time.perf_counter()
         self._last_started = time.monotonic()
         data: Section | None = None
         try:
             self.topology = self._sysfs.current()
-            replies = await self.reader.read(self._decoder)
-            kept = dra = requests = None
+            replies = await self.reader.read()
+            terminated: frozenset[Hashable] = frozenset()
+            dra = requests = None
             sources = self.pod_sources
             if sources is not None:  # the view's and the Pods API's state is the loop's
                 sources.choose()
-                kept = sources.without_terminated(
-                    self.core.decode_list(replies.list_reply, replies.api_version))
+                terminated = sources.terminated()
                 requests = sources.cpu_requests()
             if self.kube_view is not None:
                 dra = self.kube_view.dra_inventory()
             result, data = await self.worker.run(self.core.account, replies, self.topology,
-                                                  kept, dra, requests)
+                                                  terminated, dra, requests)
+            if self.reader.noted(result.snapshot.pods, result.snapshot.allocatable):
+                replies = await self.reader.read_allocatable(replies)  # a new device plugin
+                result, again = await self.worker.run(self.core.account, replies,
+                                                      self.topology, terminated, dra, requests)
+                data = again if again is not None else data
+                self.reader.noted(result.snapshot.pods, result.snapshot.allocatable)
             self._publish(result)
             self.dra_inventory = dra
             delay = self.outcome.succeeded()
@@ -167,11 +171,10 @@ class Refresher:
             delay = self._failed(KubeletError("refresh", "INTERNAL", repr(error),
                                               kubelet.ErrorKind.INTERNAL_ERROR), logged=True)
         self.health.refresh_duration.observe(time.perf_counter() - started)
-        # the health section as of this attempt (not reached when the refresh was cancelled);
-        # the sections are replaced together, so a scrape never sees new data with old health
+        # the sections as of this attempt (not reached when the refresh was cancelled); the
+        # health section is rendered when a scrape asks for it
         fit = self.sections.fit_section(self.snapshot, self.topology, self.accounting)
-        health = await self.worker.run(self.sections.health_sections)  # after fit: it counts
-        self.sections.update(data, fit, health)
+        self.sections.update(data, fit)
         self.attempted = True
         return delay
 
@@ -244,20 +247,6 @@ class Refresher:
                          self.dra_inventory, self.fit.answers if self.fit is not None else ())
 
 
-class _Decoder:
-    """The reader's replies decoded in the worker thread, through the core's caches."""
-
-    def __init__(self, worker: Worker, core: RefreshCore):
-        self._worker = worker
-        self._core = core
-
-    async def pods(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]:
-        return await self._worker.run(self._core.decode_list, raw, api_version)
-
-    async def allocatable(self, raw: bytes) -> Allocatable:
-        return await self._worker.run(self._core.decode_allocatable, raw)
-
-
 class RefreshCore:
     """The synchronous, CPU-heavy part of a refresh, run in the worker thread: the
     :class:`~exporter.refresh.pipeline.Pipeline` (decode, filter, ledger, render, with their caches)
@@ -268,26 +257,21 @@ class RefreshCore:
         self.pipeline = Pipeline(options, cpu_drivers)
         self._published: Accounting | None = None
 
-    def decode_list(self, raw: bytes, api_version: ApiVersion) -> tuple[PodAssignment, ...]:
-        """The pods of a reply; the same reply object again costs nothing (the pipeline keeps
-        the last one decoded)."""
-        return self.pipeline.pods(raw, api_version)
-
-    def decode_allocatable(self, raw: bytes) -> Allocatable:
-        return self.pipeline.allocatable(raw)
-
     def account(self, replies: Replies, topology: Topology,
-                kept: tuple[PodAssignment, ...] | None,
+                terminated: frozenset[Hashable] = frozenset(),
                 dra: DraInventory | None = None,
                 requests: CpuRequestSource | None = None) -> tuple[Result, Section | None]:
-        """One refresh through the pipeline, and the data section, None when it did not change
-        (the ledger returns the same object for an unchanged snapshot). ``kept``: the listed
-        pods that have not ended, as the Kubernetes-API view says (None: all of them); ``dra``:
-        the DRA devices the node's ResourceSlices publish (None without the view);
-        ``requests``: the pods' CPU requests from the pod context (None without one)."""
-        result = self.pipeline.run(replies, topology,
-                                   (lambda _pods: kept) if kept is not None else None, dra,
-                                   requests)
+        """One refresh through the pipeline (decoding the replies too), and the data section,
+        None when it did not change (the ledger returns the same object for an unchanged
+        snapshot). ``terminated``: (namespace, name) of listed pods that have ended, as the
+        Kubernetes-API view or the Pods API says, left out; ``dra``: the DRA devices the
+        node's ResourceSlices publish (None without the view); ``requests``: the pods' CPU
+        requests from the pod context (None without one)."""
+        keep = None
+        if terminated:
+            def keep(pods: tuple[PodAssignment, ...]) -> tuple[PodAssignment, ...]:
+                return tuple(p for p in pods if (p.namespace, p.name) not in terminated)
+        result = self.pipeline.run(replies, topology, keep, dra, requests)
         if result.accounting is self._published:
             return result, None
         self._published = result.accounting

@@ -1,5 +1,6 @@
-"""The /metrics bodies: every variant finished in advance, gzip from separately deflated
-sections, read whole by Python's gzip, zlib, curl and a real Prometheus."""
+"""The /metrics bodies: each variant finished once per change, at its first scrape (the health
+section rendered then, in that format only), gzip from separately deflated sections, read whole
+by Python's gzip, zlib, curl and a real Prometheus."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import zlib
 import pytest
 from aiohttp import web
 
-from exporter.exposition.bodies import Exposition, HealthSections, Section
+from exporter.exposition.bodies import Exposition, Section
 from exporter.web.server import make_app, start_http
 
 from ..support.harness import (
@@ -37,11 +38,23 @@ def single_member(body: bytes) -> bytes:
     return text
 
 
+class Health:
+    """A health section that says how often it was rendered, in which format."""
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+        self.rendered: list[bool] = []
+
+    def __call__(self, openmetrics: bool) -> bytes:
+        self.rendered.append(openmetrics)
+        return self.text
+
+
 def test_gzip_body_is_one_member_of_separately_deflated_sections():
-    exposition = Exposition()
+    health = Health(b"up 1\n")
+    exposition = Exposition(health)
     data = Section.of(DATA)
-    exposition.update(data=data, view=Section.of(b"view 1\n"),
-                      health=HealthSections.of(b"up 1\n", b"up 1\n"))
+    exposition.update(data=data, view=Section.of(b"view 1\n"))
     for openmetrics, tail in ((False, b"view 1\nup 1\n"), (True, b"view 1\nup 1\n# EOF\n")):
         plain = bytes(exposition.body(openmetrics, False))
         assert plain == DATA + tail
@@ -49,12 +62,27 @@ def test_gzip_body_is_one_member_of_separately_deflated_sections():
         assert gzip.decompress(compressed) == plain
         assert single_member(compressed) == plain
         assert len(compressed) < len(plain) // 5
-    # the health section changes: the data section's deflated bytes are reused as they are
-    exposition.update(health=HealthSections.of(b"up 0\n", b"up 0\n"))
+    assert health.rendered == [False, True]  # once per format, whatever the variants asked
+    # the health section is due again: the data section's deflated bytes are reused as they are
+    health.text = b"up 0\n"
+    exposition.health_changed()
     body = exposition.body(False, True)
     assert any(part is data.deflated for part in body.parts)
     assert single_member(bytes(body)) == DATA + b"view 1\nup 0\n"
     assert body.length == len(bytes(body))
+    assert health.rendered == [False, True, False]
+
+
+def test_nothing_is_rendered_for_a_variant_nobody_asks_for():
+    health = Health(b"up 1\n")
+    exposition = Exposition(health)
+    for step in range(3):  # refreshes nobody scrapes
+        exposition.update(data=Section.of(b"a %d\n" % step))
+        exposition.health_changed()
+    assert health.rendered == []
+    assert bytes(exposition.body(True, True)) == bytes(exposition.body(True, True))
+    assert single_member(bytes(exposition.body(True, True))) == b"a 2\nup 1\n# EOF\n"
+    assert health.rendered == [True]
 
 
 def test_empty_sections_and_the_first_body():
@@ -63,13 +91,13 @@ def test_empty_sections_and_the_first_body():
     assert bytes(exposition.body(False, False)) == b""
     assert single_member(bytes(exposition.body(True, True))) == b"# EOF\n"
     assert single_member(bytes(exposition.body(False, True))) == b""
-    exposition.update(data=Section.of(b"a 1\n"), health=HealthSections.of(b"", b""))
+    exposition.update(data=Section.of(b"a 1\n"))
     assert single_member(bytes(exposition.body(False, True))) == b"a 1\n"
 
 
 def test_body_slices_cover_every_byte_in_order():
-    exposition = Exposition()
-    exposition.update(data=Section.of(DATA), health=HealthSections.of(b"up 1\n", b"up 1\n"))
+    exposition = Exposition(Health(b"up 1\n"))
+    exposition.update(data=Section.of(DATA))
     body = exposition.body(False, False)
     pieces = list(body.slices(64 * 1024))
     assert all(len(piece) <= 64 * 1024 for piece in pieces)
@@ -77,7 +105,8 @@ def test_body_slices_cover_every_byte_in_order():
 
 
 async def test_scrapes_read_the_body_finished_by_the_refresh():
-    """Every variant exists once a refresh has run; scraping builds nothing."""
+    """After a refresh, each variant is finished at its first scrape; scraping it again builds
+    nothing."""
     async with Node(small_profile()) as node, \
             Exporter(node.settings(), run_loop=False) as exporter:
         await exporter.refresher.refresh_once()
@@ -165,6 +194,7 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
         Counter,
         Histogram,
         ProcessCollector,
+        disable_created_metrics,
         generate_latest,
     )
     from prometheus_client.openmetrics.exposition import generate_latest as generate_om
@@ -178,6 +208,7 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
     health = Health("node-a")
     health.track_kube_api()
     status = KubeletStatus()
+    disable_created_metrics()  # the exporter writes no _created samples
     # the reference: prometheus_client's own instruments, defined as the exporter's
     reference = CollectorRegistry(auto_describe=False)
     kube_registry = CollectorRegistry(auto_describe=False)
@@ -201,13 +232,14 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
         issues.labels(kind)
     for resource in ("node", "pods", "resourceslices", "devicetaintrules"):
         kube_errors.labels(resource)
-    # another module's counter in the health registry (as the fit answers register theirs)
-    admissions = counter(catalog.ADMISSION_FAILURES, health.registry)
+    # the fit answers' admission counter, written from its first count on (no empty family)
+    admission_registry = CollectorRegistry(auto_describe=False)
+    admissions = None
 
     def expected(openmetrics: bool) -> bytes:
         process = ProcessCollector(registry=None)  # the same names, help texts and order
         families = [*reference.collect(), *process.collect(), *kube_registry.collect(),
-                    *health.registry.collect(), *health._state_families(status)]
+                    *admission_registry.collect(), *health._state_families(status)]
         if openmetrics:
             return generate_om(_Families(families))[:-len(b"# EOF\n")]
         return generate_latest(_Families(families))
@@ -233,6 +265,8 @@ def test_health_section_is_what_prometheus_client_writes_in_both_formats():
         if step == 2:
             health.kube_api_errors.labels("pods").inc()
             kube_errors.labels("pods").inc()
+            health.count_admission_failure("Topology Affinity", "cpu")
+            admissions = admissions or counter(catalog.ADMISSION_FAILURES, admission_registry)
             admissions.labels("Topology Affinity", "cpu").inc()
         status.up, status.last_success, status.backoff_seconds = 1, 1_700_000_000.5, 0.25 * step
         status.capabilities = Capabilities("v1", "true", "false", "true" if step else "unknown")

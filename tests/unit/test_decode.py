@@ -65,6 +65,29 @@ def test_allocatable_in_another_order_is_the_same_object():
     assert other is not first and len(other.devices) == 4
 
 
+def test_allocatable_with_other_cpus_or_memory_is_decoded_again():
+    devices = [entry("r/x", f"d{i}", 0) for i in range(3)]
+    memory = [v1.ContainerMemory(memory_type="memory", size=1 << 30,
+                                 topology=v1.TopologyInfo(nodes=[v1.NUMANode(ID=0)]))]
+    decoder = AllocatableDecoder()
+    first = decoder.decode(v1.AllocatableResourcesResponse(
+        devices=devices, cpu_ids=[1, 2], memory=memory).SerializeToString())
+    fewer_cpus = decoder.decode(v1.AllocatableResourcesResponse(
+        devices=devices[::-1], cpu_ids=[1], memory=memory).SerializeToString())
+    assert fewer_cpus is not first and fewer_cpus.cpu_ids == (1,)
+    memory[0].size = 2 << 30
+    more_memory = decoder.decode(v1.AllocatableResourcesResponse(
+        devices=devices, cpu_ids=[1], memory=memory).SerializeToString())
+    assert more_memory is not fewer_cpus
+    assert [block.size for block in more_memory.memory] == [2 << 30]
+    # a device moved to another NUMA node is another entry
+    moved = decoder.decode(v1.AllocatableResourcesResponse(
+        devices=[*devices[:2], entry("r/x", "d2", 1)], cpu_ids=[1],
+        memory=memory).SerializeToString())
+    assert moved is not more_memory
+    assert sorted(d.numa_ids for d in moved.devices) == [(0,), (0,), (1,)]
+
+
 def test_split_matches_protobuf_and_skips_other_fields():
     from exporter.kubelet.decode import split_repeated_field
     pods = [v1.PodResources(namespace="ns", name=f"p{i}", cpu_ids=[i, 300 + i]) for i in range(3)]

@@ -186,9 +186,8 @@ def test_no_import_circle_in_the_benchmarks():
 # its entry points import at module level, and theirs. YAML and bcrypt (files and the web
 # configuration), the Kubernetes-API view (--kube-api), its optional official client, the
 # simulator, and the Pods API's client and v1.Pod schema (loaded only where its socket exists)
-# are imported inside the functions that need them. The fit engine, and prometheus_client
-# through it, is imported when the refresh loop is built (the fit view is on by default): not
-# by these modules themselves.
+# are imported inside the functions that need them. The fit engine is imported when the refresh
+# loop is built (the fit view is on by default): not by these modules themselves.
 DEFAULT_ENTRY = ("exporter.cli", "exporter.commands.serve", "exporter.refresh.loop",
                  "exporter.web.server")
 NOT_BY_DEFAULT = ("exporter.fit", "exporter.kubeapi", "exporter.simulator",
@@ -221,10 +220,11 @@ def eager_imports(path: Path) -> set[str]:
     return names
 
 
-def test_a_default_run_imports_no_optional_part():
+def eager_closure(entries: tuple[str, ...]) -> set[str]:
+    """Every module loading ``entries`` loads, following module-level imports."""
     known = modules("exporter")
     loaded: set[str] = set()
-    pending = list(DEFAULT_ENTRY)
+    pending = list(entries)
     while pending:
         name = pending.pop()
         if name in loaded:
@@ -239,5 +239,18 @@ def test_a_default_run_imports_no_optional_part():
                 pending.append(target)
             else:
                 loaded.add(target)
+    return loaded
+
+
+def test_a_default_run_imports_no_optional_part():
+    loaded = eager_closure(DEFAULT_ENTRY)
     assert "exporter.kubelet.decode" in loaded and "grpc" in loaded  # the walk reaches far
     assert sorted(n for n in loaded if n.startswith(NOT_BY_DEFAULT)) == []
+
+
+def test_the_fit_answers_and_the_view_render_without_prometheus_client():
+    """The fit view is built on every run (it answers the free capacity per NUMA node without
+    shapes): it, the fit engine and the Kubernetes-API view write their sections themselves."""
+    loaded = eager_closure(("exporter.fit.fitview", "exporter.kubeapi.view"))
+    assert "exporter.fit.replay" in loaded and "exporter.exposition.textformat" in loaded
+    assert sorted(n for n in loaded if n.startswith("prometheus_client")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from exporter.simulator import load_profile
@@ -74,3 +75,20 @@ def test_reread_keeps_the_topology_while_the_nodes_stay(tmp_path: Path) -> None:
     assert changed.siblings(1) == {1}
     assert changed.siblings(0) == {0}
     assert reread.current() is changed
+
+
+def test_reread_notices_hugepages_and_memory_but_not_free_memory(tmp_path: Path) -> None:
+    write_sysfs(load_profile("small"), tmp_path)
+    node = tmp_path / "devices/system/node/node0"
+    first = read_topology(tmp_path)
+    reread = RereadTopology(tmp_path, 0.0, first)
+    assert reread.current() is first
+    meminfo = (node / "meminfo").read_text()
+    (node / "meminfo").write_text(re.sub(r"MemFree:\s+\d+", "MemFree: 12", meminfo))
+    assert reread.current() is first
+    (node / "hugepages/hugepages-2048kB/nr_hugepages").write_text("7\n")
+    grown = reread.current()
+    assert grown is not first
+    assert grown.numa_nodes[0].hugepages == {2 * 1024 * 1024: 7}
+    (node / "meminfo").write_text(re.sub(r"MemTotal:\s+\d+", "MemTotal: 1024", meminfo))
+    assert reread.current().numa_nodes[0].memory_bytes == 1024 * 1024

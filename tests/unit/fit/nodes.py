@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
+
+from exporter.fit.answers import answer
+from exporter.fit.capacity import NodeCounts
+from exporter.fit.kubelet.config import Rules
 from exporter.fit.kubelet.cpumanager.state import CpuManagerState
 from exporter.fit.kubelet.devicemanager.manager import DeviceState
 from exporter.fit.kubelet.managers_state import ManagersState
 from exporter.fit.kubelet.memorymanager.state import MemoryNode
+from exporter.fit.kubelet.podshape import PodShape
 
 GiB = 1 << 30
 
@@ -39,3 +46,17 @@ def devices(registered: dict[frozenset[int], int],
 def state(cpu: CpuManagerState | None = None, mem: dict[int, MemoryNode] | None = None,
           devs: dict[str, DeviceState] | None = None, numa: int = 2) -> ManagersState:
     return ManagersState(tuple(range(numa)), cpu, mem, devs or {})
+
+
+def assert_kept_counts_answer_as_placed(shape: PodShape, node: ManagersState, rules: Rules,
+                                        taken: Iterable[int]) -> None:
+    """Capacity, fits and the verdict with the counts kept (``NodeCounts``) equal those of
+    placing copy by copy, before and after a change (the CPUs ``taken``)."""
+    counts = NodeCounts()
+    assert node.cpu is not None
+    changed = replace(node, cpu=replace(node.cpu, free=node.cpu.free - set(taken)))
+    for current in (node, changed):
+        kept, placed = answer(shape, current, rules, counts), answer(shape, current, rules)
+        assert (kept.capacity, kept.fits, kept.verdict.admitted) == (
+            placed.capacity, placed.fits, placed.verdict.admitted)
+        counts.forget_unused()

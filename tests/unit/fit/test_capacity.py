@@ -15,7 +15,7 @@ from exporter.fit.kubelet.devicemanager.manager import DeviceState
 from exporter.fit.kubelet.managers_state import ManagersState, NodeRequests
 from exporter.fit.kubelet.podshape import BURSTABLE, ContainerShape, PodShape, single_container
 
-from .nodes import GiB, cpus, memory, state
+from .nodes import GiB, assert_kept_counts_answer_as_placed, cpus, memory, state
 
 SNN = Rules("single-numa-node", "container")
 
@@ -31,16 +31,19 @@ def test_copies_fill_the_nodes_in_id_order():
 
 
 def test_only_the_node_that_changed_is_placed_again():
-    """After CPU 4 on node 1 is taken, node 0's count (4) is kept; node 1 now holds 1."""
+    """With CPUs picked another way (distribute-cpus-across-cores: copies are not replayed on
+    counts, exporter/fit/replay.py), each node's count is kept: after CPU 4 on node 1 is taken,
+    node 0's count (4) is kept; node 1 now holds 1."""
     counts = NodeCounts()
     shape = single_container("one", {"cpu": 1000})
     before = state(cpus(4, {0: 4, 1: 2}))
-    assert answer(shape, before, SNN, counts).capacity == 6
+    rules = replace(SNN, distribute_cpus_across_cores=True)
+    assert answer(shape, before, rules, counts).capacity == 6
     counts.forget_unused()
     kept = dict(counts.counts)
     assert sorted(c for c, _ in kept.values()) == [2, 4]
     after = replace(before, cpu=replace(before.cpu, free=before.cpu.free - {4}))
-    assert answer(shape, after, SNN, counts).capacity == 5
+    assert answer(shape, after, rules, counts).capacity == 5
     counts.forget_unused()
     (node0,) = [k for k, v in kept.items() if v[0] == 4]
     assert counts.counts[node0] == kept[node0]  # the same entry: node 0 not placed again
@@ -134,9 +137,4 @@ def shapes(draw: st.DrawFn) -> PodShape:
        taken=st.lists(st.integers(0, 31), max_size=6))
 def test_node_by_node_equals_copy_by_copy(node, shape, rules, taken):  # type: ignore[no-untyped-def]
     """The same answers, with the counts kept across a change (some CPUs taken)."""
-    counts = NodeCounts()
-    for current in (node, replace(node, cpu=replace(node.cpu, free=node.cpu.free - set(taken)))):
-        kept, placed = answer(shape, current, rules, counts), answer(shape, current, rules)
-        assert (kept.capacity, kept.fits, kept.verdict.admitted) == (
-            placed.capacity, placed.fits, placed.verdict.admitted)
-        counts.forget_unused()
+    assert_kept_counts_answer_as_placed(shape, node, rules, taken)

@@ -126,11 +126,13 @@ class _Accumulator:
     def sort_cpus(self) -> list[int]:
         """``sortAvailableCPUsPacked`` (core by core) or ``sortAvailableCPUsSpread`` (socket
         by socket), ids ascending inside."""
-        if self.strategy == SPREAD:
-            return [c for s in self.sort_sockets()
-                    for c in sorted(c for c in self.free if self.topo.socket[c] == s)]
-        return [c for core in self.sort_cores()
-                for c in sorted(c for c in self.free if self.topo.core[c] == core)]
+        spread = self.strategy == SPREAD
+        key = self.topo.socket if spread else self.topo.core
+        grouped: dict[int, list[int]] = {}  # free CPUs by socket or core, one pass
+        for cpu in sorted(self.free):
+            grouped.setdefault(key[cpu], []).append(cpu)
+        return [c for group in (self.sort_sockets() if spread else self.sort_cores())
+                for c in grouped.get(group, ())]
 
     # ---- taking -------------------------------------------------------------------------------
 

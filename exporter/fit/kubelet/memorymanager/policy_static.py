@@ -135,7 +135,9 @@ def place_memory(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
     """The NUMA set the memory manager would allocate ``request`` on, or why it cannot."""
     preferred = hint.preferred
     if hint.affinity is None:
-        calculated = memory_hints(memory, request, reusable) or {}
+        # getDefaultHint's findBestHint takes the narrowest preferred hint, the lowest id on a
+        # tie: a single node holding the request is it, so the wider sets are not computed
+        calculated = memory_hints(memory, request, reusable, single=True) or {}
         best = _best_of(next(iter(calculated.values()), []))
         if best is None or best.affinity is None:
             return Failure(UNEXPECTED_ADMISSION_ERROR, _first(request),

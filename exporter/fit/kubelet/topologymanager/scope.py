@@ -27,11 +27,11 @@ from ..devicemanager.topology_hints import device_hints
 from ..managers_state import ManagersState
 from ..memorymanager.policy_static import memory_hints, place_memory, take_memory
 from ..podshape import Ask, ContainerShape
-from .numa_info import Distances
-from .policy import Policy
+from .numa_info import Distances, average_distance
+from .policy import Policy, provider_lists
 from .policy_best_effort import BEST_EFFORT, BestEffortPolicy
 from .policy_none import NONE, NonePolicy
-from .policy_restricted import RestrictedPolicy
+from .policy_restricted import RESTRICTED, RestrictedPolicy
 from .policy_single_numa_node import (
     SINGLE_NUMA_NODE,
     SingleNumaNodePolicy,
@@ -50,6 +50,49 @@ def policy_merge(policy: str, answers: Sequence[ProviderAnswer], numa_ids: Seque
                  distances: Distances | None = None) -> tuple[TopologyHint, bool]:
     """The ``policy``'s ``Merge``: (best hint, admit). ``affinity`` ``None`` means any node."""
     return POLICY[policy].merge(answers, numa_ids, distances)
+
+
+def merged_hint(policy: str, state: ManagersState, ask: Ask, reuse: Reuse,
+                distances: Distances | None, align_by_socket: bool = False
+                ) -> tuple[list[ProviderAnswer], TopologyHint, bool]:
+    """The providers' answers, the policy's best hint and whether it admits. Under
+    ``restricted`` and ``best-effort`` the single-node hints are asked first: when one NUMA
+    node has a preferred hint from every provider that answers, the merge's best is that node
+    (no preferred outcome is narrower, and among one-node ones the merge takes the nearest to
+    itself, then the lowest id), so the hints of every wider set are not computed. A merged
+    outcome is preferred only when every provider's hint is preferred and the same set
+    (``mergePermutation``), so a one-node preferred outcome is one-node preferred hints of
+    every provider, with ``align-by-socket`` too. The answers are the full ones whenever the
+    pod is not admitted (they name the blocking resource)."""
+    if policy in (RESTRICTED, BEST_EFFORT):
+        single = provider_answers(state, ask, reuse, True, align_by_socket)
+        hint = single_node_choice(single, distances)
+        if hint is not None:
+            return single, hint, True
+    answers = provider_answers(state, ask, reuse, policy == SINGLE_NUMA_NODE, align_by_socket)
+    hint, admitted = policy_merge(policy, answers, state.numa_ids, distances)
+    return answers, hint, admitted
+
+
+def single_node_choice(answers: Sequence[ProviderAnswer], distances: Distances | None
+                       ) -> TopologyHint | None:
+    """The one-node preferred outcome the merge would pick, when there is one: a node with a
+    preferred one-node hint (or a preferred "any") in every provider's list; None otherwise,
+    and when every provider answers "any"."""
+    allowed: set[int] | None = None
+    for hints in provider_lists(answers):
+        if any(h.affinity is None and h.preferred for h in hints):
+            continue
+        nodes = {n for h in hints if h.preferred and h.affinity is not None
+                 and len(h.affinity) == 1 for n in h.affinity}
+        allowed = nodes if allowed is None else allowed & nodes
+        if not allowed:
+            return None
+    if allowed is None:
+        return None
+    best = min(allowed, key=lambda n: (
+        average_distance(frozenset((n,)), distances) if distances is not None else 0.0, n))
+    return TopologyHint(frozenset((best,)), True)
 
 
 def can_admit(policy: str, best: TopologyHint) -> bool:

@@ -13,7 +13,6 @@ from ..config import Rules
 from ..managers_state import ManagersState
 from ..podshape import Ask, PodShape, asks
 from .policy_none import NONE
-from .policy_single_numa_node import SINGLE_NUMA_NODE
 from .scope import (
     Placement,
     Reuse,
@@ -22,9 +21,8 @@ from .scope import (
     blocked_resources,
     blocking_resource,
     grouped_refusals,
+    merged_hint,
     policy_distances,
-    policy_merge,
-    provider_answers,
     reuse_init_memory,
 )
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR, TopologyHint
@@ -39,10 +37,9 @@ def admit_container_scope(pod: PodShape, state: ManagersState, rules: Rules) -> 
         hint = TopologyHint(None, False)  # policy none: the managers get no hint (nil, false)
         pinned = reuse.owner if _pins(ask, reuse) else None
         if rules.policy != NONE:
-            answers = provider_answers(state, ask, reuse, rules.policy == SINGLE_NUMA_NODE,
-                                       rules.align_by_socket)
-            hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
-                                          policy_distances(state, rules))
+            answers, hint, admitted = merged_hint(rules.policy, state, ask, reuse,
+                                                  policy_distances(state, rules),
+                                                  rules.align_by_socket)
             if not admitted:
                 return Verdict(False, TOPOLOGY_AFFINITY_ERROR,
                                blocking_resource(rules.policy, answers, ask), container.name,

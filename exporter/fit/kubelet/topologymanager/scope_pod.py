@@ -10,7 +10,6 @@ from ..admission.errors import Failure
 from ..config import Rules
 from ..managers_state import ManagersState
 from ..podshape import PodShape, asks, pod_scope_hint_ask
-from .policy_single_numa_node import SINGLE_NUMA_NODE
 from .scope import (
     Placement,
     Reuse,
@@ -19,9 +18,8 @@ from .scope import (
     blocked_resources,
     blocking_resource,
     grouped_refusals,
+    merged_hint,
     policy_distances,
-    policy_merge,
-    provider_answers,
     reuse_init_memory,
 )
 from .topology_manager import TOPOLOGY_AFFINITY_ERROR
@@ -29,10 +27,9 @@ from .topology_manager import TOPOLOGY_AFFINITY_ERROR
 
 def admit_pod_scope(pod: PodShape, state: ManagersState, rules: Rules) -> Verdict:
     ask = pod_scope_hint_ask(pod, rules.managers)
-    answers = provider_answers(state, ask, Reuse(), rules.policy == SINGLE_NUMA_NODE,
-                               rules.align_by_socket)
-    hint, admitted = policy_merge(rules.policy, answers, state.numa_ids,
-                                  policy_distances(state, rules))
+    answers, hint, admitted = merged_hint(rules.policy, state, ask, Reuse(),
+                                          policy_distances(state, rules),
+                                          rules.align_by_socket)
     if not admitted:
         return Verdict(False, TOPOLOGY_AFFINITY_ERROR,
                        blocking_resource(rules.policy, answers, ask),

@@ -1,0 +1,543 @@
+"""Copies of a shape placed one after another, replayed on the NUMA nodes' free amounts.
+
+:func:`~exporter.fit.capacity.capacity_by_placement` admits copy after copy with the whole
+admission model: every provider's hints, the merge, the managers' allocation, a new state per
+copy. Where every copy lands on one NUMA node per container, the kubelet's choices turn on
+amounts only, and the copies can be replayed on per-node counts instead (:class:`Free`):
+
+* a container goes to the lowest NUMA node that holds its request — its free CPUs, its memory
+  types (the node in no multi-NUMA group) and its devices (those on NUMA sets with the node):
+  the narrowest preferred hint under ``single-numa-node``, and under ``restricted`` and
+  ``best-effort`` too when one node's capacity holds every request (only single-node hints are
+  preferred then; with ``prefer-closest-numa-nodes`` the node nearest itself first);
+* there it takes exactly what it asks: CPUs of that node, its memory, its devices as the
+  device manager takes them (:func:`~exporter.fit.kubelet.devicemanager.manager.allocate_devices`,
+  on counts already); with ``full-pcpus-only`` whole free cores, while the node has them;
+* under policy ``none`` nothing is aligned: CPUs and devices come from anywhere, memory goes
+  to the lowest node holding it (the memory manager's own best hint);
+* a container no node holds ends the copies (the pod is rejected) under ``single-numa-node``
+  and ``restricted``.
+
+The replay declines (``None``) whatever it does not model — regular init containers (their
+reusable resources depend on which CPUs were picked), other scopes' init containers, the CPU
+options that pick CPUs another way, memory spanning NUMA nodes, ``best-effort`` once no node
+holds a container — and checks itself against the real admission of the first copy: the first
+copy replayed must leave the very counts that admission left, else it declines too. The
+caller then places copies with the whole model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from .kubelet.admission.errors import Failure
+from .kubelet.config import Rules
+from .kubelet.devicemanager.manager import DeviceState, allocate_devices
+from .kubelet.managers_state import ManagersState
+from .kubelet.memorymanager.policy_static import memory_hints, place_memory, take_memory
+from .kubelet.memorymanager.state import MemoryNode
+from .kubelet.podshape import Ask, PodShape, asks, pod_effective_ask, pod_scope_hint_ask
+from .kubelet.topologymanager.policy_best_effort import BEST_EFFORT
+from .kubelet.topologymanager.policy_none import NONE
+from .kubelet.topologymanager.policy_restricted import RESTRICTED
+from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
+from .kubelet.topologymanager.scope import Reuse, Verdict, merged_hint
+from .kubelet.topologymanager.topology_manager import TopologyHint
+
+POD_SCOPE = "pod"
+ANY = -1  # policy none: CPUs are counted node-wide
+
+
+class Declined(Exception):
+    """The replay does not model what comes next."""
+
+
+class Spread(Declined):
+    """``best-effort``: no node holds a container; the kubelet admits it on a wider set."""
+
+
+@dataclass
+class Free:
+    """What the copies read and take, per NUMA node: free CPUs (under policy ``none`` one
+    node-wide count, under key -1), CPUs in whole free cores outside reserved ones
+    (``full-pcpus-only``), free memory per asked type, the asked device resources."""
+
+    cpus: dict[int, int]
+    cores: dict[int, int] | None
+    reserved: dict[int, int]  # free CPUs of reserved cores, which full-pcpus-only leaves out
+    memory: dict[int, MemoryNode]  # every node's, as the memory manager holds them
+    devices: dict[str, DeviceState]
+
+    def key(self) -> tuple[object, ...]:
+        return (tuple(sorted(self.cpus.items())),
+                tuple(sorted(self.cores.items())) if self.cores is not None else None,
+                tuple((n, tuple(sorted(m.free.items())), m.group, m.assignments)
+                      for n, m in sorted(self.memory.items())),
+                tuple((r, tuple(sorted(d.free.items()))) for r, d in sorted(self.devices.items())))
+
+    def alone(self, numa_id: int) -> Free:
+        """Nothing free outside ``numa_id`` (:func:`~exporter.fit.capacity.restrict`)."""
+        def only(counts: dict[int, int]) -> dict[int, int]:
+            return {n: c for n, c in counts.items() if n == numa_id}
+        devices = {r: d if not d.topology_aware() else replace(d, free={
+            numa: count for numa, count in d.free.items() if not numa or numa_id in numa})
+            for r, d in self.devices.items()}
+        memory = {n: m if n == numa_id else replace(m, free={})
+                  for n, m in self.memory.items()}
+        return Free(only(self.cpus), only(self.cores) if self.cores is not None else None,
+                    only(self.reserved), memory, devices)
+
+
+def free_of(state: ManagersState, wanted: Ask, rules: Rules) -> Free:
+    """The counts of ``state`` the replay reads, for the resources in ``wanted``."""
+    cpus: dict[int, int] = {}
+    cores: dict[int, int] | None = None
+    reserved: dict[int, int] = {}
+    cpu = state.cpu
+    if cpu is not None and wanted.cpus:
+        if rules.policy == NONE:
+            cpus = {ANY: len(cpu.free)}
+        else:
+            cpus = {n: cpu.free_per_node().get(n, 0) for n in state.numa_ids}
+        if rules.full_pcpus_only:
+            cores, reserved = dict.fromkeys(cpus, 0), dict.fromkeys(cpus, 0)
+            for c in cpu.free:
+                node = ANY if rules.policy == NONE else cpu.cpu_numa.get(c)
+                if node not in cores:
+                    continue
+                if c in cpu.reserved_cores:
+                    reserved[node] += 1
+                elif cpu.core_of(c) <= cpu.free:
+                    cores[node] += 1
+    memory: dict[int, MemoryNode] = {}
+    if state.memory is not None and wanted.memory:
+        memory = {n: replace(node, free={t: node.free.get(t, 0) for t in wanted.memory})
+                  for n, node in state.memory.items()}
+    devices = {r: state.devices[r] for r in wanted.devices if r in state.devices}
+    return Free(cpus, cores, reserved, memory, devices)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One placement decision of a copy: it goes to the lowest node holding ``hint``, and is
+    admitted there when the node holds ``need`` too, which it then takes. The two differ for a
+    pod whose app container reuses an init container's CPUs or devices (pinned to its node:
+    ``hint`` the init container's request, ``need`` the pod's effective one)."""
+
+    hint: Ask
+    need: Ask
+    allocations: int = 1  # containers whose memory it allocates: each counts an assignment
+
+
+def _union(steps: list[Step]) -> Ask:
+    memory: dict[str, int] = {}
+    devices: dict[str, int] = {}
+    for step in steps:
+        for ask in (step.hint, step.need):
+            memory.update(dict.fromkeys(ask.memory, 1))
+            devices.update(dict.fromkeys(ask.devices, 1))
+    return Ask(max((s.need.cpus for s in steps), default=0), memory, devices)
+
+
+def _same(a: Ask, b: Ask) -> bool:
+    return (a.cpus, dict(a.memory), dict(a.devices)) == (b.cpus, dict(b.memory), dict(b.devices))
+
+
+def steps_of(shape: PodShape, rules: Rules) -> list[Step] | None:
+    """What each copy asks, one :class:`Step` per placement decision: each container with an
+    exclusive request in admission order (scope ``container``, policy ``none``), or the pod
+    (scope ``pod``); a regular init container and the one app container it pins to its node
+    (they reuse its CPUs or devices) as one step. None when the replay does not model the
+    shape: other init containers (what their reusable resources leave depends on which CPUs
+    were picked, and the next app container may go elsewhere once they are used up), the CPU
+    options that pick CPUs another way."""
+    if (rules.distribute_cpus_across_numa or rules.distribute_cpus_across_cores
+            or rules.align_by_socket or rules.prefer_align_by_uncore_cache):
+        return None
+    managers = rules.managers
+    effective = pod_effective_ask(shape, managers)
+    if rules.policy != NONE and rules.scope == POD_SCOPE:
+        hint = pod_scope_hint_ask(shape, managers)
+        if hint.hint_devices or not _same(hint, effective):
+            return None
+        if not shape.init_containers:
+            taken = [asks(shape, c, managers) for c in shape.containers]
+            total = Ask(sum(a.cpus for a in taken), _summed(a.memory for a in taken),
+                        _summed(a.devices for a in taken))
+            if not _same(hint, total):
+                return None
+        elif rules.full_pcpus_only or any(c.sidecar for c in shape.init_containers):
+            return None  # each container's whole-core check sees only the CPUs still free
+        with_memory = sum(1 for c, _ in shape.in_admission_order()
+                          if asks(shape, c, managers).memory)
+        return [] if hint.is_empty() else [Step(hint, hint, max(with_memory, 1))]
+    ordered = [(asks(shape, c, managers), regular_init)
+               for c, regular_init in shape.in_admission_order()]
+    if any(ask.hint_devices for ask, _ in ordered):
+        return None
+    ordered = [(ask, regular_init) for ask, regular_init in ordered if not ask.is_empty()]
+    inits = [ask for ask, regular_init in ordered if regular_init]
+    if not inits:
+        return [Step(ask, ask) for ask, _ in ordered]
+    # one regular init container first, and every app container it pins: one step
+    if (rules.policy == NONE or len(inits) > 1 or not ordered[0][1] or rules.full_pcpus_only
+            or any(c.sidecar for c in shape.init_containers)):
+        return None
+    init = inits[0]
+    # one app container, pinned: with more, the first may use up what the init container left
+    # reusable and the next go to a node of its own
+    if len(ordered) != 2 or not _pins(init, ordered[1][0]):
+        return None
+    return [Step(init, effective, max(sum(1 for ask, _ in ordered if ask.memory), 1))]
+
+
+def _pins(init: Ask, app: Ask) -> bool:
+    """The app container must contain the init container's reusable CPUs or devices
+    (``scope_container``'s pinning): it shares CPUs, or a device resource, with it."""
+    return bool((init.cpus and app.cpus) or any(init.devices.get(r) for r in app.devices))
+
+
+def _summed(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+class Replay:
+    """The replay of one shape's copies under ``rules`` on ``state``'s counts."""
+
+    def __init__(self, shape: PodShape, state: ManagersState, rules: Rules, steps: list[Step]):
+        self.state = state
+        self.rules = rules
+        self.steps = steps
+        self.policy = rules.policy
+        self.order = self._node_order()
+        self.widest = max((len(c) for c in state.cpu.online.values()), default=0) \
+            if state.cpu is not None else 0
+        self.threads = max(state.cpu.threads_per_core, 1) if state.cpu is not None else 1
+        self.wanted = _union(steps)
+        for step in steps:
+            self._check_single_node(step.hint)
+            self._check_single_node(step.need)
+
+    def _node_order(self) -> list[int]:
+        """Single-node hints in the order the merge prefers them: lowest ids, or under
+        ``restricted`` and ``best-effort`` with ``prefer-closest-numa-nodes`` the node nearest
+        itself first (a one-node set's average distance)."""
+        ids = sorted(self.state.numa_ids)
+        distances = self.state.distances
+        if (self.rules.prefer_closest_numa_nodes and distances is not None
+                and self.policy in (RESTRICTED, BEST_EFFORT)):
+            return sorted(ids, key=lambda n: (distances.get(n, {}).get(n, 0), n))
+        return ids
+
+    def _check_single_node(self, step: Ask) -> None:
+        """Under ``restricted`` and ``best-effort`` a single-node hint is preferred only when
+        one node's capacity holds the request; else wider sets are preferred too and the copies
+        do not go node by node."""
+        if self.policy not in (RESTRICTED, BEST_EFFORT):
+            return
+        state = self.state
+        if step.cpus and state.cpu is not None and self.widest < step.cpus:
+            raise Declined
+        if step.memory and state.memory is not None and not any(
+                len(node.group) == 1 and all(node.allocatable.get(t, 0) >= a
+                                             for t, a in step.memory.items())
+                for node in state.memory.values()):
+            raise Declined
+        for resource, amount in step.devices.items():
+            devices = state.devices.get(resource)
+            if devices is None or not devices.topology_aware():
+                continue
+            if not any(sum(c for numa, c in devices.registered.items() if n in numa) >= amount
+                       for n in state.numa_ids):
+                raise Declined
+
+    # ---- one container -----------------------------------------------------------------
+
+    def _holds(self, free: Free, numa_id: int, step: Ask) -> bool:
+        if step.cpus and free.cpus and free.cpus.get(numa_id, 0) < step.cpus:
+            return False
+        if step.memory and self.state.memory is not None:
+            node = free.memory.get(numa_id)
+            if node is None or len(node.group) > 1 or any(
+                    node.allocatable.get(t, 0) < a or node.free.get(t, 0) < a
+                    for t, a in step.memory.items()):
+                return False
+        for resource, amount in step.devices.items():
+            devices = free.devices.get(resource)
+            if devices is None or not devices.topology_aware():
+                continue
+            if sum(c for numa, c in devices.free.items() if numa_id in numa) < amount:
+                return False
+        return True
+
+    def _take(self, free: Free, numa_id: int, step: Ask, hint: frozenset[int] | None,
+              cpu_node: int | None = None) -> bool:
+        """Take one container's request on ``numa_id`` (its CPUs on ``cpu_node`` when given;
+        ``hint``: what the managers get); False when the allocation fails (the pod is
+        rejected)."""
+        cpu_node = numa_id if cpu_node is None else cpu_node
+        for resource, amount in step.devices.items():
+            devices = free.devices.get(resource)
+            if devices is None:
+                continue
+            done = allocate_devices(devices, amount, hint, {})
+            if done is None:
+                return False
+            free.devices[resource] = done[0]
+        if step.cpus and free.cpus:
+            if self.rules.full_pcpus_only:
+                assert free.cores is not None
+                physical = sum(free.cpus.values()) - sum(free.reserved.values())
+                if step.cpus % self.threads or step.cpus > physical:
+                    return False  # SMTAlignmentError
+                if free.cores.get(cpu_node, 0) < step.cpus:
+                    raise Declined  # not whole free cores: which CPUs are taken matters
+                free.cores[cpu_node] -= step.cpus
+            if free.cpus.get(cpu_node, 0) < step.cpus:
+                return False
+            free.cpus[cpu_node] -= step.cpus
+        if step.memory and self.state.memory is not None:
+            placed = place_memory(free.memory, step.memory,
+                                  TopologyHint(hint, hint is not None), {})
+            if isinstance(placed, Failure):
+                return False
+            free.memory = take_memory(free.memory, step.memory, placed, {})
+        return True
+
+    def spread(self, free: Free, unit: Step) -> int | None:
+        """``best-effort`` once no node holds the unit (none will again: free
+        amounts only shrink): each copy is admitted on a wider set, its CPUs and devices taken
+        wherever they are free, so copies go on while they are free node-wide. None when
+        memory (the memory manager's own rules) or whole cores decide."""
+        step = unit.need
+        if self.rules.full_pcpus_only or not _same(unit.hint, step):
+            return None
+        if step.memory and self.state.memory is not None:
+            return None
+        more = []
+        if step.cpus and free.cpus:
+            more.append(sum(free.cpus.values()) // step.cpus)
+        for resource, amount in step.devices.items():
+            if resource in free.devices:
+                more.append(free.devices[resource].free_total() // amount)
+        return min(more) if more else None
+
+    def _constrained(self, free: Free, step: Ask) -> bool:
+        """Whether the CPU or the device manager gives ``step`` hints: when the memory manager
+        does not care, their node is the hint, and memory that no NUMA set holds is not
+        placed on it or around it (the pod is rejected)."""
+        return bool((step.cpus and free.cpus) or any(
+            resource in free.devices and free.devices[resource].topology_aware()
+            for resource in step.devices))
+
+    def _spread_rejected(self, free: Free, step: Ask) -> bool:
+        """``best-effort``, no node holds ``step``: whether the kubelet rejects it all the
+        same. Its hint is the merge over every NUMA set, on the counts (hints read counts
+        only); then the devices and CPUs must be free node-wide and the memory manager must
+        place the memory on that hint or a set around it. True: rejected; False: admitted
+        (where its CPUs go is not replayed)."""
+        state = self.state
+        cpu = state.cpu
+        if cpu is not None and free.cpus:
+            chosen: set[int] = set()
+            for numa_id, count in free.cpus.items():
+                chosen.update(sorted(cpu.online.get(numa_id, ()))[:count])
+            cpu = replace(cpu, free=frozenset(chosen))
+        counted = replace(state, cpu=cpu, memory=free.memory or state.memory,
+                          devices={**state.devices, **free.devices})
+        _, hint, _ = merged_hint(self.policy, counted, step, Reuse(),
+                                 state.distances if self.rules.prefer_closest_numa_nodes
+                                 else None)
+        for resource, amount in step.devices.items():
+            if resource in free.devices and free.devices[resource].free_total() < amount:
+                return True
+        if step.cpus and free.cpus:
+            if sum(free.cpus.values()) < step.cpus:
+                return True
+            if self.rules.full_pcpus_only and (
+                    step.cpus % self.threads
+                    or step.cpus > sum(free.cpus.values()) - sum(free.reserved.values())):
+                return True
+        if step.memory and state.memory is not None:
+            return isinstance(place_memory(free.memory, step.memory, hint, {}), Failure)
+        return False
+
+    def units_at_once(self, free: Free, unit: Step, most: int) -> int:
+        """Units (a one-container pod, or one of a pod's identical containers) on the node the
+        next one goes to, taken together: as many as that node holds (what one takes divides
+        what the node has free), at most ``most``; 0 when they are not taken together (the
+        caller places the next one)."""
+        step = unit.need
+        if self.policy == NONE:
+            numa_id = ANY
+            if step.memory and self.state.memory is not None:
+                numa_id = next((n for n in self.order if self._holds(free, n, step)), ANY)
+                if numa_id == ANY:
+                    return 0
+        else:
+            numa_id = next((n for n in self.order if self._holds(free, n, unit.hint)), ANY)
+            if numa_id == ANY or not self._holds(free, numa_id, step):
+                return 0
+        cpu_node = ANY if self.policy == NONE else numa_id
+        many = most
+        if step.cpus and free.cpus:
+            many = min(many, free.cpus.get(cpu_node, 0) // step.cpus)
+            if self.rules.full_pcpus_only:
+                assert free.cores is not None
+                if step.cpus % self.threads:
+                    return 0
+                physical = sum(free.cpus.values()) - sum(free.reserved.values())
+                many = min(many, free.cores.get(cpu_node, 0) // step.cpus,
+                           physical // step.cpus)
+        if step.memory and self.state.memory is not None:
+            node = free.memory[numa_id]
+            many = min(many, *(node.free.get(t, 0) // a for t, a in step.memory.items()))
+        one = frozenset((numa_id,))
+        for resource, amount in step.devices.items():
+            devices = free.devices.get(resource)
+            if devices is None:
+                continue
+            if self.policy == NONE or not devices.topology_aware():
+                many = min(many, devices.free_total() // amount)
+            else:
+                many = min(many, devices.free.get(one, 0) // amount)
+        if many < 2:
+            return 0
+        together = Ask(step.cpus * many, {t: a * many for t, a in step.memory.items()},
+                       {r: a * many for r, a in step.devices.items()})
+        hint = None if self.policy == NONE else one
+        if not self._take(free, numa_id, together, hint, cpu_node):
+            raise Declined  # the node held them: cannot happen
+        self._assigned(free, numa_id, step, many * unit.allocations - 1)
+        return many
+
+    def copy(self, free: Free, steps: tuple[Step, ...] | None = None) -> bool:
+        """Place one copy (or ``steps`` of it); False when the kubelet rejects it."""
+        for step in self.steps if steps is None else steps:
+            need = step.need
+            if self.policy == NONE:  # no hint: CPUs and devices anywhere, memory where it goes
+                if not self._take(free, ANY, need, None, ANY):
+                    return False
+                continue
+            for numa_id in self.order:
+                if self._holds(free, numa_id, step.hint):
+                    break
+            else:
+                if self.policy == BEST_EFFORT:
+                    if step.hint is not need and not _same(step.hint, need):
+                        raise Declined
+                    if self._spread_rejected(free, need):
+                        return False
+                    raise Spread
+                hint = step.hint
+                if (hint.memory and self.state.memory is not None
+                        and memory_hints(free.memory, hint.memory) is None
+                        and not self._constrained(free, hint)):
+                    # no provider cares (the memory manager answers "don't care" when no set
+                    # qualifies): admitted on any node, the memory put wherever it goes
+                    raise Declined
+                return False
+            if not self._holds(free, numa_id, need):  # pinned where it cannot fit
+                if self.policy == BEST_EFFORT:
+                    raise Declined
+                return False
+            if not self._take(free, numa_id, need, frozenset((numa_id,))):
+                return False
+            self._assigned(free, numa_id, need, step.allocations - 1)
+        return True
+
+    def _assigned(self, free: Free, numa_id: int, need: Ask, more: int) -> None:
+        """Count ``more`` memory assignments on the node (each container's allocation is
+        one)."""
+        if more and need.memory and self.state.memory is not None:
+            node = free.memory[numa_id]
+            free.memory[numa_id] = replace(node, assignments=node.assignments + more)
+
+
+def replayed_copies(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict,
+                    bound: int) -> int | None:
+    """How many copies the Topology Manager and the managers admit one after another, at most
+    ``bound`` (the predicate is the caller's), replayed on counts; None when the replay does
+    not apply or disagrees with ``first``, the real admission of the first copy."""
+    if rules.policy not in (SINGLE_NUMA_NODE, RESTRICTED, BEST_EFFORT, NONE):
+        return None
+    steps = steps_of(shape, rules)
+    if steps is None or not first.admitted or first.state is None:
+        return None
+    if not steps:
+        return bound  # nothing exclusive: every copy is admitted, to the predicate's limit
+    try:
+        replay = Replay(shape, state, rules, steps)
+        free = free_of(state, replay.wanted, rules)
+        if not replay.copy(free) or free.key() != free_of(first.state, replay.wanted,
+                                                          rules).key():
+            return None
+        if all(step == steps[0] for step in steps):
+            return _units(replay, free, steps[0], len(steps), bound)
+        count = 1
+        while count < bound:
+            try:
+                if not replay.copy(free):
+                    break
+            except Spread:
+                return None  # containers of one copy spread over several nodes
+            count += 1
+    except Declined:
+        return None
+    return count
+
+
+def _units(replay: Replay, free: Free, unit: Step, per_pod: int, bound: int) -> int | None:
+    """A pod of ``per_pod`` identical units (its one container, or its identical containers
+    under scope ``container``): the units fill the nodes one after another, a pod for every
+    ``per_pod`` of them (the first pod's already placed)."""
+    units, wanted = per_pod, bound * per_pod
+    while units < wanted:
+        many = replay.units_at_once(free, unit, wanted - units)
+        if many:
+            units += many
+            continue
+        try:
+            if not replay.copy(free, (unit,)):
+                break
+        except Spread:
+            more = replay.spread(free, unit)
+            if more is None:
+                return None
+            units = min(wanted, units + more)
+            break
+        units += 1
+    return units // per_pod
+
+
+def replayed_fits(shape: PodShape, state: ManagersState, rules: Rules
+                  ) -> Mapping[int, bool] | None:
+    """Per NUMA node, whether the Topology Manager and the managers admit a copy on that node
+    alone under ``single-numa-node`` (the predicate is the caller's); None when not
+    replayed."""
+    steps = steps_of(shape, rules)
+    if steps is None:
+        return None
+    try:
+        replay = Replay(shape, state, rules, steps)
+        whole = free_of(state, replay.wanted, rules)
+        found = {}
+        for numa_id in state.numa_ids:
+            free = whole.alone(numa_id)
+            admitted = True
+            for step in steps:
+                if not replay._holds(free, numa_id, step.hint) or not replay._holds(
+                        free, numa_id, step.need) or not replay._take(
+                        free, numa_id, step.need, frozenset((numa_id,))):
+                    admitted = False
+                    break
+                replay._assigned(free, numa_id, step.need, step.allocations - 1)
+            found[numa_id] = admitted
+    except Declined:
+        return None
+    return found

@@ -23,6 +23,7 @@ kept-alive connection."""
 from __future__ import annotations
 
 import copy
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -211,7 +212,13 @@ def publisher() -> Publisher:
     if _publisher is None:
         from multiprocessing import util
 
-        plane = ControlPlane.start(Path(tempfile.mkdtemp(prefix="controlplane-")))
-        util.Finalize(None, plane.close, exitpriority=10)  # run when the process exits
+        directory = Path(tempfile.mkdtemp(prefix="controlplane-"))
+        plane = ControlPlane.start(directory)
+
+        def close() -> None:  # its etcd's data too (some 100 MB)
+            plane.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        util.Finalize(None, close, exitpriority=10)  # run when the process exits
         _publisher = Publisher(plane.client(), str(plane.admin_kubeconfig))
     return _publisher

@@ -412,7 +412,7 @@ class ControlPlane:
             offset += len(line) + 1
         events = [last[audit_id] for audit_id, at in sorted(first.items(), key=lambda i: i[1])
                   if at >= since]
-        return [e for e in events if user is None or e["user"]["username"] == user]
+        return [e for e in events if user is None or e["user"].get("username") == user]
 
 
 def service_account_user(namespace: str, name: str) -> str:

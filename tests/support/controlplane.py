@@ -139,7 +139,8 @@ class Client:
                   headers: dict[str, str]) -> tuple[HTTPResponse, bytes]:
         """One request on this thread's kept-alive connection (a TLS handshake per request
         would cost more than the request). A connection the server closed while it was idle
-        fails before anything was read: the request is sent again on a new one, once."""
+        (an API server restart) fails before anything was read, as a reset or, over TLS, as
+        an EOF while sending: the request is sent again on a new one, once."""
         connection = getattr(self._local, "connection", None)
         for fresh in ((False, True) if connection is not None else (True,)):
             if fresh:
@@ -151,7 +152,7 @@ class Client:
                 connection.request(method, path, body=data, headers=headers)
                 response = connection.getresponse()
                 raw = response.read()
-            except (ConnectionError, http.client.RemoteDisconnected,
+            except (ConnectionError, ssl.SSLEOFError, http.client.RemoteDisconnected,
                     http.client.CannotSendRequest, http.client.BadStatusLine):
                 connection.close()
                 self._local.connection = None

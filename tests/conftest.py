@@ -78,11 +78,14 @@ _ROOT = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with the directory it is in."""
+    """Mark each test with the directory it is in, and ``external`` where it needs the real
+    control plane (the fixture ``control_plane``, directly or through ``api``)."""
     for item in items:
         parts = Path(item.fspath).relative_to(_ROOT).parts
         if parts and parts[0] in LAYERS:
             item.add_marker(parts[0])
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker("external")
 
 
 @pytest.fixture

@@ -52,8 +52,8 @@ from exporter.kubelet.client import KubeletClient
 from exporter.podspec import parse_quantity
 from exporter.simulator import load_profile
 from exporter.topology import read_topology
-from tests.support.fakeapiserver.objects import container, pod, status
 from tests.support.fakeapiserver.server import FakeApiServer
+from tests.support.kubeobjects import container, pod, status
 
 from .harness import (
     REPO,

@@ -6,9 +6,11 @@
     tests/deploy/       the artifacts: Helm chart, Dockerfile, dashboards, rules, Prometheus
     tests/support/      what the tests share (harness, pki, spec, chart, docs, kubeconfig, the
                         Kubernetes-API view's cluster, the web config, the real kubelet's driver,
-                        the differential fit runner, fakeapiserver/: the fake Kubernetes API
-                        server, and controlplane*: the real one's driver, the chart, the view's
-                        objects, the kubelet's objects and the Operator's translation on it);
+                        the differential fit runner, kubeobjects: Kubernetes objects by hand,
+                        fakeapiserver/: the fake Kubernetes API server for what the real one
+                        cannot stage, and controlplane*: the real one's driver, the chart, the
+                        view's objects, the kubelet's objects and the Operator's translation
+                        on it);
                         test modules never import each other
     tests/realkubelet/  the real kubelet as a Go test component (built by run.sh)
     tests/controlplane/ the real kube-apiserver on an embedded etcd, a Go test component (built
@@ -35,16 +37,20 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_listener.py test_webconfig*.py
                                            test_basicauth.py
   exporter/kubeapi/                        tests/integration/test_kubeapi*.py test_podsapi.py
-                                           test_controlplane_*.py
+                                           test_controlplane_*.py test_dra_view.py
   tests/controlplane/ (the real API server) tests/integration/test_controlplane_*.py
+                                           test_kubeapi*.py test_dra_view.py
                                            test_fit_explain.py test_differential_fit.py
+                                           tests/spec/test_spec_dra.py
                                            tests/deploy/test_chart_install.py
                                            test_chart_pod_security.py test_chart_discovery.py
   exporter/podsapi/, protos/               tests/integration/test_podsapi.py test_demo_api.py
   exporter/simulator/                      tests/unit/simulator/
                                            tests/integration/test_simulator.py test_rejections.py
                                            test_simulator_admission.py test_podsapi.py tests/spec
-  tests/support/fakeapiserver/             tests/integration/test_kubeapi*.py test_dra_view.py
+  tests/support/fakeapiserver/             tests/unit/test_fakeapiserver_cluster.py
+                                           tests/integration/test_kubeapi.py
+                                           test_kubeapi_watch.py
   exporter/commands/, cli.py               tests/integration/test_cli.py test_tour.py
   exporter/nodemap/                        tests/integration/test_numa_page.py
                                            test_numa_browser.py
@@ -72,16 +78,36 @@ _ROOT = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with the directory it is in."""
+    """Mark each test with the directory it is in, and ``external`` where it needs the real
+    control plane (the fixture ``control_plane``, directly or through ``api``)."""
     for item in items:
         parts = Path(item.fspath).relative_to(_ROOT).parts
         if parts and parts[0] in LAYERS:
             item.add_marker(parts[0])
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker("external")
 
 
 @pytest.fixture
-async def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
-    """The simulator's fake Kubernetes API server, empty, with ``$KUBECONFIG`` pointing at it."""
+def api(control_plane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The real API server (the session's control plane) for the Kubernetes-API view, with
+    ``$KUBECONFIG`` naming the exporter's own identity there (a client certificate bound to the
+    view's rules); ``api.requests`` are the exporter's. What the test put there is deleted
+    after it."""
+    from .support.controlplane_api import EXPORTER_USER, RealApi
+
+    real = RealApi(control_plane, user=EXPORTER_USER)
+    monkeypatch.setenv("KUBECONFIG", str(real.write_kubeconfig(tmp_path / "kubeconfig")))
+    real.mark = control_plane.audit_mark()
+    yield real
+    real.clear()
+
+
+@pytest.fixture
+async def fake_api(tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeApiServer]:
+    """The fake API server, empty, with ``$KUBECONFIG`` pointing at it: only for what the real
+    one cannot be made to do here (tests/support/fakeapiserver/__init__.py says what)."""
     server = FakeApiServer()
     await server.start()
     monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))

@@ -104,6 +104,9 @@ func apiServerFlags(p *pki, etcdURL string, port int, dir string) []string {
 		"--audit-log-format=json",
 		"--audit-log-mode=blocking",
 		"--profiling=false",
+		// resource.kubernetes.io/numaNode as a list (ints) is alpha in 1.37, off by default:
+		// on here, as on a cluster whose drivers publish that form (SPEC 2 reads it)
+		"--feature-gates=DRAListTypeAttributes=true",
 	}
 }
 

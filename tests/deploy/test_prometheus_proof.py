@@ -152,8 +152,8 @@ async def evaluate_dashboard(prometheus: Prometheus, path: Path) -> tuple[int, l
 
 
 @pytest.mark.parametrize("line", SERVER_LINES)
-async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster(line):
-    async with clusters(line, RULES, kube_api=True) as (prometheus, _, _, dcgm):
+async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster(line, api):
+    async with clusters(line, RULES, api) as (prometheus, _, _, dcgm):
         failures: list[str] = []
         queries = 0
         results: dict[str, dict[tuple, dict]] = {}
@@ -295,7 +295,7 @@ async def test_every_dashboard_panel_and_recording_rule_returns_data_per_cluster
                         ("gpu1", "OutOfnvidia.com/gpu", "nvidia.com/gpu"): 1}
 
         # DRA devices per NUMA node (the profile's ResourceSlices): fpga-2's PCI address has no
-        # NUMA node, fpga-3 is tainted NoSchedule; mlx5_0 is shared by two pods; west lacks
+        # NUMA node, fpga-3 is tainted NoSchedule; mlx5-0 is shared by two pods; west lacks
         # llm-infer-1 and so its DRA GPU gpu-8.
         fpga, rdma, gpu = (("fpga.example.com", "gpu-node-01"),
                            ("rdma.example.com", "gpu-node-01-mlx"),

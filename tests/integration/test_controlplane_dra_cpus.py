@@ -33,8 +33,8 @@ import pytest
 
 from ..support.controlplane import ControlPlane
 from ..support.controlplane_api import RealApi
-from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import Exporter, Node, Scrape
+from ..support.kubeobjects import resource_slices
 
 pytestmark = pytest.mark.external
 

@@ -21,9 +21,9 @@ from exporter.kubeapi import config, reflector
 from ..support.controlplane import ControlPlane
 from ..support.controlplane_api import ChartIdentity, Gate, RealApi, credential_id, jti
 from ..support.controlplane_chart import Helm
-from ..support.fakeapiserver.objects import node, pod
 from ..support.harness import Exporter, Node, Scrape, require_tool
 from ..support.kubeapi import DONGLE, NODE, cluster, dongles, kubelet_profile, synced
+from ..support.kubeobjects import node, pod
 
 pytestmark = pytest.mark.external
 

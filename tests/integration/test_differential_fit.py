@@ -1,6 +1,8 @@
 """The fit engine against the real kubelet over seeded random cases (tests/support/differential):
 verdict, reason, each container's NUMA set and ``shape_capacity``, 2,000 cases judged on each of
-1.37 and 1.34, the fit engine asked as a deployed exporter asks it. The counts are printed:
+1.37 and 1.34, the fit engine asked as a deployed exporter asks it (on 1.34, which serves no Pods
+API, its pod context from the real API server: tests/controlplane, one per worker). The counts
+are printed:
 cases, disagreements, the named exceptions (tests/support/differential/exceptions.py, each
 proven on its case), and the cases not judged because the kubelet's admission took over 3 s
 (the next cases are drawn until 2,000 were judged); any disagreement is listed with the command
@@ -14,6 +16,7 @@ import os
 
 import pytest
 
+from ..support import controlplane
 from ..support.differential import run_many
 from ..support.realkubelet import require
 
@@ -25,6 +28,8 @@ CASES = {"1.37": 2000, "1.34": 2000}
 def test_fit_engine_agrees_with_the_real_kubelet(release: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     require(release)
+    if release == "1.34":  # no Pods API: the pod context comes from the real API server
+        controlplane.require()
     count = int(os.environ.get("PODRESOURCES_DIFFERENTIAL_CASES", CASES[release]))
     summary = run_many(release, SEED, count, judged=True)
     with capsys.disabled():

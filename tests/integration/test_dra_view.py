@@ -1,18 +1,18 @@
 """DRA devices per NUMA node: the simulator's dual-socket-gpu kubelet, its drivers' ResourceSlices
-in the fake API server, and the exporter between them (SPEC section 2, rule "DRA devices per
-NUMA node").
+in the real API server (fixture ``api``), and the exporter between them (SPEC section 2, rule
+"DRA devices per NUMA node").
 
 The profile's drivers publish every locality form (dual-socket-gpu.json, ``dra_pools``):
 
 * fpga.example.com, pool gpu-node-01: fpga-0 the driver's own bare ``numaNode`` 0; fpga-1 the
   standard int 1; fpga-2 only a PCI address whose sysfs ``numa_node`` is -1; fpga-3 the
   standard int 1 with a NoSchedule taint;
-* rdma.example.com, pool gpu-node-01-mlx: mlx5_0 the legacy ``dra.net/numaNode`` 0; mlx5_1 the
+* rdma.example.com, pool gpu-node-01-mlx: mlx5-0 the legacy ``dra.net/numaNode`` 0; mlx5-1 the
   driver's bare ``numaNodeID`` 1;
 * gpu.nvidia.com, pool gpu-node-01-dra: gpu-8 the standard list form [0, 1]; gpu-9 only a PCI
   address whose sysfs ``numa_node`` is 1.
 
-The kubelet prepared fpga-0 for encoder-0, mlx5_0 for rdma-bench-0 and rdma-probe-0 (a shared
+The kubelet prepared fpga-0 for encoder-0, mlx5-0 for rdma-bench-0 and rdma-probe-0 (a shared
 claim each: two share_ids) and gpu-8 for llm-infer-1 (its CPUs 24-31 are on node 1). gpu-9 was
 allocated by the scheduler for dra-infer-0's nvidia.com/gpu, which DRA serves, but the kubelet
 rejected that pod (its device manager still wants a free plugin GPU on one NUMA node, and none
@@ -21,10 +21,9 @@ is free): nothing prepared it.
 
 from __future__ import annotations
 
-from ..support.fakeapiserver.objects import container, device_taint_rule, node, pod
-from ..support.fakeapiserver.server import FakeApiServer
-from ..support.fakeapiserver.slices import resource_slices
+from ..support.controlplane_api import RealApi
 from ..support.harness import Exporter, Node, Scrape
+from ..support.kubeobjects import container, device_taint_rule, node, pod, resource_slices
 
 FPGA, RDMA, GPU = "fpga.example.com", "rdma.example.com", "gpu.nvidia.com"
 FPGA_POOL, RDMA_POOL, GPU_POOL = "gpu-node-01", "gpu-node-01-mlx", "gpu-node-01-dra"
@@ -37,7 +36,7 @@ def synced(scrape: Scrape) -> bool:
             and scrape.get("podresources_up") == 1)
 
 
-def publish(server: FakeApiServer, kubelet: Node) -> None:
+def publish(server: RealApi, kubelet: Node) -> None:
     name = kubelet.spec.name
     for obj in resource_slices(kubelet.spec, parts=2):
         server.put("resourceslices", obj)
@@ -72,7 +71,7 @@ async def test_dra_devices_per_numa_node_with_shares_taints_and_alignment(api):
         (FPGA, FPGA_POOL, "0"): 1, (FPGA, FPGA_POOL, "1"): 0, (FPGA, FPGA_POOL, "unknown"): 0,
         (RDMA, RDMA_POOL, "0"): 1, (RDMA, RDMA_POOL, "1"): 0,
         (GPU, GPU_POOL, "0"): 1, (GPU, GPU_POOL, "1"): 0}
-    # mlx5_0 is one device with two shares
+    # mlx5-0 is one device with two shares
     assert s.by("podresources_dra_device_shares", "driver", "pool", "numa_node") == {
         (RDMA, RDMA_POOL, "0"): 2}
     assert s.by("podresources_numa_utilization_ratio", "numa_node", resource=GPU) == \
@@ -138,7 +137,7 @@ async def test_a_device_taint_rule_takes_the_devices_it_selects_out_of_allocatab
             assert not s.series("podresources_dra_devices_allocatable", driver=RDMA)
             assert s.by("podresources_dra_devices_allocatable", "numa_node", driver=FPGA) == {
                 "0": 1, "1": 1, "unknown": 1}
-            # mlx5_0 is still prepared for its two pods: allocated, but no utilization series
+            # mlx5-0 is still prepared for its two pods: allocated, but no utilization series
             assert s.by("podresources_dra_devices_allocated", "numa_node", driver=RDMA) == {
                 "0": 1}
             assert not s.series("podresources_numa_utilization_ratio", resource=RDMA)

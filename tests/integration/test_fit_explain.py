@@ -25,8 +25,8 @@ from exporter.fit.shapes import ShapeError, ShapeFile, load_shapes
 
 from ..support.controlplane import ControlPlane
 from ..support.controlplane_api import RealApi
-from ..support.fakeapiserver.objects import pod
 from ..support.harness import Exporter, Node, small_profile
+from ..support.kubeobjects import pod
 
 GiB = 1 << 30
 GPU = "nvidia.com/gpu"

@@ -106,7 +106,7 @@ async def test_dual_socket_gpu_profile_workload_series():
         assert sorted((dict(k)["pod"], dict(k)["container"], dict(k)["device"]) for k in dra) == [
             ("encoder-0", "encoder", "fpga-0"), ("encoder-0", "monitor", "fpga-0"),
             ("llm-infer-1", "server", "gpu-8"),
-            ("rdma-bench-0", "bench", "mlx5_0"), ("rdma-probe-0", "probe", "mlx5_0")]
+            ("rdma-bench-0", "bench", "mlx5-0"), ("rdma-probe-0", "probe", "mlx5-0")]
         assert all("share_id" in dict(k) for k in dra
                    if dict(k)["pod"] in ("rdma-bench-0", "rdma-probe-0"))
         assert not any("share_id" in dict(k) for k in dra if dict(k)["pod"] == "encoder-0")

@@ -13,10 +13,10 @@ import pytest
 from exporter.cli import main, parse_args
 from exporter.simulator import load_profile, write_sysfs
 
-from ..support.fakeapiserver.server import FakeApiServer
 from ..support.harness import REPO
 from ..support.kubeapi import NODE
-from ..support.kubeconfig import without_kubernetes
+from ..support.kubeconfig import kubeconfig, without_kubernetes
+from ..support.kubeobjects import node
 
 VIEW_FAMILIES = {"podresources_extended_resource_capacity",
                  "podresources_extended_resource_allocatable",
@@ -83,40 +83,36 @@ def test_the_view_needs_an_api_configuration(capsys, monkeypatch, sysfs):
 
 def test_an_exec_plugin_kubeconfig_without_the_kube_extra(capsys, monkeypatch, sysfs, tmp_path):
     without_kubernetes(monkeypatch)
-    path = FakeApiServer().write_kubeconfig(tmp_path / "kubeconfig", {"exec": {
+    path = kubeconfig(tmp_path / "kubeconfig", {"exec": {
         "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
         "args": ["eks", "get-token", "--cluster-name", "prod"]}})
     monkeypatch.setenv("KUBECONFIG", str(path))
     err = _exit_line(["--kube-api", "--node-name", NODE, "--sysfs-root", sysfs,
                       "--listen-address", ":0"], capsys)
     assert err.startswith(f"podresources-exporter: error: --kube-api: kubeconfig {path}: user "
-                          "'exporter' gets its credentials from an exec credential plugin "
+                          "'u' gets its credentials from an exec credential plugin "
                           "(aws), which needs the kubernetes package (")
     assert err.endswith("); install podresources-exporter[kube]\n")
 
 
 VIEW_ON = """
-import asyncio, os, sys, tempfile
-from pathlib import Path
-from tests.support.fakeapiserver.objects import node
-from tests.support.fakeapiserver.server import FakeApiServer
+import asyncio, sys
 from tests.support.harness import Exporter, Node, small_profile
 
 async def main():
-    async with FakeApiServer() as api:
-        api.put("nodes", node("test-node", {"example.com/dongle": "4"}))
-        os.environ["KUBECONFIG"] = str(api.write_kubeconfig(Path(tempfile.mkdtemp()) / "config"))
-        async with Node(small_profile()) as kubelet, \\
-                Exporter(kubelet.settings(kube_api=True)) as exporter:
-            await exporter.wait_for(lambda s: s.get("podresources_extended_resource_capacity",
-                                                    resource="example.com/dongle") == 4)
+    async with Node(small_profile()) as kubelet, \\
+            Exporter(kubelet.settings(kube_api=True)) as exporter:
+        await exporter.wait_for(lambda s: s.get("podresources_extended_resource_capacity",
+                                                resource="example.com/dongle") == 4)
     print(sorted({m.split(".")[0] for m in sys.modules} & {"kubernetes", "urllib3", "requests"}))
 
 asyncio.run(main())
 """
 
 
-def test_the_view_on_a_plain_kubeconfig_never_imports_kubernetes():
+def test_the_view_on_a_plain_kubeconfig_never_imports_kubernetes(api):
+    api.put("nodes", node(NODE, {"example.com/dongle": "4"}))
+    # $KUBECONFIG (the fixture's): the real API server, a client certificate
     result = subprocess.run([sys.executable, "-c", VIEW_ON], cwd=REPO, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr

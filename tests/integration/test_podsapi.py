@@ -22,9 +22,9 @@ from exporter.fit.explain import fit_json
 from exporter.podsapi import sources as pod_sources
 from exporter.simulator.profile import parse_pod
 
-from ..support.fakeapiserver.objects import container, node, pod
-from ..support.fakeapiserver.server import FakeApiServer
+from ..support.controlplane_api import RealApi
 from ..support.harness import Exporter, Node, Scrape, small_profile
+from ..support.kubeobjects import container, node, pod
 
 NODE = "test-node"
 WIDE = {"namespace": "demo", "name": "wide",
@@ -211,7 +211,7 @@ async def test_a_pod_that_cannot_be_decoded_is_skipped_once(caplog):
 
 # ---- beside the Kubernetes-API view ----------------------------------------------------------
 
-def cluster(server: FakeApiServer) -> None:
+def cluster(server: RealApi) -> None:
     """The node with a patched dongle resource and its GPUs, and in the API a pod using
     dongles that the kubelet's Pods API does not have (its pods win)."""
     server.put("nodes", node(NODE, {"example.com/dongle": "4", "nvidia.com/gpu": "2"}))

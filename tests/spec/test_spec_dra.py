@@ -1,5 +1,5 @@
 """Black-box checks of the SPEC rule "DRA devices per NUMA node" (section 2) and the DRA rows
-of section 3, with ``--kube-api`` against the fake API server holding the node's ResourceSlices.
+of section 3, with ``--kube-api`` against the real API server holding the node's ResourceSlices.
 
 Machine (``small_profile``): NUMA 0 = CPUs 0-3, NUMA 1 = CPUs 4-7. Its DRA driver
 ``gpu.example.com``, pool ``test-node``, publishes four GPUs:
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from exporter.model import ContainerAssignment as C, DraDevice
 
-from ..support.fakeapiserver.slices import resource_slices
 from ..support.harness import Exporter, Node, small_profile
+from ..support.kubeobjects import resource_slices
 from ..support.spec import put_pod
 
 DRIVER, POOL = "gpu.example.com", "test-node"

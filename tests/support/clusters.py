@@ -25,15 +25,14 @@ file.
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from pathlib import Path
 
 from exporter.simulator import load_profile
 
-from .fakeapiserver.server import FakeApiServer
-from .fakeapiserver.slices import resource_slices
 from .harness import Exporter, Node
+from .kubeapi import ApiServer
+from .kubeobjects import resource_slices
 from .prometheus import Prometheus, scrape_job, tool
 from .targets import DCGM_4_7, DCGM_4_10, DcgmTarget, Holder, KubeletTarget
 
@@ -72,38 +71,22 @@ def gpu_holders(node: Node) -> dict[str, Holder]:
             if entry.resource == "nvidia.com/gpu" for device_id in entry.device_ids}
 
 
-@contextlib.contextmanager
-def environment(name: str, value: str):
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-
-
 @contextlib.asynccontextmanager
-async def clusters(line: str, rules: Path, kube_api: bool = False):
+async def clusters(line: str, rules: Path, api: ApiServer | None = None):
     """Both simulated clusters, their exporters, the DCGM targets, and a Prometheus of ``line``
     with enough samples for rates. Yields (prometheus, nodes, exporters, dcgm), keyed by
     (cluster, node).
 
-    With ``kube_api``, the exporters also watch a Kubernetes API server publishing the GPU
-    node's ResourceSlices (the same in both clusters): its DRA devices get their allocatable
-    count, taints and NUMA nodes."""
+    With ``api`` (the real API server, ``$KUBECONFIG`` naming it: the fixture ``api``), the
+    exporters also watch it, the GPU node's ResourceSlices published there (the same in both
+    clusters): its DRA devices get their allocatable count, taints and NUMA nodes."""
+    kube_api = api is not None
     binary = tool(line, "prometheus")
     gpus = gpu_inventory()
     async with contextlib.AsyncExitStack() as stack:
-        if kube_api:
-            api = await stack.enter_async_context(FakeApiServer())
+        if api is not None:
             for obj in resource_slices(load_profile("dual-socket-gpu")):
                 api.put("resourceslices", obj)
-            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            stack.enter_context(environment(
-                "KUBECONFIG", str(api.write_kubeconfig(directory / "kubeconfig"))))
         nodes = {
             (EAST, GPU_NODE): await stack.enter_async_context(Node("dual-socket-gpu")),
             (EAST, EDGE_NODE): await stack.enter_async_context(Node("small")),

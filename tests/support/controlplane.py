@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import http.client
 import json
 import os
 import select
 import ssl
 import subprocess
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.client import HTTPSConnection
+from http.client import HTTPResponse, HTTPSConnection
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +106,7 @@ class Client:
             self.context.load_cert_chain(str(cert[0]), str(cert[1]))
         self.token = token
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._local = threading.local()
 
     def request(self, method: str, path: str, body: Any = None, *,
                 query: dict[str, str] | None = None,
@@ -120,16 +123,10 @@ class Client:
         # 429 with Retry-After: e.g. a new CRD's storage "is (re)initializing"; client-go waits
         # and tries again, so does this client (a few times)
         for attempt in range(RETRIES_429 + 1):
-            connection = HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
-            try:
-                connection.request(method, path, body=data, headers=headers)
-                response = connection.getresponse()
-                raw = response.read()
-                warnings = [value for key, value in response.getheaders()
-                            if key.lower() == "warning"]
-                retry_after = response.getheader("Retry-After")
-            finally:
-                connection.close()
+            response, raw = self._exchange(method, path, data, headers)
+            warnings = [value for key, value in response.getheaders()
+                        if key.lower() == "warning"]
+            retry_after = response.getheader("Retry-After")
             if response.status != 429 or not retry_after or attempt == RETRIES_429:
                 break
             time.sleep(min(float(retry_after), 1.0))
@@ -137,6 +134,42 @@ class Client:
         if check and response.status >= 300:
             raise ApiStatus(response.status, decoded)
         return Reply(response.status, decoded, warnings)
+
+    def _exchange(self, method: str, path: str, data: bytes | None,
+                  headers: dict[str, str]) -> tuple[HTTPResponse, bytes]:
+        """One request on this thread's kept-alive connection (a TLS handshake per request
+        would cost more than the request). A connection the server closed while it was idle
+        (an API server restart) fails before anything was read, as a reset or, over TLS, as
+        an EOF while sending: the request is sent again on a new one, once."""
+        connection = getattr(self._local, "connection", None)
+        for fresh in ((False, True) if connection is not None else (True,)):
+            if fresh:
+                connection = HTTPSConnection(self.host, self.port, context=self.context,
+                                             timeout=60)
+                self._local.connection = connection
+            assert connection is not None
+            try:
+                connection.request(method, path, body=data, headers=headers)
+                response = connection.getresponse()
+                raw = response.read()
+            except (ConnectionError, ssl.SSLEOFError, http.client.RemoteDisconnected,
+                    http.client.CannotSendRequest, http.client.BadStatusLine):
+                connection.close()
+                self._local.connection = None
+                if fresh:
+                    raise
+                continue
+            if response.will_close:
+                connection.close()
+                self._local.connection = None
+            return response, raw
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
 
     # ---- discovery ------------------------------------------------------------------------
 
@@ -380,7 +413,7 @@ class ControlPlane:
             offset += len(line) + 1
         events = [last[audit_id] for audit_id, at in sorted(first.items(), key=lambda i: i[1])
                   if at >= since]
-        return [e for e in events if user is None or e["user"]["username"] == user]
+        return [e for e in events if user is None or e["user"].get("username") == user]
 
 
 def service_account_user(namespace: str, name: str) -> str:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from .controlplane import ApiStatus, Client, ControlPlane, service_account_user, token_claims
 from .controlplane_chart import Helm, pod_from_template
+from .pki import CA
 from .volumes import update_volume
 
 COLLECTIONS = {"nodes": ("v1", "Node"), "pods": ("v1", "Pod"),
@@ -42,6 +44,28 @@ class RealApi:
         self.mark = plane.audit_mark()
         self.namespaces: set[str] = set()
 
+    # ---- the exporter's identity ---------------------------------------------------------
+
+    def write_kubeconfig(self, path: Path, user: dict[str, Any] | None = None,
+                         cluster: dict[str, Any] | None = None) -> Path:
+        """A kubeconfig for the exporter: a client certificate of its own (user
+        ``podresources-exporter``, bound to a ClusterRole with the view's rules, those the
+        chart grants), or ``user`` instead; ``cluster`` adds to or replaces the cluster's
+        fields (the server and its CA; None leaves one out)."""
+        if user is None:
+            cert, key = exporter_certificate(self.plane)
+            user = {"client-certificate": str(cert), "client-key": str(key)}
+        fields = {"server": self.plane.server, "certificate-authority": str(self.plane.ca),
+                  **(cluster or {})}
+        fields = {name: value for name, value in fields.items() if value is not None}
+        document = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
+                    "clusters": [{"name": "controlplane", "cluster": fields}],
+                    "users": [{"name": "exporter", "user": user}],
+                    "contexts": [{"name": "test", "context": {"cluster": "controlplane",
+                                                              "user": "exporter"}}]}
+        path.write_text(json.dumps(document))
+        return path
+
     # ---- writing -------------------------------------------------------------------------
 
     def put(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -56,21 +80,26 @@ class RealApi:
             self.namespaces.add(namespace)
         status = body.pop("status", None)
         path = self.admin.path(body, named=True)
-        current = self.admin.request("GET", path, check=False)
-        if current.status == 200 and kind == "Pod":
+        created = self.admin.request("POST", self.admin.path(body), body,
+                                     query={"fieldValidation": "Strict"}, check=False)
+        if created.status == 409 and kind == "Pod":
             # a pod's spec is immutable but for a few fields: a changed pod is a new pod
             self.admin.delete(path + "?gracePeriodSeconds=0")
-            current = self.admin.request("GET", path, check=False)
-        if current.status == 200:
-            body["metadata"]["resourceVersion"] = current.body["metadata"]["resourceVersion"]
+            created = self.admin.request("POST", self.admin.path(body), body,
+                                         query={"fieldValidation": "Strict"}, check=False)
+        if created.status == 409:
+            current = self.admin.get(path)
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             stored = self.admin.request("PUT", path, body,
                                         query={"fieldValidation": "Strict"}).body
+        elif created.status >= 300:
+            raise ApiStatus(created.status, created.body)
         else:
-            stored = self.admin.create(body)
+            stored = created.body
         if status is not None:
             stored["status"] = {**stored.get("status", {}), **status}
             stored = self.admin.put_status(stored)
-        return stored
+        return dict(stored)
 
     def delete(self, collection: str, name: str, namespace: str | None = None) -> None:
         api_version, kind = COLLECTIONS[collection]
@@ -109,6 +138,64 @@ class RealApi:
     def watches(self, collection: str) -> list[dict[str, str]]:
         path = PATHS["node" if collection == "nodes" else collection]
         return [q for p, q in self.requests if p == path and q.get("watch") == "true"]
+
+
+EXPORTER_USER = "podresources-exporter"
+# the view's rules, as the chart's ClusterRole grants them (kubeApi.enabled)
+EXPORTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
+     "verbs": ["list", "watch"]},
+]
+
+
+def exporter_role(plane: ControlPlane) -> str:
+    """The ClusterRole with the view's rules (made once per plane): its name."""
+    name = f"{EXPORTER_USER}-tests"
+    if (plane.dir / f"{name}.made").exists():
+        return name
+    with contextlib.suppress(ApiStatus):
+        plane.client().create({"apiVersion": "rbac.authorization.k8s.io/v1",
+                               "kind": "ClusterRole", "metadata": {"name": name},
+                               "rules": EXPORTER_RULES})
+    (plane.dir / f"{name}.made").touch()
+    return name
+
+
+def bind_exporter_role(plane: ControlPlane, subject: dict[str, str], name: str) -> None:
+    role = exporter_role(plane)
+    with contextlib.suppress(ApiStatus):  # already bound
+        plane.client().create({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": role},
+            "subjects": [subject]})
+
+
+def exporter_certificate(plane: ControlPlane) -> tuple[Path, Path]:
+    """A client certificate for user ``podresources-exporter`` from the control plane's CA,
+    bound to the view's rules (made once per plane)."""
+    cert, key = plane.dir / f"{EXPORTER_USER}.crt", plane.dir / f"{EXPORTER_USER}.key"
+    if cert.exists():
+        return cert, key
+    bind_exporter_role(plane, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                               "name": EXPORTER_USER}, f"{EXPORTER_USER}-tests")
+    # written last: its presence says the role and binding are there
+    return CA.load(plane.dir, plane.ca, plane.ca_key).issue(EXPORTER_USER, client=True)
+
+
+def exporter_account(plane: ControlPlane, namespace: str, account: str) -> str:
+    """A ServiceAccount bound to the view's rules, in a namespace of its own (made here):
+    its user name, for tokens from the TokenRequest API."""
+    plane.namespace(namespace)
+    plane.client().create({"apiVersion": "v1", "kind": "ServiceAccount",
+                           "metadata": {"name": account, "namespace": namespace}})
+    bind_exporter_role(plane, {"kind": "ServiceAccount", "name": account,
+                               "namespace": namespace}, f"{namespace}-{account}")
+    return service_account_user(namespace, account)
 
 
 class ChartIdentity:

@@ -1,123 +1,174 @@
-"""The real kubelet's objects published into the real API server, for the exporter's
-Kubernetes-API view to read (the differential's 1.34 pod-context path, ``--why`` through the
-API): the Node as the kubelet registers it (status from the node status setter) and each pod
-bound to it with the status the kubelet sets (a rejected pod ``Failed`` with its reason).
+"""The real kubelet's pods and Node in the real API server, in the order a cluster makes them,
+for the exporter's Kubernetes-API view to read (the differential's 1.34 pod-context path):
 
-One process (one differential worker) publishes to an API server of its own (the kubelet
-names its pods alike on every node), under a node name of its own; between two cases only what
-changed is written (a pod whose spec changed is deleted and created again: a pod's spec is
-immutable). ``$PODRESOURCES_CONTROL_PLANE`` says where: ``per-worker``, or a JSON file the
-control plane fixture writes (:func:`connection_file`) for a single process."""
+1. :meth:`Publisher.create_pods`: the pods created in the API server, bound to the node, before
+   the kubelet sees them; the kubelet admits the objects the server stored. The API server sets a
+   pod's ``metadata.uid`` itself (``rest.FillObjectMetaSystemFields``, whatever the request
+   says), and the kubelet keys its state files by that UID (``cpu_manager_state``,
+   ``memory_manager_state``, the device manager's checkpoint): the exporter matches them to the
+   pods it reads by UID, as the managers' ``removeStaleState`` matches them to the active pods.
+2. :meth:`Publisher.publish`: the Node as the kubelet registers it (status from the node
+   status setters) and each pod's status as the status manager syncs it (a rejected pod
+   ``Failed`` with its reason). A pod the kubelet holds that was not created here has a UID the
+   server never gave: refused, not published under another UID.
+
+One process (one differential worker) publishes to an API server of its own (the kubelet names
+its pods alike on every node, ``default/pod-0``), started on first use (:func:`publisher`) and
+stopped when the process exits. Between two cases only what changed is written: a pod whose
+manifest is the same is kept (the reset kubelet admits it again, same UID), the others go in
+one collection delete and the new ones are created (a pod's spec is immutable); a status, or
+the Node, only when it differs. The writes of a step go side by side (``WRITERS``), each on a
+kept-alive connection."""
 
 from __future__ import annotations
 
 import copy
-import json
-import os
+import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .controlplane import ApiStatus, Client, ControlPlane
 
-ENVIRONMENT = "PODRESOURCES_CONTROL_PLANE"
 NAMESPACE_SETUP = "default"
+WRITERS = 4  # requests in flight at once, each on its own kept-alive connection
 # what the API server sets itself and refuses, or ignores, on create
 SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink",
                  "generation")
 
 
-def connection_file(plane: ControlPlane, path: Path) -> Path:
-    """Where a worker finds the API server and the admin's credentials."""
-    path.write_text(json.dumps({"server": plane.server, "ca": str(plane.ca),
-                                "cert": str(plane.admin_cert), "key": str(plane.admin_key),
-                                "kubeconfig": str(plane.admin_kubeconfig)}))
-    return path
+class PublishError(RuntimeError):
+    """The kubelet holds a pod the API server never handed it."""
+
+
+@dataclass
+class Held:
+    """One pod on the server: the manifest sent, the object stored, the status last written."""
+
+    sent: dict[str, Any]
+    stored: dict[str, Any]
+    status: dict[str, Any] | None = None
+
+    @property
+    def uid(self) -> str:
+        return str(self.stored["metadata"]["uid"])
 
 
 class Publisher:
     """Publishes one node's objects, keeping what it wrote last."""
 
-    def __init__(self, connection: dict[str, str], suffix: str):
-        self.client = Client(connection["server"], Path(connection["ca"]),
-                             cert=(Path(connection["cert"]), Path(connection["key"])))
-        self.kubeconfig = connection["kubeconfig"]
-        self.suffix = suffix
-        self.node: dict[str, Any] | None = None
-        self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # what is on the server
-        self.writes = 0
+    def __init__(self, client: Client, kubeconfig: str):
+        self.client = client
+        self.kubeconfig = kubeconfig
+        self.node: dict[str, Any] | None = None  # as sent
+        self._node_stored: dict[str, Any] | None = None
+        self.pods: dict[tuple[str, str], Held] = {}
+        self.writes = 0  # requests that wrote (a collection delete counts one)
+        self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="publish")
         self._accounts: set[str] = set()
 
-    def node_name(self, name: str) -> str:
-        return f"{name}-{self.suffix}"
+    def create_pods(self, manifests: list[dict[str, Any]], node_name: str
+                    ) -> list[dict[str, Any]]:
+        """The pods as the API server stores them, bound to ``node_name``, in order: what the
+        kubelet admits (each UID is the server's). Every other pod is deleted: a pod sent as
+        before is kept, the rest go in one collection delete per namespace, and the new ones
+        are created side by side."""
+        bodies: list[tuple[tuple[str, str], dict[str, Any]]] = []
+        for manifest in manifests:
+            body = _clean(manifest, "v1", "Pod")
+            body.pop("status", None)
+            body["spec"]["nodeName"] = node_name
+            meta = body["metadata"]
+            bodies.append(((meta.setdefault("namespace", "default"), meta["name"]), body))
+        kept = {key for key, body in bodies
+                if key in self.pods and self.pods[key].sent == body}
+        self._delete_pods([key for key in self.pods if key not in kept])
+        for namespace in {key[0] for key, _ in bodies} - self._accounts:
+            self._default_account(namespace)
+        created = self._pool.map(lambda item: self.client.create(item[1], item[0][0]),
+                                 [item for item in bodies if item[0] not in kept])
+        for (key, body), stored in zip([i for i in bodies if i[0] not in kept], created,
+                                       strict=True):
+            self.pods[key] = Held(body, stored)
+            self.writes += 1
+        return [copy.deepcopy(self.pods[key].stored) for key, _ in bodies]
 
     def publish(self, node: dict[str, Any], pods: list[dict[str, Any]]) -> str:
-        """Make the server hold exactly ``node`` and ``pods`` (renamed to this publisher's
-        node); returns the node's name there."""
-        name = self.node_name(node["metadata"]["name"])
+        """Make the server hold ``node`` and exactly ``pods`` with their statuses (written
+        side by side); returns the node's name. Every pod must have come from
+        :meth:`create_pods`."""
         wanted_node = _clean(node, "v1", "Node")
-        wanted_node["metadata"]["name"] = name
         if wanted_node != self.node:
             self._put_node(wanted_node)
             self.node = wanted_node
-        wanted: dict[tuple[str, str], dict[str, Any]] = {}
+        seen: set[tuple[str, str]] = set()
+        changed: list[tuple[Held, dict[str, Any]]] = []
         for pod in pods:
-            body = _clean(pod, "v1", "Pod")
-            body["spec"]["nodeName"] = name
-            meta = body["metadata"]
-            wanted[(meta.get("namespace") or "default", meta["name"])] = body
-        for key in [k for k in self.pods if k not in wanted]:
-            self._delete_pod(key)
-        for key, body in wanted.items():
-            if self.pods.get(key) != body:
-                self._put_pod(key, body)
-        return name
+            meta = pod["metadata"]
+            key = (meta.get("namespace") or "default", meta["name"])
+            held = self.pods.get(key)
+            if held is None or held.uid != meta.get("uid"):
+                raise PublishError(f"the kubelet holds pod {key[0]}/{key[1]} (UID "
+                                   f"{meta.get('uid')}) the API server did not create: "
+                                   "create it with create_pods and admit what it returns")
+            seen.add(key)
+            status = pod.get("status") or {}
+            if held.status != status:
+                changed.append((held, status))
+        self._delete_pods([key for key in self.pods if key not in seen])
+
+        def put_status(item: tuple[Held, dict[str, Any]]) -> dict[str, Any]:
+            body = copy.deepcopy(item[0].stored)
+            body["status"] = item[1]
+            return self.client.put_status(body)
+
+        for (held, status), stored in zip(changed, self._pool.map(put_status, changed),
+                                          strict=True):
+            held.stored, held.status = stored, status
+            self.writes += 1
+        return str(wanted_node["metadata"]["name"])
 
     # ---- the writes -------------------------------------------------------------------------
 
     def _put_node(self, node: dict[str, Any]) -> None:
-        path = self.client.path(node, named=True)
-        current = self.client.request("GET", path, check=False)
-        if current.status == 404:
-            self.client.create(node)  # the kubelet registers its Node with its status
-        else:
-            body = copy.deepcopy(node)
-            body["metadata"]["resourceVersion"] = current.body["metadata"]["resourceVersion"]
-            stored = self.client.request("PUT", path, body,
-                                         query={"fieldValidation": "Strict"}).body
-            stored["status"] = node.get("status", {})
-            self.client.put_status(stored)
-        self.writes += 1
-
-    def _put_pod(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
-        namespace, name = key
-        if namespace not in self._accounts:
-            self._default_account(namespace)
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        if key in self.pods:
-            old = self.pods[key]
-            if old["spec"] != pod["spec"] or old["metadata"] != pod["metadata"]:
-                self._delete_pod(key)
-        if key in self.pods:  # only the status changed
-            current = self.client.get(path)
-        else:
-            body = copy.deepcopy(pod)
-            status = body.pop("status", None)
-            current = self.client.create(body, namespace)
+        """The Node with its status: created as the kubelet registers it, else updated (the
+        same name on every case of this worker)."""
+        name = node["metadata"]["name"]
+        if self._node_stored is None or self._node_stored["metadata"]["name"] != name:
+            current = self.client.request("GET", f"/api/v1/nodes/{name}", check=False)
+            self._node_stored = current.body if current.status == 200 else None
+        if self._node_stored is None:
+            stored = self.client.create(node)  # the status is kept on create, for a Node
             self.writes += 1
-            if not status:
-                self.pods[key] = pod
-                return
-        current["status"] = pod.get("status", {})
-        self.client.put_status(current)
-        self.writes += 1
-        self.pods[key] = pod
+        elif _without_status(node) != _without_status(self.node or {}):
+            body = copy.deepcopy(node)
+            body["metadata"]["resourceVersion"] = self._node_stored["metadata"]["resourceVersion"]
+            stored = self.client.request("PUT", f"/api/v1/nodes/{name}", body,
+                                         query={"fieldValidation": "Strict"}).body
+            self.writes += 1
+        else:
+            stored = self._node_stored
+        if stored.get("status") != node.get("status", {}):
+            stored["status"] = node.get("status", {})
+            stored = self.client.put_status(stored)
+            self.writes += 1
+        self._node_stored = stored
 
-    def _delete_pod(self, key: tuple[str, str]) -> None:
-        namespace, name = key
-        self.client.delete(f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0")
-        self.pods.pop(key, None)
-        self.writes += 1
+    def _delete_pods(self, keys: list[tuple[str, str]]) -> None:
+        """One collection delete per namespace, of every pod there but the ones held and not
+        named (grace period 0: nothing runs them, they are gone when the answer comes)."""
+        for namespace in sorted({key[0] for key in keys}):
+            keep = [name for (ns, name) in self.pods if ns == namespace
+                    and (ns, name) not in keys]
+            query = {"gracePeriodSeconds": "0"}
+            if keep:
+                query["fieldSelector"] = ",".join(f"metadata.name!={name}" for name in keep)
+            self.client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", query=query)
+            self.writes += 1
+        for key in keys:
+            self.pods.pop(key, None)
 
     def _default_account(self, namespace: str) -> None:
         """A pod needs its ServiceAccount (the ServiceAccount admission plugin); the service
@@ -138,6 +189,10 @@ class Publisher:
         self._accounts.add(namespace)
 
 
+def _without_status(obj: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in obj.items() if key != "status"}
+
+
 def _clean(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
     body = copy.deepcopy(obj)
     body["apiVersion"], body["kind"] = api_version, kind
@@ -147,38 +202,23 @@ def _clean(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
 
 
 _publisher: Publisher | None = None
-PER_WORKER = "per-worker"
 
 
-def publisher() -> Publisher | None:
-    """This process's publisher: with ``$PODRESOURCES_CONTROL_PLANE`` a connection file, to
-    that control plane; ``per-worker``, to one this process starts (and stops when it exits).
-    Workers sharing one API server would share its namespaces, and the kubelet names its pods
-    alike on every node (``default/pod-0``): the differential's workers each start their own."""
+def publisher() -> Publisher:
+    """This process's publisher, to a control plane this process starts on first use (skips
+    the test locally, fails it under CI=true, when the control plane is not built) and stops
+    when it exits."""
     global _publisher
-    setting = os.environ.get(ENVIRONMENT)
-    if not setting:
-        return None
     if _publisher is None:
-        if setting == PER_WORKER:
-            from multiprocessing import util
+        from multiprocessing import util
 
-            plane = ControlPlane.start(Path(tempfile.mkdtemp(prefix="controlplane-")))
-            util.Finalize(None, plane.close, exitpriority=10)  # run when the worker exits
-            connection = json.loads(connection_file(plane, plane.dir / "api.json").read_text())
-        else:
-            connection = json.loads(Path(setting).read_text())
-        _publisher = Publisher(connection, f"p{os.getpid()}")
+        directory = Path(tempfile.mkdtemp(prefix="controlplane-"))
+        plane = ControlPlane.start(directory)
+
+        def close() -> None:  # its etcd's data too (some 100 MB)
+            plane.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        util.Finalize(None, close, exitpriority=10)  # run when the process exits
+        _publisher = Publisher(plane.client(), str(plane.admin_kubeconfig))
     return _publisher
-
-
-def publish_kubelet_objects(api_objects: tuple[dict[str, Any], list[dict[str, Any]]]
-                            ) -> tuple[dict[str, str], str] | None:
-    """The kubelet's Node and pods on the real API server, when there is one: the exporter's
-    environment (``KUBECONFIG``, the admin's) and the node's name there; None otherwise."""
-    target = publisher()
-    if target is None:
-        return None
-    node, pods = api_objects
-    name = target.publish(node, pods)
-    return {"KUBECONFIG": target.kubeconfig}, name

@@ -1,16 +1,16 @@
 """The cluster the Kubernetes-API view's tests run against: a node, its pods and the
-ResourceSlices of a DRA driver put in the simulator's fake API server, the simulated kubelet
-beside it, and the scrape that says the view has synced."""
+ResourceSlices of a DRA driver put in the API server (the real one, or the fake where a test
+needs it), the simulated kubelet beside it, and the scrape that says the view has synced."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
-from .fakeapiserver.objects import container, node, pod, resource_slice
-from .fakeapiserver.store import ClusterStore
 from .harness import Scrape, small_profile
+from .kubeobjects import container, node, pod, resource_slice
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"
@@ -33,7 +33,13 @@ def kubelet_profile(**overrides) -> dict:
     return profile
 
 
-def cluster(server: ClusterStore, name: str = NODE) -> None:
+class ApiServer(Protocol):
+    """What a test writes through: the real API server's ``RealApi`` or the fake."""
+
+    def put(self, collection: str, obj: dict[str, Any]) -> Any: ...
+
+
+def cluster(server: ApiServer, name: str = NODE) -> None:
     """The node as an operator knows it: a patched dongle resource, a dead Akri plugin's
     entries, a device plugin's GPUs, a QAT resource whose plugin is gone; pods using dongles
     (one through an init container and a sidecar; a finished one not counting); a DRA driver

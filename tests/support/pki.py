@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -31,7 +32,7 @@ class CA:
 
     def __init__(self, directory: Path, name: str):
         self.directory = directory
-        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.key: Any = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
                      .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
@@ -42,6 +43,15 @@ class CA:
                                                   False, False), critical=True)
                      .sign(self.key, hashes.SHA256()))
         self.path, _ = _write(directory, name, self.key, self.cert)
+
+    @classmethod
+    def load(cls, directory: Path, cert: Path, key: Path) -> CA:
+        """A CA whose certificate and key are already written (the control plane's own)."""
+        ca = cls.__new__(cls)
+        ca.directory, ca.path = directory, cert
+        ca.cert = x509.load_pem_x509_certificate(cert.read_bytes())
+        ca.key = serialization.load_pem_private_key(key.read_bytes(), password=None)
+        return ca
 
     def issue(self, stem: str, client: bool = False) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())

@@ -9,7 +9,7 @@ import pytest
 from exporter.kubeapi.resourceslices import SliceDevice, SliceRecord, newest_generation
 from exporter.podspec import is_extended_resource, parse_quantity, pod_requests
 
-from ..support.fakeapiserver.objects import container, pod
+from ..support.kubeobjects import container, pod
 
 NODE = "test-node"
 DONGLE = "example.com/dongle"

@@ -8,9 +8,11 @@ functions it calls): the kubelet over the real podresources socket and the node'
 the kubelet's state files under its root directory (``--watch-path``: ``cpu_manager_state``,
 ``device-plugins/kubelet_internal_checkpoint``); the kubelet's config file as the component is
 configured (``--kubelet-config``); pod context from the kubelet's real Pods API socket (1.37),
-or, where the release has none (1.34), from the Kubernetes-API view (``--kube-api``) of an API
-server holding the Node and the pods as the kubelet keeps them there. The candidate is then
-answered as a ``--fit-shapes`` shape on that read.
+or, where the release has none (1.34), from the Kubernetes-API view (``--kube-api``) of the real
+API server (tests/controlplane, one per worker): each pod created there first and the object it
+stored admitted by the kubelet (its UID is the server's, as on a cluster), then the Node and the
+pods' statuses as the kubelet keeps them there (``controlplane_publish``). The candidate is
+then answered as a ``--fit-shapes`` shape on that read.
 
 Compared: the verdict, the reason, each container's NUMA set (the Topology Manager's affinity;
 where it has none, the NUMA nodes of the container's CPUs, memory and devices), what the first
@@ -38,8 +40,7 @@ from exporter.fit.shapes import build_shape
 from exporter.kubelet.client import ErrorKind
 from exporter.refresh.settings import Settings
 
-from ..controlplane_publish import publish_kubelet_objects
-from ..fakeapiserver.server import FakeApiServer
+from ..controlplane_publish import Publisher, publisher
 from ..realkubelet import (
     Admission,
     Container,
@@ -115,54 +116,37 @@ class FitRead:
 
 
 async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: str,
-                     api_objects: tuple[dict[str, Any], list[dict[str, Any]]] | None,
-                     workdir: Path) -> FitRead:
+                     kube_environ: dict[str, str] | None) -> FitRead:
     """The candidate answered as a deployed exporter answers it: one read of everything it
-    reads, then the shape. ``api_objects``: the Node and pods for an API server (the
-    Kubernetes-API view), where the release serves no Pods API."""
+    reads, then the shape. ``kube_environ``: the environment of the Kubernetes-API view (its
+    ``KUBECONFIG``), where the release serves no Pods API."""
+    kube_api = kube_environ is not None
     settings = Settings(socket=node.socket, sysfs_root=node.sysfs_root, node_name=node_name,
                         kubelet_config=config_file, watch_path=node.root_dir,
                         pods_api=node.pods_api_socket is not None,
-                        pods_api_socket=node.pods_api_socket or "",
-                        kube_api=api_objects is not None)
-    server = None
-    environ: dict[str, str] = {}
-    published = publish_kubelet_objects(api_objects) if api_objects is not None else None
-    if published is not None:  # the real API server (tests/controlplane), when one runs
-        environ, node_name = published
-        settings = replace(settings, node_name=node_name)
-    elif api_objects is not None:
-        server = await FakeApiServer().start()
-        node_object, pods = api_objects
-        server.put("nodes", node_object)
-        for pod in pods:
-            server.put("pods", pod)
-        environ["KUBECONFIG"] = str(server.write_kubeconfig(workdir / "kubeconfig"))
-    try:
-        # The kubelet's rate limit is shared: wait for a token. A Pods API read that failed
-        # (on a machine loaded enough to time a connection out) is tried again, a few times.
-        pods_api_tries = 3
-        for _ in range(50):
-            refresher, _pods = await read_once(settings, kube_environ=environ)
-            error = refresher.last_error
-            context = refresher.fit.context if refresher.fit is not None else None
-            if error is not None and error.kind == ErrorKind.RATE_LIMITED:
-                await asyncio.sleep(0.05)
-            elif api_objects is None and (context is None or context.source != "pods-api") \
-                    and pods_api_tries > 1:
-                pods_api_tries -= 1
-                await asyncio.sleep(0.5)
-            else:
-                break
-    finally:
-        if server is not None:
-            await server.stop()
+                        pods_api_socket=node.pods_api_socket or "", kube_api=kube_api)
+    environ = kube_environ or {}
+    # The kubelet's rate limit is shared: wait for a token. A Pods API read that failed (on a
+    # machine loaded enough to time a connection out) is tried again, a few times.
+    pods_api_tries = 3
+    for _ in range(50):
+        refresher, _pods = await read_once(settings, kube_environ=environ)
+        error = refresher.last_error
+        context = refresher.fit.context if refresher.fit is not None else None
+        if error is not None and error.kind == ErrorKind.RATE_LIMITED:
+            await asyncio.sleep(0.05)
+        elif not kube_api and (context is None or context.source != "pods-api") \
+                and pods_api_tries > 1:
+            pods_api_tries -= 1
+            await asyncio.sleep(0.5)
+        else:
+            break
     fit = refresher.fit
     if fit is None or fit.state is None or fit.config is None:
         raise RuntimeError(f"no fit state from the real kubelet: {refresher.last_error}")
-    if api_objects is not None and (fit.context is None or fit.context.source != "kube-api"):
+    if kube_api and (fit.context is None or fit.context.source != "kube-api"):
         raise RuntimeError("no pod context from the Kubernetes-API view")
-    if api_objects is None and (fit.context is None or fit.context.source != "pods-api"):
+    if not kube_api and (fit.context is None or fit.context.source != "pods-api"):
         raise RuntimeError("no pod context from the kubelet's Pods API")
     shape = build_shape(case.candidate.name, case.candidate.shape())
     rules = fit.config.rules()
@@ -207,16 +191,23 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
     except RealKubeletError as error:
         outcome.skipped = str(error)
         return
-    for pod in case.pods:
-        verdict = kubelet.admit(pod.manifest(), timeout=ADMISSION_SECONDS)
+    # no Pods API (1.34): the pods come from the API server, as on a cluster
+    api: Publisher | None = publisher() if node.pods_api_socket is None else None
+    manifests = [pod.manifest() for pod in case.pods]
+    if api is not None:
+        manifests = api.create_pods(manifests, description["name"])
+    for pod, manifest in zip(case.pods, manifests, strict=True):
+        verdict = kubelet.admit(manifest, timeout=ADMISSION_SECONDS)
         if verdict.admitted and pod.start:
             kubelet.start_containers("default", pod.name)
     dump = kubelet.dump()
     outcome.held = unlisted_holdings(dump)
     config_file = str(write_kubelet_config(description, workdir / "kubelet-config.yaml"))
-    api_objects = kubelet.api_objects() if node.pods_api_socket is None else None
-    read = asyncio.run(fit_answer(case, node, description["name"], config_file, api_objects,
-                                  workdir))
+    node_name, kube_environ = description["name"], None
+    if api is not None:
+        node_name = api.publish(*kubelet.api_objects())
+        kube_environ = {"KUBECONFIG": api.kubeconfig}
+    read = asyncio.run(fit_answer(case, node, node_name, config_file, kube_environ))
     outcome.fit = read.answer
 
     first = admit_copy(kubelet, case, read, 0, outcome)

@@ -20,8 +20,7 @@ from exporter.simulator.podobjects import pod_object
 from exporter.simulator.profile import ContainerSpec, PodSpec
 from exporter.topology import hugepage_resource_name
 
-from .objects import Obj, container, node, pod, resource_slice
-from .slices import resource_slices
+from ..kubeobjects import Obj, container, node, pod, resource_slice, resource_slices
 from .store import ClusterStore
 
 SLICES_PER_POOL = 4

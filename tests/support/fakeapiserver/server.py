@@ -43,13 +43,13 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ..kubeobjects import (
+    Obj,
+    status,
+)
 from .auth import TOKEN, request_identity
 from .cluster import (
     cluster_from_profile,
-)
-from .objects import (
-    Obj,
-    status,
 )
 from .store import (
     COLLECTIONS,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .objects import Obj
+from ..kubeobjects import Obj
 
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 

@@ -1,15 +1,20 @@
-"""Kubernetes objects as the API server returns them (JSON as dicts), built by hand.
+"""Kubernetes objects as the API server returns them (JSON as dicts), built by hand: the few
+kinds the exporter's Kubernetes-API view reads (Node, Pod, ResourceSlice, DeviceTaintRule) and
+the ``Status`` a server answers errors with, so that the tests (on the real API server, or the
+fake where it stays), the demo and the benchmarks spell them the same way.
 
-The fake API server stores and serves whatever it is given; these builders write the few kinds
-the exporter's Kubernetes-API view reads (Node, Pod, ResourceSlice, DeviceTaintRule) and the
-``Status`` the server answers errors with, so that tests, the demo and the benchmarks spell
-them the same way.
+:func:`resource_slices` gives the ResourceSlices a simulator profile's DRA drivers would
+publish for the node (``resource.k8s.io/v1``: one slice per part of a pool,
+``pool.generation`` and ``pool.resourceSliceCount`` telling which slices belong together); a
+device's ``attributes`` and ``taints`` are the profile's, verbatim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from exporter.simulator.profile import NodeSpec
 
 Obj = dict[str, Any]  # a Kubernetes object as JSON
 
@@ -67,3 +72,21 @@ def device_taint_rule(name: str, effect: str, driver: str = "", pool: str = "",
     selector = {k: v for k, v in (("driver", driver), ("pool", pool), ("device", device)) if v}
     return {"metadata": {"name": name},
             "spec": {"deviceSelector": selector, "taint": {"key": key, "effect": effect}}}
+
+
+def resource_slices(spec: NodeSpec, parts: int = 1, generation: int = 1) -> list[dict[str, Any]]:
+    """Each pool split over ``parts`` slices (as drivers split big pools), named
+    ``<node>-<driver>-<pool index>-<part>``."""
+    slices = []
+    for index, pool in enumerate(spec.dra_pools):
+        for part in range(parts):
+            devices = [{"name": name, **pool.published.get(name, {})}
+                       for name in pool.devices[part::parts]]
+            slices.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{spec.name}-{pool.driver}-{index}-{part}"},
+                "spec": {"driver": pool.driver, "nodeName": spec.name,
+                         "pool": {"name": pool.pool, "generation": generation,
+                                  "resourceSliceCount": parts},
+                         "devices": devices}})
+    return slices

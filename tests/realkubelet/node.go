@@ -68,6 +68,7 @@ type kubeletConfig struct {
 	MemoryManagerPolicy       string          `json:"memory_manager_policy"`
 	FeatureGates              map[string]bool `json:"feature_gates"`
 	MaxPods                   int             `json:"max_pods"`
+	mergeSettings                             // mergepolicy.go: when the merge is counted, reduced, checked
 }
 
 type nodeDescription struct {

@@ -344,15 +344,24 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
     """The ``KubeletConfiguration`` file of the component as ``description`` configures it
     (what a deployed exporter reads with ``--kubelet-config``): the Topology Manager's policy,
     scope and options, the CPU manager's policy and options, the memory manager's policy, the
-    reserved CPUs and memory, ``maxPods`` and the feature gates. JSON is YAML."""
+    reserved CPUs and memory, ``systemReserved``, ``kubeReserved`` and ``evictionHard`` (left
+    out when the description leaves it to the kubelet's default), ``maxPods`` and the feature
+    gates. JSON is YAML."""
     kubelet = description["kubelet"]
     reserved_memory: dict[int, dict[str, str]] = {}
     for entry in description["reserved_memory"]:
         reserved_memory.setdefault(entry["numa"], {})[entry["type"]] = str(entry["bytes"])
-    # the component's reservation (GetNodeAllocatableReservation) is the reserved CPUs and the
-    # reserved memory, with no eviction threshold: systemReserved holds the memory, and
-    # evictionHard is empty (no kubelet default of 100Mi)
+    # without systemReserved, kubeReserved or evictionHard in the description, the component's
+    # reservation (GetNodeAllocatableReservation) is the reserved CPUs and the reserved memory,
+    # with no eviction threshold: systemReserved holds the memory, and evictionHard is empty
+    # (no kubelet default of 100Mi)
     system_reserved = {"memory": str(sum(e["bytes"] for e in description["reserved_memory"]))}
+    kube_reserved: dict[str, str] = {}
+    eviction_hard: dict[str, str] | None = {}
+    if any(k in kubelet for k in ("system_reserved", "kube_reserved", "eviction_hard")):
+        system_reserved = dict(kubelet.get("system_reserved") or {})
+        kube_reserved = dict(kubelet.get("kube_reserved") or {})
+        eviction_hard = kubelet.get("eviction_hard")  # None: left out, the kubelet's default
     document: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "topologyManagerPolicy": kubelet["topology_manager_policy"],
@@ -365,10 +374,13 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
         "reservedMemory": [{"numaNode": numa, "limits": limits}
                            for numa, limits in sorted(reserved_memory.items())],
         "systemReserved": system_reserved,
-        "evictionHard": {},
+        "kubeReserved": kube_reserved,
+        "evictionHard": eviction_hard,
         "maxPods": kubelet["max_pods"],
         "featureGates": kubelet["feature_gates"],
     }
+    if eviction_hard is None:
+        del document["evictionHard"]
     path = Path(path)
     path.write_text(json.dumps(document, indent=1))
     return path

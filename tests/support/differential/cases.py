@@ -13,11 +13,12 @@ Nothing here knows what the answer should be: the real kubelet says that.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporter.simulator.profile import NodeSpec, parse_profile
 
+from .kubeletconfig import KubeletDraw, draw_kubelet
 from .layouts import draw_layout
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -106,6 +107,7 @@ class Case:
     profile: dict[str, Any]  # a simulator profile: the node and the kubelet configuration
     pods: tuple[PodDraw, ...]  # admitted (or refused) in order before the question
     candidate: PodDraw
+    kubelet: KubeletDraw = field(default_factory=KubeletDraw)  # kubeletconfig.py
 
     @property
     def spec(self) -> NodeSpec:
@@ -135,7 +137,8 @@ def draw_case(seed: int, index: int) -> Case:
     pods = tuple(_pod(rng, f"pod-{i}", resources, hugepage_types, profile)
                  for i in range(rng.choice((0, 1, 2, 3, 4, 5, 6, 8))))
     candidate = _pod(rng, "candidate", resources, hugepage_types, profile, start=False)
-    return Case(seed, index, profile, pods, candidate)
+    profile, kubelet = draw_kubelet(seed, index, profile, len(pods))
+    return Case(seed, index, profile, pods, candidate, kubelet)
 
 
 def _node(rng: random.Random) -> dict[str, Any]:

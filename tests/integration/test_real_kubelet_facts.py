@@ -1,4 +1,4 @@
-"""Facts of the real kubelet's podresources API and resource managers, on 1.37 and 1.34, and
+"""Facts of the real kubelet's podresources API and resource managers, on 1.34 to 1.37, and
 how the exporter takes each: ``Get`` of an unknown pod, ``List``'s order and unsorted CPU ids,
 rejected pods, a finished init container's CPUs and memory, what a rejected pod keeps, and a
 device plugin whose ``Allocate`` answers no container.
@@ -123,10 +123,11 @@ async def test_a_rejected_pod_is_not_listed_and_keeps_its_first_containers_cpus(
 
 
 async def test_get_of_a_rejected_pod(kubelet: RealKubelet) -> None:
-    """1.37's pods provider filters inactive pods in Get too; 1.34's answers for them."""
+    """Since 1.35 the pods provider filters inactive pods in Get too (kubelet.go
+    kubeletPodsProvider.GetPodByName); 1.34's answers for them."""
     node = kubelet.reset(two_numa_node())
     assert not kubelet.admit(pod("big", {"name": "c", "cpu": 9, "memory": "256Mi"})).admitted
-    if kubelet.release == "1.37":
+    if kubelet.release != "1.34":
         assert (await get_error(node, "big")).code() == grpc.StatusCode.UNKNOWN
     else:
         async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
@@ -177,10 +178,10 @@ def test_a_plugin_allocate_without_container_responses_is_rejected(
 
 
 async def test_get_with_its_gate_off_answers_unknown(kubelet: RealKubelet) -> None:
-    """1.34 has the KubeletPodResourcesGet gate (beta, on); off, Get answers Unknown. In 1.37 it
-    is GA and locked on."""
-    if kubelet.release != "1.34":
-        pytest.skip("KubeletPodResourcesGet is locked on in 1.37")
+    """1.34 and 1.35 have the KubeletPodResourcesGet gate (beta, on); off, Get answers
+    Unknown. Since 1.36 it is GA and locked on."""
+    if kubelet.release not in ("1.34", "1.35"):
+        pytest.skip(f"KubeletPodResourcesGet is locked on in {kubelet.release}")
     description = two_numa_node()
     description["kubelet"]["feature_gates"]["KubeletPodResourcesGet"] = False
     node = kubelet.reset(description)

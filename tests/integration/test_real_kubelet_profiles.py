@@ -1,5 +1,5 @@
 """The exporter against the real kubelet: every simulator profile the real managers can hold,
-its pods admitted through the kubelet's own code (1.37 and 1.34), and every per-NUMA and
+its pods admitted through the kubelet's own code (1.34 to 1.37), and every per-NUMA and
 per-container figure of ``snapshot --format json`` equal to what the managers' dump says.
 
 The expected figures are worked out here from the dump with plain counting (which CPU sits on
@@ -48,9 +48,9 @@ PROFILES = ("small", "dual-socket-gpu", "epyc-nps4", "gb200-tray") + (
 # manager None instead
 OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
 # feature gates a release does not have: its kubelet refuses a configuration naming them
-# ("unrecognized feature gate"), so the profile runs there without them (1.34 has no
+# ("unrecognized feature gate"), so the profile runs there without them (1.34 and 1.35 have no
 # PodLevelResourceManagers: a pod with pod-level resources gets no exclusive CPUs or memory)
-MISSING_GATES = {"1.34": ("PodLevelResourceManagers",)}
+MISSING_GATES = {"1.34": ("PodLevelResourceManagers",), "1.35": ("PodLevelResourceManagers",)}
 # pods the real kubelet rejects and the simulator admits: none. (dra-infer-0's nvidia.com/gpu
 # is served by DRA, but the node's device plugin serves that name too: the device manager's
 # GetTopologyHints does not skip a DRA-backed extended resource, only its Allocate does

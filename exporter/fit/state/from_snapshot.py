@@ -339,12 +339,17 @@ def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:
 
 
 def listed_pod_requests(pod: PodAssignment) -> list[tuple[str, int]]:
-    """What one listed pod is taken to request: its exclusive CPUs, devices and memory."""
+    """What one listed pod is taken to request: its exclusive CPUs, devices and memory. A
+    device is counted once: ``List`` names it once per NUMA node of its topology
+    (``container_manager.go`` ``containerDevicesFromResourceDeviceInstances``)."""
     found: list[tuple[str, int]] = []
     cpus = set(pod.cpu_ids)
     for container in pod.containers:
         cpus.update(container.cpu_ids)
-        found.extend((entry.resource, len(entry.device_ids)) for entry in container.devices)
+        devices: dict[str, set[str]] = {}
+        for entry in container.devices:
+            devices.setdefault(entry.resource, set()).update(entry.device_ids)
+        found.extend((resource, len(ids)) for resource, ids in devices.items())
     if cpus:
         found.append((CPU, 1000 * len(cpus)))
     found.extend((block.memory_type, block.size) for block in pod_blocks(pod))

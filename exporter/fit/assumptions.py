@@ -22,6 +22,13 @@ Each is a label value of ``podresources_shape_assumption_info`` and a line of ``
   (only the resource-fit predicate counts them), and which CPUs it gets, on which NUMA node, is
   the scheduler's allocation of the pod's ResourceClaims, which the answers do not model.
   Only for a Guaranteed shape asking for whole CPUs (what a static CPU manager would place).
+* ``unseen_unhealthy_devices``: an unhealthy device no container holds is in neither
+  podresources API nor the device checkpoint's registry, yet the device manager counts it
+  (``deviceHasTopologyAlignment``, ``deviceNUMANodes`` and the minimum width read
+  ``allDevices``): its NUMA nodes can decide whether a resource aligns and where. For a shape
+  asking for a device resource under a policy that aligns, unless the Node object rules it
+  out (its ``status.capacity`` of the resource, which counts unhealthy devices, less its
+  allocatable, is no more than the unhealthy devices containers hold).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ..podcontext import NodeContext
 from .kubelet.config import Rules
 from .kubelet.managers_state import ManagersState
 from .kubelet.podshape import PodShape, asks
+from .kubelet.topologymanager.policy_none import NONE
 from .state.checkpoints import KubeletState
 
 NO_CPU_MANAGER_STATE = "no_cpu_manager_state"
@@ -40,6 +48,7 @@ NO_MEMORY_MANAGER_STATE = "no_memory_manager_state"
 NO_POD_CONTEXT = "no_pod_context"
 NODE_ALLOCATABLE_DERIVED = "node_allocatable_derived"
 CPUS_FROM_DRA = "cpus_from_dra"
+UNSEEN_UNHEALTHY_DEVICES = "unseen_unhealthy_devices"
 
 
 def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: NodeContext | None,
@@ -64,4 +73,21 @@ def assumptions(shape: PodShape, state: ManagersState, rules: Rules, context: No
         static = replace(rules.managers, cpu_static=True)  # what such a manager would place
         if any(asks(shape, c, static).cpus for c, _ in shape.in_admission_order()):
             found.append(CPUS_FROM_DRA)
+    asked = {r for a in requests for r in (*a.devices, *a.hint_devices)}
+    if rules.policy != NONE and any(_unseen_unhealthy(r, state, context) for r in asked):
+        found.append(UNSEEN_UNHEALTHY_DEVICES)
     return tuple(found)
+
+
+def _unseen_unhealthy(resource: str, state: ManagersState, context: NodeContext | None) -> bool:
+    """Whether ``resource`` may have unhealthy devices no container holds: unknown without the
+    Node's capacity; with it, its unhealthy devices (capacity less allocatable, as
+    ``GetCapacity`` counts them) beyond the unhealthy ones ``List`` shows held (named, not
+    allocatable)."""
+    if context is None or context.extended_capacity is None or context.allocatable is None:
+        return True
+    devices = state.devices.get(resource)
+    listed_unhealthy = devices.registered_total() - devices.healthy_total() if devices else 0
+    unhealthy = (context.extended_capacity.get(resource, 0)
+                 - context.allocatable.get(resource, 0))
+    return unhealthy > listed_unhealthy

@@ -32,6 +32,7 @@ from typing import Any
 
 from exporter.commands.snapshot import read_once
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.assumptions import UNSEEN_UNHEALTHY_DEVICES
 from exporter.fit.kubelet.admission.errors import ADMISSION_STALLED
 from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Rules
@@ -299,10 +300,12 @@ def admit_copy(kubelet: RealKubelet, case: Case, index: int, stall: int | None,
 def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],
                   read: FitRead) -> None:
     """The named exception ``unseen-unhealthy-device``: the candidate asks for a resource with
-    unhealthy devices no container holds, and the fit engine told of them agrees."""
+    unhealthy devices no container holds, the exporter's answer says it assumes there are none
+    (``unseen_unhealthy_devices``: an operator is told), and the fit engine told of them
+    agrees."""
     asked = {r for c in outcome.case.candidate.containers for r in c.devices}
     unseen = unseen_unhealthy_devices(dump, asked)
-    if not unseen:
+    if not unseen or UNSEEN_UNHEALTHY_DEVICES not in read.answer.assumptions:
         return
     trial = replace(outcome, fit=answer(read.answer.shape, told(read.state, unseen),
                                         read.rules), differences=[], details=[])

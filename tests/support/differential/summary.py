@@ -59,6 +59,7 @@ class CaseResult:
     numa_nodes: int = 0
     policy: str = ""
     assumptions: tuple[str, ...] = ()  # what the exporter's answer said it assumed
+    init_cpus: int = 0  # CPUs finished init containers held, hidden from List (the dump)
 
     @property
     def judged(self) -> bool:
@@ -140,6 +141,12 @@ class Summary:
                 hard.append((result, first, max(seconds)))
         return hard
 
+    def init_cpu_cases(self) -> tuple[list[CaseResult], list[CaseResult]]:
+        """The judged cases whose pods' init containers held CPUs, and those of them answered
+        without ``no_cpu_manager_state`` (the hidden-state mode: inferred from pod context)."""
+        hidden = [r for r in self.results if r.judged and r.init_cpus]
+        return hidden, [r for r in hidden if "no_cpu_manager_state" not in r.assumptions]
+
     @property
     def merge_mismatches(self) -> int:
         return sum(r.timing.mismatched for r in self.results if r.timing is not None)
@@ -189,9 +196,18 @@ class Summary:
                        "manager loops, kubernetes#140730) and the fit engine says "
                        "AdmissionStalled")
         if not self.state_files:
-            out.append(f"  answers assuming what a state file would tell: {self.labelled}; "
-                       f"differences among them: {len(self.assumed)}; among the others: "
-                       f"{self.disagreeing}")
+            by_label = Counter(label for r in self.results if r.judged
+                               for label in set(r.assumptions) & HIDDEN_STATE)
+            differing = Counter(label for r in self.assumed
+                                for label in set(r.assumptions) & HIDDEN_STATE)
+            out.append(f"  answers assuming what a state file would tell: {self.labelled} ("
+                       + ", ".join(f"{label} {n}, {differing[label]} differing"
+                                   for label, n in sorted(by_label.items()))
+                       + f"); differences among the others: {self.disagreeing}")
+            hidden, inferred = self.init_cpu_cases()
+            out.append(f"  cases where init containers hold CPUs List does not show: "
+                       f"{len(hidden)}; answered from pod context without assuming them free: "
+                       f"{len(inferred)}")
         out.append(f"  merges: {self.merges_checked} run as the kubelet runs them and by the "
                    f"reduction, {self.merge_mismatches} differing; "
                    f"{sum(r.timing.reduced for r in self.results if r.timing)} over "
@@ -269,7 +285,8 @@ def run_share(release: str, seed: int, indices: list[int],
             random_devices=exact.random_devices if exact else 0, stalled=outcome.stalled,
             timing=outcome.timing, numa_nodes=len(case.profile["numa_nodes"]),
             policy=case.profile["topology_manager_policy"],
-            assumptions=outcome.fit.assumptions if outcome.fit else ()))
+            assumptions=outcome.fit.assumptions if outcome.fit else (),
+            init_cpus=outcome.held.get("init_cpus", 0)))
     shutil.rmtree(directory, ignore_errors=True)
     return results
 

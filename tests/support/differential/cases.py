@@ -42,6 +42,8 @@ class PodDraw:
     qos: str
     containers: tuple[ContainerDraw, ...]  # init containers (and sidecars) in order, then apps
     start: bool = True  # started after admission (else left Pending)
+    # pod-level resources (.spec.resources, requests equal to limits): kubeletconfig.py
+    pod_level: dict[str, str] = field(default_factory=dict)
 
     def manifest(self, name: str | None = None, namespace: str = "default") -> dict[str, Any]:
         """The pod as the API server hands it to the kubelet."""
@@ -52,9 +54,12 @@ class PodDraw:
             if c.kind == "sidecar":
                 entry["restartPolicy"] = "Always"
             (app if c.kind == "app" else init).append(entry)
+        spec: dict[str, Any] = {"containers": app, "initContainers": init}
+        if self.pod_level:
+            spec["resources"] = {"requests": dict(self.pod_level),
+                                 "limits": dict(self.pod_level)}
         return {"metadata": {"name": name or self.name, "namespace": namespace},
-                "spec": {"containers": app, "initContainers": init},
-                "status": {"phase": "Pending"}}
+                "spec": spec, "status": {"phase": "Pending"}}
 
     def shape(self) -> dict[str, Any]:
         """The same pod as a ``--fit-shapes`` shape."""
@@ -137,7 +142,7 @@ def draw_case(seed: int, index: int) -> Case:
     pods = tuple(_pod(rng, f"pod-{i}", resources, hugepage_types, profile)
                  for i in range(rng.choice((0, 1, 2, 3, 4, 5, 6, 8))))
     candidate = _pod(rng, "candidate", resources, hugepage_types, profile, start=False)
-    profile, kubelet = draw_kubelet(seed, index, profile, len(pods))
+    profile, kubelet, pods = draw_kubelet(seed, index, profile, pods)
     return Case(seed, index, profile, pods, candidate, kubelet)
 
 

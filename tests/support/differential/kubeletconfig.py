@@ -14,7 +14,10 @@ and the older draw never did.
 - **maxPods** tight enough that the pods before and a copy or two of the candidate reach it
   (``OutOfpods``).
 - **Feature gates** that change what admission or ``List`` does: ``KubeletPodResourcesListUse
-  ActivePods`` off (``List`` shows inactive pods again: a rejected pod's leftovers).
+  ActivePods`` off (``List`` shows inactive pods again: a rejected pod's leftovers);
+  ``PodLevelResourceManagers`` on (1.36, 1.37; the runner leaves it out where the release has
+  no such gate) with half the Guaranteed pods before the candidate given pod-level resources
+  (on 1.34 and 1.35, and with the gate off, the managers give such pods nothing exclusive).
 
 Drawn from ``random.Random(f"{seed}:{index}:kubelet")``, apart from the node's own stream, so a
 case's node and pods are the same with or without it.
@@ -23,8 +26,12 @@ case's node and pods are the same with or without it.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cases import ContainerDraw, PodDraw
 
 MiB = 1 << 20
 
@@ -58,16 +65,20 @@ def _mib(value: str) -> int:
     return amount * (1024 if unit == "Gi" else 1)
 
 
-def draw_kubelet(seed: int, index: int, profile: dict[str, Any], pods: int
-                 ) -> tuple[dict[str, Any], KubeletDraw]:
-    """The case's profile (its reserved CPUs and memory as the configuration has them) and
-    the kubelet fields it adds."""
+def draw_kubelet(seed: int, index: int, profile: dict[str, Any], pods: tuple[PodDraw, ...]
+                 ) -> tuple[dict[str, Any], KubeletDraw, tuple[PodDraw, ...]]:
+    """The case's profile (its reserved CPUs and memory as the configuration has them), the
+    kubelet fields it adds, and its pods (some with pod-level resources)."""
     rng = random.Random(f"{seed}:{index}:kubelet")
     profile = dict(profile)
-    max_pods = pods + rng.choice((1, 2, 3)) if rng.random() < 0.2 else None
+    max_pods = len(pods) + rng.choice((1, 2, 3)) if rng.random() < 0.2 else None
     gates = {"KubeletPodResourcesListUseActivePods": False} if rng.random() < 0.15 else {}
+    if rng.random() < 0.25:
+        gates["PodLevelResourceManagers"] = True  # 1.36 (alpha) and 1.37 (beta) have it
+        pods = tuple(_pod_level(p) if p.qos == "Guaranteed" and rng.random() < 0.5 else p
+                     for p in pods)
     if rng.random() < 0.5:
-        return profile, KubeletDraw(max_pods=max_pods, feature_gates=gates)
+        return profile, KubeletDraw(max_pods=max_pods, feature_gates=gates), pods
     cpu_static = profile["cpu_manager_policy"] == "static"
     memory_static = profile["memory_manager_policy"] == "Static"
     system = {"cpu": rng.choice(("250m", "500m", "1")), "memory": rng.choice(("256Mi", "512Mi",
@@ -85,7 +96,20 @@ def draw_kubelet(seed: int, index: int, profile: dict[str, Any], pods: int
         evicted = 100 if eviction is None else _mib(eviction.get("memory.available", "0Mi"))
         total = _mib(system["memory"]) + _mib(kube.get("memory", "0Mi")) + evicted
         profile["reserved_memory"] = _layout(rng, total, len(profile["numa_nodes"]))
-    return profile, KubeletDraw(system, kube, eviction, True, max_pods, gates)
+    return profile, KubeletDraw(system, kube, eviction, True, max_pods, gates), pods
+
+
+def _pod_level(pod: PodDraw) -> PodDraw:
+    """``pod`` with pod-level CPU and memory, requests equal to limits (Guaranteed), as large
+    as its containers' effective request, the CPU rounded up to whole CPUs (the pod's own
+    pool of exclusive CPUs under PodLevelResourceManagers)."""
+    def effective(amount: Callable[[ContainerDraw], int]) -> int:
+        apps = sum(amount(c) for c in pod.containers if c.kind in ("app", "sidecar"))
+        inits = max((amount(c) for c in pod.containers if c.kind == "init"), default=0)
+        return max(apps, inits)
+    cpu = -(-effective(lambda c: c.cpu_millis) // 1000)
+    memory = effective(lambda c: c.memory) or 256 * MiB
+    return replace(pod, pod_level={"cpu": str(max(cpu, 1)), "memory": str(memory)})
 
 
 def _layout(rng: random.Random, total_mib: int, numa_count: int) -> dict[str, dict[str, str]]:

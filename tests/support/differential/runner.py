@@ -62,6 +62,15 @@ from .timing import HANG_SECONDS, MERGE_LIMIT, CaseTiming
 # other admission in the component ends within seconds (its merges are reduced: timing.py)
 STALL_SECONDS = 30.0
 
+# the release a drawn feature gate first appears in: an older kubelet refuses a configuration
+# naming it ("unrecognized feature gate"), so the case runs there without it
+GATES_SINCE = {"PodLevelResourceManagers": 36}
+
+
+def _minor(release: str) -> int:
+    return int(release.split(".")[1])
+
+
 # reads of the exporter that failed for a reason other than the kubelet's rate limit, tried
 # again before the case fails (a failure here is the machine's, not a judgement)
 FAILED_READS = 8
@@ -206,7 +215,9 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome,
     spec = case.spec
     description = node_description(spec, max_pods=case.kubelet.max_pods)
     description["kubelet"].update(case.kubelet.description())
-    description["kubelet"]["feature_gates"].update(case.kubelet.feature_gates)
+    description["kubelet"]["feature_gates"].update(
+        (gate, on) for gate, on in case.kubelet.feature_gates.items()
+        if _minor(kubelet.release) >= GATES_SINCE.get(gate, 0))
     # merges above MERGE_LIMIT permutations by their reduction, every one below checked
     # against it (tests/realkubelet/mergepolicy.go, timing.py)
     description["kubelet"].update(merge_limit=MERGE_LIMIT, merge_check=MERGE_LIMIT)

@@ -24,8 +24,11 @@ containers' CPUs went. From them, per admitted pod:
 
 Where the kubelet's rules do not decide it — a pod whose later containers asked for no
 exclusive CPUs (nothing shows where), whose CPUs span NUMA nodes, a node with SMT (a whole
-core for a larger request, single threads for a smaller one: the counts no longer nest) —
-the answer keeps the ``no_cpu_manager_state`` assumption (:attr:`InitCpus.decided`).
+core for a larger request, single threads for a smaller one: the counts no longer nest), the
+CPU manager options whose pick depends on the count (``prefer-align-cpus-by-uncorecache``
+takes a whole free cache for a request as large, a partly used one for a smaller request;
+``distribute-cpus-across-numa`` spreads a larger request over NUMA nodes) — the answer keeps
+the ``no_cpu_manager_state`` assumption (:attr:`InitCpus.decided`).
 """
 
 from __future__ import annotations
@@ -133,7 +136,9 @@ def _pod_init_cpus(pod: PodContext, assignment: PodAssignment, cpu: CpuManagerSt
         reusable -= reused
     if reusable == 0:
         return holder, frozenset()
-    if where is None or len(where) != 1 or cpu.threads_per_core != 1:
+    options = rules.cpu_options()
+    if (where is None or len(where) != 1 or cpu.threads_per_core != 1
+            or options.prefer_align_by_uncore_cache or options.distribute_across_numa):
         return None
     node = next(iter(where))
     pool = frozenset(c for c in free if cpu.cpu_numa.get(c) == node)
@@ -142,8 +147,7 @@ def _pod_init_cpus(pod: PodContext, assignment: PodAssignment, cpu: CpuManagerSt
     # the init container's pick over what was free on the node then: what is free there now
     # (hidden CPUs look free) and what its pod's later containers took back
     chosen = allocate_cpus(cpu.cpu_topology(), pool | taken_back, reusable + len(taken_back),
-                           frozenset({node}), rules.cpu_options()) - taken_back
+                           frozenset({node}), options) - taken_back
     if len(chosen) != reusable or not chosen <= pool:
-        chosen = allocate_cpus(cpu.cpu_topology(), pool, reusable, frozenset({node}),
-                               rules.cpu_options())
+        chosen = allocate_cpus(cpu.cpu_topology(), pool, reusable, frozenset({node}), options)
     return holder, frozenset(chosen)

@@ -5,6 +5,8 @@ SMT; a later container's hint holding the reusable CPUs; what stays reusable kep
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from exporter.fit.assumptions import NO_CPU_MANAGER_STATE, assumptions
 from exporter.fit.kubelet.config import Managers, Rules
 from exporter.fit.kubelet.podshape import ContainerShape, PodShape
@@ -95,3 +97,19 @@ def test_the_state_file_when_read_wins() -> None:
     listed = snapshot(("p", {"app": (4, 5)}))
     context = NodeContext("pods-api", (pod("p", cpus(4), {"app": cpus(2)}),))
     assert with_inferred_init_cpus(read, listed, TWO_BY_FOUR, context, RULES) is read
+
+
+def test_an_option_whose_pick_depends_on_the_count_leaves_it_undecided() -> None:
+    """The first case under ``prefer-align-cpus-by-uncorecache`` (a whole free cache for a
+    request as large, a partly used one for a smaller: the app's 2 need not be among the init
+    container's 4) and under ``distribute-cpus-across-numa`` (a larger request spread over NUMA
+    nodes): the answer keeps the assumption."""
+    listed = snapshot(("p", {"app": (4, 5)}))
+    context = NodeContext("pods-api", (pod("p", cpus(4), {"app": cpus(2)}),))
+    for rules in (replace(RULES, prefer_align_by_uncore_cache=True),
+                  replace(RULES, distribute_cpus_across_numa=True)):
+        kubelet = with_inferred_init_cpus(None, listed, TWO_BY_FOUR, context, rules)
+        assert kubelet is not None and not kubelet.cpus_decided
+        state = node_state(listed, TWO_BY_FOUR, True, False, context, kubelet)
+        assert state is not None
+        assert NO_CPU_MANAGER_STATE in assumptions(ASKS_CPUS, state, rules, context, kubelet)

@@ -60,20 +60,19 @@ from .timing import HANG_SECONDS, MERGE_LIMIT, CaseTiming
 
 # a copy the fit engine says never finishes (AdmissionStalled) is waited for this long: every
 # other admission in the component ends within seconds (its merges are reduced: timing.py)
-STALL_SECONDS = 30.0
+STALL_SECONDS = 10.0
 
 # the release a drawn feature gate first appears in: an older kubelet refuses a configuration
 # naming it ("unrecognized feature gate"), so the case runs there without it
 GATES_SINCE = {"PodLevelResourceManagers": 36}
 
-
-def _minor(release: str) -> int:
-    return int(release.split(".")[1])
-
-
 # reads of the exporter that failed for a reason other than the kubelet's rate limit, tried
 # again before the case fails (a failure here is the machine's, not a judgement)
 FAILED_READS = 8
+
+
+def _minor(release: str) -> int:
+    return int(release.split(".")[1])
 
 
 @dataclass

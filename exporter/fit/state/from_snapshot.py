@@ -270,7 +270,9 @@ class Hidden:
 def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
                     context: NodeContext | None) -> Hidden:
     """What the state files hold beyond ``List``. A pod UID the pod context does not know as
-    active is stale: the next admission's ``removeStaleState`` frees it. Without pod context
+    active is stale: the next admission's ``removeStaleState`` frees it, but for a pod-level CPU
+    set alone (seen on 1.37 with ``PodLevelResourceManagers`` on, after a rejected pod's first
+    container failed: every later admission finds those CPUs taken). Without pod context
     every UID counts (a stale one lasts until the CPU manager's next reconcile, 10 s)."""
     if kubelet is None:
         return Hidden()
@@ -285,7 +287,10 @@ def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
                                   for d in e.device_ids)
     cpus: set[int] = set()
     for uid, containers in (kubelet.cpus or {}).items():
-        if active is None or uid in active:
+        # removeStaleState removes container entries only, and the last one's removal frees
+        # the pod-level set (policy_static.go RemoveContainer): a stale pod-level set with no
+        # container entry (a pod rejected before any container got CPUs) is never freed
+        if active is None or uid in active or set(containers) == {POD_LEVEL}:
             for held in containers.values():
                 cpus.update(held)
     devices: dict[tuple[str, str], frozenset[int]] = {}

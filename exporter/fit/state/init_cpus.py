@@ -24,11 +24,13 @@ containers' CPUs went. From them, per admitted pod:
 
 Where the kubelet's rules do not decide it — a pod whose later containers asked for no
 exclusive CPUs (nothing shows where), whose CPUs span NUMA nodes, a node with SMT (a whole
-core for a larger request, single threads for a smaller one: the counts no longer nest), the
-CPU manager options whose pick depends on the count (``prefer-align-cpus-by-uncorecache``
-takes a whole free cache for a request as large, a partly used one for a smaller request;
-``distribute-cpus-across-numa`` spreads a larger request over NUMA nodes) — the answer keeps
-the ``no_cpu_manager_state`` assumption (:attr:`InitCpus.decided`).
+core for a larger request, single threads for a smaller one: the counts no longer nest), a
+Topology Manager policy that admits a hint wider than needed or none (``none``,
+``best-effort``), the CPU manager options whose pick depends on the count
+(``prefer-align-cpus-by-uncorecache`` takes a whole free cache for a request as large, a partly
+used one for a smaller request; ``distribute-cpus-across-numa`` spreads a larger request over
+NUMA nodes) — the answer keeps the ``no_cpu_manager_state`` assumption
+(:attr:`InitCpus.decided`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,16 @@ from ..kubelet.config import Rules
 from ..kubelet.cpumanager.policy_static import allocate_cpus
 from ..kubelet.cpumanager.state import CpuManagerState
 from ..kubelet.podshape import CPU, ContainerShape, PodShape, asks
+from ..kubelet.topologymanager.policy_restricted import RESTRICTED
+from ..kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 from .checkpoints import CpuEntries, KubeletState
 from .from_snapshot import cpu_base
+
+# the Topology Manager policies under which the init container's CPUs lie on one NUMA node
+# when the later containers' do: every admitted hint is preferred, the narrowest that fits.
+# Under none the CPUs are taken with no hint (an init container's may span NUMA nodes, a
+# smaller later container's need not), under best-effort a wider, not preferred hint may win.
+ALIGNED_POLICIES = frozenset({SINGLE_NUMA_NODE, RESTRICTED})
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,7 @@ def _pod_init_cpus(pod: PodContext, assignment: PodAssignment, cpu: CpuManagerSt
         return holder, frozenset()
     options = rules.cpu_options()
     if (where is None or len(where) != 1 or cpu.threads_per_core != 1
+            or rules.policy not in ALIGNED_POLICIES
             or options.prefer_align_by_uncore_cache or options.distribute_across_numa):
         return None
     node = next(iter(where))

@@ -99,15 +99,18 @@ def test_the_state_file_when_read_wins() -> None:
     assert with_inferred_init_cpus(read, listed, TWO_BY_FOUR, context, RULES) is read
 
 
-def test_an_option_whose_pick_depends_on_the_count_leaves_it_undecided() -> None:
+def test_a_pick_that_need_not_nest_or_align_leaves_it_undecided() -> None:
     """The first case under ``prefer-align-cpus-by-uncorecache`` (a whole free cache for a
     request as large, a partly used one for a smaller: the app's 2 need not be among the init
-    container's 4) and under ``distribute-cpus-across-numa`` (a larger request spread over NUMA
-    nodes): the answer keeps the assumption."""
+    container's 4), under ``distribute-cpus-across-numa`` (a larger request spread over NUMA
+    nodes), and under the Topology Manager policies ``none`` (no hint: the init container's 4
+    may span NUMA nodes while the app's 2 sit on one) and ``best-effort`` (a wider hint than
+    needed may be admitted): the answer keeps the assumption."""
     listed = snapshot(("p", {"app": (4, 5)}))
     context = NodeContext("pods-api", (pod("p", cpus(4), {"app": cpus(2)}),))
     for rules in (replace(RULES, prefer_align_by_uncore_cache=True),
-                  replace(RULES, distribute_cpus_across_numa=True)):
+                  replace(RULES, distribute_cpus_across_numa=True),
+                  replace(RULES, policy="none"), replace(RULES, policy="best-effort")):
         kubelet = with_inferred_init_cpus(None, listed, TWO_BY_FOUR, context, rules)
         assert kubelet is not None and not kubelet.cpus_decided
         state = node_state(listed, TWO_BY_FOUR, True, False, context, kubelet)

@@ -5,11 +5,11 @@ API server: tests/controlplane, one per worker); 2,000 cases on the newest and t
 release (1.37, 1.34), 300 on the two between. Every drawn case is judged: a Topology Manager
 merge too large to wait for (tens of minutes on 8 NUMA nodes with four aligned resources) is
 reached by its reduction, which every run checks against the kubelet's own loop on its smaller
-merges (tests/realkubelet/mergepolicy.go); the hard cases are listed with the kubelet's own admission
-time beside the exporter's. The counts are printed: cases, disagreements, the named exceptions
-(tests/support/differential/exceptions.py, each proven on its case); any disagreement is listed
-with the command that replays it. ``PODRESOURCES_DIFFERENTIAL_CASES=N`` judges N cases per
-release instead (a quick local run).
+merges (tests/realkubelet/mergepolicy.go); the hard cases are listed with the kubelet's own
+admission time beside the exporter's. The counts are printed: cases, disagreements, the named
+exceptions (tests/support/differential/exceptions.py, each proven on its case); any
+disagreement is listed with the command that replays it. ``PODRESOURCES_DIFFERENTIAL_CASES=N``
+judges N cases per release instead (a quick local run).
 """
 
 from __future__ import annotations

@@ -278,7 +278,8 @@ SHAPE_ASSUMPTION_INFO = _define(
     "requests taken from List), node_allocatable_derived (the Node's allocatable derived from "
     "sysfs and the kubelet's config file, or from GetAllocatableResources), cpus_from_dra (a "
     "DRA CPU driver allocates the exclusive CPUs: which CPUs and NUMA node the shape gets is "
-    "the scheduler's DRA allocation).",
+    "the scheduler's DRA allocation), unseen_unhealthy_devices (no unhealthy device no "
+    "container holds, which neither API names, decides where a device resource aligns).",
     ("shape", "assumption"), "fit")
 ADMISSION_FAILURES = _define(
     "podresources_admission_failures_total", "counter",

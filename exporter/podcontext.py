@@ -97,6 +97,9 @@ class NodeContext:
     allocatable: Quantities | None = None
     # the Node's status.nodeInfo.kubeletVersion ("v1.37.2"), "" when the source has no Node
     kubelet_version: str = ""
+    # the Node's status.capacity of extended resources (device plugins count unhealthy devices
+    # there, not in allocatable), None from a source without the Node object
+    extended_capacity: Quantities | None = None
 
     def active(self) -> tuple[PodContext, ...]:
         """The pods the kubelet counts: not Succeeded or Failed (``GetActivePods``)."""

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 started=$SECONDS
-# The real kubelet (tests/realkubelet, both releases; rebuilt only when its source changes)
+# The real kubelet (tests/realkubelet, four releases; rebuilt only when its source changes)
 # builds beside the installs below, which wait mostly on the network: it needs only Go. Then,
 # in the same job (one heavy Go build at a time), the real control plane (tests/controlplane)
 # and the Prometheus Operator's CRDs (tests/tools/operatorcrds.sh).

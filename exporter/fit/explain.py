@@ -35,6 +35,7 @@ from .assumptions import (
     NO_MEMORY_MANAGER_STATE,
     NO_POD_CONTEXT,
     NODE_ALLOCATABLE_DERIVED,
+    UNSEEN_UNHEALTHY_DEVICES,
 )
 from .from_pod_object import pod_shape
 from .kubelet.config import Rules
@@ -193,6 +194,9 @@ ASSUMPTION_TEXT = {
     CPUS_FROM_DRA: "the node's exclusive CPUs come from a DRA CPU driver (CPU manager policy "
                    "none): the kubelet admits the shape's CPUs without placing them, and which "
                    "CPUs on which NUMA node is the scheduler's allocation of its ResourceClaims",
+    UNSEEN_UNHEALTHY_DEVICES: "no unhealthy device that no container holds decides where a "
+                              "device resource aligns (neither API names one; the Node object's "
+                              "capacity, with --kube-api, can rule them out)",
 }
 
 

@@ -42,6 +42,7 @@ from .kubeletconfig import (
 from .shapes import ShapeError, ShapeFile
 from .state.checkpoints import KubeletState, StateFiles
 from .state.incremental import ManagersStateCache
+from .state.init_cpus import with_inferred_init_cpus
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,8 @@ class FitView:
         if changed:
             previous, self._inputs = self._inputs, inputs
             rules = config.rules()
+            # without cpu_manager_state, what finished init containers hold, from pod context
+            kubelet = with_inferred_init_cpus(kubelet, snapshot, topology, context, rules)
             state = self.state_cache.state(snapshot, topology, rules.managers.cpu_static,
                                            rules.managers.memory_static, context, kubelet,
                                            config.max_pods, config.reservation)

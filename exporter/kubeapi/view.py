@@ -230,7 +230,8 @@ class KubeView:
             pods = tuple(r.context for r in self.pod_records().values() if r.context is not None)
             value = NodeContext("pods-api" if external else "kube-api", pods,
                                 dict(node.resources) if node else None,
-                                node.kubelet_version if node else "")
+                                node.kubelet_version if node else "",
+                                dict(node.capacity) if node else None)
             if cached is not None and cached[1] == value:
                 value = cached[1]
             self._context = cached = (self.version, value)

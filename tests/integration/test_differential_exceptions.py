@@ -10,8 +10,10 @@ Guaranteed, asks for 1 CPU and 1 NIC. The kubelet's device manager counts n-0: t
 NUMA-aware (deviceHasTopologyAlignment reads allDevices) and its hints span node 1 only
 (deviceNUMANodes); the one available NIC, nx-0, has no topology and meets no mask, so there is
 no hint: TopologyAffinityError. Neither podresources API nor the checkpoint's registry names
-n-0, so the exporter sees a NIC resource without topology, which "does not care": it admits.
-Told of n-0, the fit engine rejects with TopologyAffinityError too.
+n-0, so the exporter sees a NIC resource without topology, which "does not care": it admits,
+and its answer says what it assumed (``unseen_unhealthy_devices``: with the Pods API alone
+nothing rules such a device out). Told of n-0, the fit engine rejects with
+TopologyAffinityError too.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def test_an_unseen_unhealthy_device_is_a_named_exception() -> None:
     assert outcome.real is not None and outcome.fit is not None
     assert (outcome.real.admitted, outcome.real.reason) == (False, "TopologyAffinityError")
     assert outcome.fit.verdict.admitted  # what the exporter can see
+    assert "unseen_unhealthy_devices" in outcome.fit.assumptions
     assert outcome.exception == UNSEEN_UNHEALTHY_DEVICE
     assert outcome.differences == []
     assert outcome.excepted == [

@@ -1,13 +1,15 @@
 """The fit engine against the real kubelet over seeded random cases (tests/support/differential):
-verdict, reason, each container's NUMA set and ``shape_capacity``, 2,000 cases judged on each of
-1.37 and 1.34, the fit engine asked as a deployed exporter asks it (on 1.34, which serves no Pods
-API, its pod context from the real API server: tests/controlplane, one per worker). The counts
-are printed:
-cases, disagreements, the named exceptions (tests/support/differential/exceptions.py, each
-proven on its case), and the cases not judged because the kubelet's admission took over 3 s
-(the next cases are drawn until 2,000 were judged); any disagreement is listed with the command
-that replays it. ``PODRESOURCES_DIFFERENTIAL_CASES=N`` judges N cases per release instead (a
-quick local run).
+verdict, reason, each container's NUMA set and ``shape_capacity``, the fit engine asked as a
+deployed exporter asks it (where the release serves no Pods API, its pod context from the real
+API server: tests/controlplane, one per worker); 2,000 cases on the newest and the oldest
+release (1.37, 1.34), 300 on the two between. Every drawn case is judged: a Topology Manager
+merge too large to wait for (tens of minutes on 8 NUMA nodes with four aligned resources) is
+reached by its reduction, which every run checks against the kubelet's own loop on its smaller
+merges (tests/realkubelet/mergepolicy.go); the hard cases are listed with the kubelet's own
+admission time beside the exporter's. The counts are printed: cases, disagreements, the named
+exceptions (tests/support/differential/exceptions.py, each proven on its case); any
+disagreement is listed with the command that replays it. ``PODRESOURCES_DIFFERENTIAL_CASES=N``
+judges N cases per release instead (a quick local run).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from ..support.differential import run_many
 from ..support.realkubelet import require
 
 SEED = 2026
-CASES = {"1.37": 2000, "1.34": 2000}
+CASES = {"1.37": 2000, "1.36": 300, "1.35": 300, "1.34": 2000}
+# the hidden-state mode: pod context from the Pods API (1.37) or the Kubernetes-API view (1.34)
+HIDDEN_STATE_CASES = {"1.37": 300, "1.34": 300}
 
 
 @pytest.mark.parametrize("release", sorted(CASES, reverse=True))
@@ -34,6 +38,29 @@ def test_fit_engine_agrees_with_the_real_kubelet(release: str,
     summary = run_many(release, SEED, count, judged=True)
     with capsys.disabled():
         print("\n" + "\n".join(summary.lines(each=False)))
-    assert summary.judged == count
-    assert summary.slow <= count // 10, "the kubelet took over 3 s for one case in ten"
+    # every node built is judged: no case dropped for time, whatever the machine's speed
+    assert summary.slow == 0, summary.slow_cases
+    # a configuration the kubelet refuses (reserved hugepages) is drawn again; more than one in
+    # fifty means the component refuses what it should run
+    assert summary.skipped <= max(1, count // 50), summary.skipped
+    assert summary.merge_mismatches == 0
     assert summary.disagreements == [], "\n".join(summary.lines(each=True))
+
+
+@pytest.mark.parametrize("release", sorted(HIDDEN_STATE_CASES, reverse=True))
+def test_with_the_state_files_hidden_every_unassumed_answer_agrees(
+        release: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the default chart mounts: no state file. What finished init containers hold is
+    inferred from pod context where the kubelet's rules decide it; elsewhere the answer says
+    what it assumes (no_cpu_manager_state, no_device_checkpoint, no_memory_manager_state) and
+    may differ. Every answer without such an assumption must agree with the kubelet."""
+    require(release)
+    count = int(os.environ.get("PODRESOURCES_DIFFERENTIAL_CASES", HIDDEN_STATE_CASES[release]))
+    summary = run_many(release, SEED, count, judged=True, state_files=False)
+    with capsys.disabled():
+        print("\n" + "\n".join(summary.lines(each=False)))
+    assert summary.slow == 0, summary.slow_cases
+    assert summary.disagreements == [], "\n".join(summary.lines(each=True))
+    hidden, inferred = summary.init_cpu_cases()
+    # pod context decides most of them: a regression that gives up on them trips this
+    assert 2 * len(inferred) >= len(hidden), (len(inferred), len(hidden))

@@ -431,10 +431,10 @@ async def test_the_fit_answers_rest_on_the_pods_api_and_say_so(tmp_path):
                 and s.series("podresources_shape_assumption_info"), what="the answers")
             # pod context from the kubelet: no "no_pod_context"; no Node object without the
             # view, so the predicate's allocatable is derived; no --watch-path, so no state
-            # files (the CPU and memory managers')
+            # files, but no pod has an init container: nothing they would add (no
+            # no_cpu_manager_state, no no_memory_manager_state)
             assert set(s.by("podresources_shape_assumption_info", "assumption",
-                            shape="two")) == {"no_cpu_manager_state", "no_memory_manager_state",
-                                              "node_allocatable_derived"}
+                            shape="two")) == {"node_allocatable_derived"}
         async with Exporter(kubelet.settings(fit_shapes=str(shapes),
                                              pods_api=False)) as exporter:
             s = await exporter.wait_for(lambda s: s.series("podresources_shape_assumption_info"),

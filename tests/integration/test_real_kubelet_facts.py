@@ -1,7 +1,7 @@
-"""Facts of the real kubelet's podresources API and resource managers, on 1.37 and 1.34, and
+"""Facts of the real kubelet's podresources API and resource managers, on 1.34 to 1.37, and
 how the exporter takes each: ``Get`` of an unknown pod, ``List``'s order and unsorted CPU ids,
-rejected pods, a finished init container's CPUs and memory, what a rejected pod keeps, and a
-device plugin whose ``Allocate`` answers no container.
+rejected pods, a finished init container's CPUs and memory, what a rejected pod keeps, a
+device plugin whose ``Allocate`` answers no container, and a device on several NUMA nodes.
 
 Each node is a small simulator profile spelled out for the real kubelet; the expected values
 are worked out by hand from the requests below.
@@ -10,6 +10,10 @@ are worked out by hand from the requests below.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,7 +23,13 @@ import pytest
 from exporter._proto.v1 import api_pb2 as v1, api_pb2_grpc as v1_grpc
 from exporter.simulator.profile import parse_profile
 
-from ..support.realkubelet import RELEASES, NodeHandle, RealKubelet, node_description
+from ..support.realkubelet import (
+    RELEASES,
+    NodeHandle,
+    RealKubelet,
+    node_description,
+    write_kubelet_config,
+)
 
 GiB, MiB = 1 << 30, 1 << 20
 
@@ -123,10 +133,11 @@ async def test_a_rejected_pod_is_not_listed_and_keeps_its_first_containers_cpus(
 
 
 async def test_get_of_a_rejected_pod(kubelet: RealKubelet) -> None:
-    """1.37's pods provider filters inactive pods in Get too; 1.34's answers for them."""
+    """Since 1.35 the pods provider filters inactive pods in Get too (kubelet.go
+    kubeletPodsProvider.GetPodByName); 1.34's answers for them."""
     node = kubelet.reset(two_numa_node())
     assert not kubelet.admit(pod("big", {"name": "c", "cpu": 9, "memory": "256Mi"})).admitted
-    if kubelet.release == "1.37":
+    if kubelet.release != "1.34":
         assert (await get_error(node, "big")).code() == grpc.StatusCode.UNKNOWN
     else:
         async with grpc.aio.insecure_channel(f"unix://{node.socket}") as channel:
@@ -177,10 +188,10 @@ def test_a_plugin_allocate_without_container_responses_is_rejected(
 
 
 async def test_get_with_its_gate_off_answers_unknown(kubelet: RealKubelet) -> None:
-    """1.34 has the KubeletPodResourcesGet gate (beta, on); off, Get answers Unknown. In 1.37 it
-    is GA and locked on."""
-    if kubelet.release != "1.34":
-        pytest.skip("KubeletPodResourcesGet is locked on in 1.37")
+    """1.34 and 1.35 have the KubeletPodResourcesGet gate (beta, on); off, Get answers
+    Unknown. Since 1.36 it is GA and locked on."""
+    if kubelet.release not in ("1.34", "1.35"):
+        pytest.skip(f"KubeletPodResourcesGet is locked on in {kubelet.release}")
     description = two_numa_node()
     description["kubelet"]["feature_gates"]["KubeletPodResourcesGet"] = False
     node = kubelet.reset(description)
@@ -189,3 +200,48 @@ async def test_get_with_its_gate_off_answers_unknown(kubelet: RealKubelet) -> No
     assert error.code() == grpc.StatusCode.UNKNOWN
     assert error.details() == "PodResources API Get method disabled"
     kubelet.reset(two_numa_node())  # the gates go back to the release's defaults
+
+async def test_a_device_on_several_numa_nodes_is_listed_once_per_numa_node(
+        kubelet: RealKubelet, tmp_path: Path) -> None:
+    """8 NUMA nodes; example.com/acc has a device local to NUMA nodes 0-3, one local to 4-7 and
+    one without topology; Topology Manager policy none. ``List`` (like
+    ``GetAllocatableResources``) names a device once per NUMA node of its topology
+    (container_manager.go containerDevicesFromResourceDeviceInstances), so a pod holding two of
+    them shows at least 4 entries for 2 devices. The kubelet admits a pod asking for the third
+    under every release (the device manager takes any free device when nothing is aligned:
+    filterByAffinity), and so does the exporter, which counts each device once for the
+    resource-fit predicate: before, with no pod context, it counted List's entries (5 used of
+    3) and answered OutOfexample.com/acc."""
+    profile = {"name": "facts", "node_name": "facts-node",
+               "numa_nodes": [{"id": n, "cpus": f"{2 * n},{2 * n + 1}", "memory": "4Gi"}
+                              for n in range(8)],
+               "reserved_cpus": "0", "topology_manager_policy": "none",
+               "memory_manager_policy": "None",
+               "devices": [{"resource": "example.com/acc", "id_prefix": "low-",
+                            "numa": [0, 1, 2, 3], "count": 1},
+                           {"resource": "example.com/acc", "id_prefix": "high-",
+                            "numa": [4, 5, 6, 7], "count": 1},
+                           {"resource": "example.com/acc", "id_prefix": "flat-", "count": 1}]}
+    description = node_description(parse_profile(profile))
+    node = kubelet.reset(description)
+    held = kubelet.admit(pod("two", {"name": "c", "cpu": 1, "memory": "256Mi",
+                                     "example.com/acc": 2}))
+    assert held.admitted
+    listed = await list_pods(node)
+    entries = [d.device_ids[0] for d in listed[0].containers[0].devices]
+    assert sorted(set(entries)) == sorted(held.containers["c"].devices["example.com/acc"])
+    assert len(entries) >= 5  # one multi-NUMA device at least: 4 entries, and the other
+    config = write_kubelet_config(description, tmp_path / "kubelet-config.json")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "snapshot", "--format", "json", "--socket",
+         node.socket, "--sysfs-root", node.sysfs_root, "--kubelet-config", str(config),
+         "--shape", "cpu=1,memory=256Mi,example.com/acc=1"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    third = kubelet.admit(pod("third", {"name": "c", "cpu": 1, "memory": "256Mi",
+                                        "example.com/acc": 1}))
+    assert third.admitted
+    assert set(third.containers["c"].devices["example.com/acc"]) == {
+        "low-0", "high-0", "flat-0"} - set(held.containers["c"].devices["example.com/acc"])
+    assert (answer["admitted"], answer["reason"], answer["capacity"]) == (True, None, 1)

@@ -1,5 +1,5 @@
 """The exporter against the real kubelet: every simulator profile the real managers can hold,
-its pods admitted through the kubelet's own code (1.37 and 1.34), and every per-NUMA and
+its pods admitted through the kubelet's own code (1.34 to 1.37), and every per-NUMA and
 per-container figure of ``snapshot --format json`` equal to what the managers' dump says.
 
 The expected figures are worked out here from the dump with plain counting (which CPU sits on
@@ -48,15 +48,21 @@ PROFILES = ("small", "dual-socket-gpu", "epyc-nps4", "gb200-tray") + (
 # manager None instead
 OVERRIDES = {"gb200-tray": {"memory_manager_policy": "None"}}
 # feature gates a release does not have: its kubelet refuses a configuration naming them
-# ("unrecognized feature gate"), so the profile runs there without them (1.34 has no
+# ("unrecognized feature gate"), so the profile runs there without them (1.34 and 1.35 have no
 # PodLevelResourceManagers: a pod with pod-level resources gets no exclusive CPUs or memory)
-MISSING_GATES = {"1.34": ("PodLevelResourceManagers",)}
-# pods the real kubelet rejects and the simulator admits: none. (dra-infer-0's nvidia.com/gpu
+MISSING_GATES = {"1.34": ("PodLevelResourceManagers",), "1.35": ("PodLevelResourceManagers",)}
+# pods the real kubelet rejects and the simulator admits. (dra-infer-0's nvidia.com/gpu
 # is served by DRA, but the node's device plugin serves that name too: the device manager's
 # GetTopologyHints does not skip a DRA-backed extended resource, only its Allocate does
 # (topology_hints.go / manager.go isDRAExtendedResource), so the pod needs a free plugin GPU on
 # one NUMA node when it is admitted: the profile admits it while llm-infer-1's GPU is free.)
-REAL_ONLY_REJECTIONS: dict[str, dict[str, str]] = {}
+# On 1.36, whose PodLevelResourceManagers is alpha, the memory manager's Allocate of a container
+# that requests no memory in a Guaranteed pod with pod-level resources asks getDefaultHint for
+# nothing and fails ("failed to get the default NUMA affinity"); 1.37 skips such a container
+# (getContainerRequestedResources empty). The simulator follows 1.37: pipeline-0's stage-b.
+REAL_ONLY_REJECTIONS: dict[tuple[str, str], dict[str, str]] = {
+    ("dual-socket-gpu", "1.36"): {"batch/pipeline-0": "UnexpectedAdmissionError"},
+}
 # pods the real kubelet places elsewhere than the simulator. The component runs one
 # configuration: a pod the profile admitted under another (admitted_under) is admitted under
 # the node's, as a kubelet restarted with the new configuration admits it again, so
@@ -69,6 +75,10 @@ REAL_ONLY_REJECTIONS: dict[str, dict[str, str]] = {}
 PLACED_ELSEWHERE = {
     ("dual-socket-gpu", "1.37"): {"hpc/mpi-rank-0", "analytics/inmem-db-0",
                                   "batch/etl-job-28391-x7k2p"},
+    # 1.36 rejects pipeline-0 (REAL_ONLY_REJECTIONS): the next pods' cores come earlier too
+    ("dual-socket-gpu", "1.36"): {"hpc/mpi-rank-0", "analytics/inmem-db-0",
+                                  "batch/etl-job-28391-x7k2p"},
+    ("dual-socket-gpu", "1.35"): {"hpc/mpi-rank-0"},
     ("dual-socket-gpu", "1.34"): {"hpc/mpi-rank-0"},
 }
 
@@ -254,7 +264,8 @@ def test_exporter_equals_the_managers_state(kubelet: RealKubelet, profile: str) 
         assert reported[kind] == expected[kind], f"{kind} ({profile}, {kubelet.release})"
     assert reported_holdings(document) == expected_holdings(dump, description)
     assert document["data_issues"] == [], document["data_issues"]
-    assert real_rejected == {**simulator_rejected, **REAL_ONLY_REJECTIONS.get(profile, {})}
+    assert real_rejected == {**simulator_rejected,
+                             **REAL_ONLY_REJECTIONS.get((profile, kubelet.release), {})}
     placed_elsewhere = {pod for pod, container in placement_differences(state, admitted,
                                                                         description)}
     assert placed_elsewhere == PLACED_ELSEWHERE.get((profile, kubelet.release), set()), \

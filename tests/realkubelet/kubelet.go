@@ -51,6 +51,7 @@ type node struct {
 	allocations allocation.Manager
 	plugins     []*devicePlugin
 	services    []service
+	merges      *countingPolicy // the Topology Manager's policy, counted (mergepolicy.go)
 
 	mu       sync.Mutex
 	statuses map[types.UID]*podStatus
@@ -128,6 +129,7 @@ func (n *node) build() error {
 	if n.topology, err = newTopologyManager(n.ctx, n.machine, kc); err != nil {
 		return fmt.Errorf("topology manager: %w", err)
 	}
+	n.merges = wrapPolicy(n.topology, kc.MergeLimit, kc.MergeCheck)
 	socket := filepath.Join(n.socketDir("device-plugins"), "kubelet.sock")
 	if n.devices, err = newDeviceManager(n.ctx, socket, n.machine, n.topology); err != nil {
 		return fmt.Errorf("device manager: %w", err)
@@ -269,6 +271,9 @@ type admitResult struct {
 	Message    string            `json:"message"`
 	UID        string            `json:"uid"`
 	Containers []containerResult `json:"containers"`
+	// how long the admit handlers took, and the Topology Manager's merges among them
+	Seconds float64       `json:"seconds"`
+	Merges  []mergeRecord `json:"merges"`
 }
 
 // admit adds the pod to the pod manager and runs the allocation manager's admit handlers, as
@@ -302,7 +307,10 @@ func (n *node) admit(pod *v1.Pod) (*admitResult, error) {
 	n.mu.Unlock()
 	result := &admitResult{Admitted: true, UID: string(pod.UID)}
 	if !podutil.IsPodPhaseTerminal(pod.Status.Phase) {
+		n.merges.takeRecords()
+		started := time.Now()
 		ok, reason, message := addPod(n.ctx, n.allocations, n.activePods(), pod)
+		result.Seconds, result.Merges = time.Since(started).Seconds(), n.merges.takeRecords()
 		if !ok {
 			n.mu.Lock()
 			n.statuses[pod.UID] = &podStatus{phase: v1.PodFailed, reason: reason,

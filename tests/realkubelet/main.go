@@ -29,6 +29,7 @@ type request struct {
 	Healthy     bool             `json:"healthy,omitempty"`
 	Phase       string           `json:"phase,omitempty"`
 	Terminating bool             `json:"terminating,omitempty"`
+	Merge       *mergeRequest    `json:"merge,omitempty"` // mergeop.go
 }
 
 type reply map[string]any
@@ -119,6 +120,13 @@ func handle(current *node, req *request) (*node, reply, error) {
 	}
 	if req.Op == "version" {
 		return current, reply{"kubernetes_version": kubernetesVersion}, nil
+	}
+	if req.Op == "merge" {
+		if req.Merge == nil {
+			return current, nil, fmt.Errorf("merge needs hint lists")
+		}
+		answer, err := runMerge(req.Merge)
+		return current, reply{"merge": answer}, err
 	}
 	if req.Op == "close" {
 		return current, reply{}, nil

@@ -68,6 +68,8 @@ type kubeletConfig struct {
 	MemoryManagerPolicy       string          `json:"memory_manager_policy"`
 	FeatureGates              map[string]bool `json:"feature_gates"`
 	MaxPods                   int             `json:"max_pods"`
+	mergeSettings                             // mergepolicy.go: when the merge is counted, reduced, checked
+	reservationConfig                         // config.go: systemReserved, kubeReserved, evictionHard
 }
 
 type nodeDescription struct {
@@ -119,6 +121,11 @@ func (d *nodeDescription) check() error {
 	if d.Kubelet.MaxPods == 0 {
 		d.Kubelet.MaxPods = 110
 	}
+	if d.Kubelet.configured() {
+		if _, err := d.kubeletReservation(); err != nil {
+			return fmt.Errorf("node description: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -138,9 +145,14 @@ func hugepageResource(pageBytes uint64) v1.ResourceName {
 }
 
 // allocatableReservation is what the kubelet's GetNodeAllocatableReservation returns for this
-// node: the reserved CPUs (reservedSystemCPUs) and the reserved memory per type, which the
-// memory manager requires to equal the sum of its per-NUMA reservedMemory.
+// node: with systemReserved, kubeReserved or evictionHard given, config.go's; else the reserved
+// CPUs (reservedSystemCPUs) and the reserved memory per type, which the memory manager
+// requires to equal the sum of its per-NUMA reservedMemory.
 func (d *nodeDescription) allocatableReservation() v1.ResourceList {
+	if d.Kubelet.configured() { // config.go; check() has refused a description it cannot read
+		reservation, _ := d.kubeletReservation()
+		return reservation
+	}
 	reservation := v1.ResourceList{}
 	if n := len(d.ReservedCPUs); n > 0 {
 		reservation[v1.ResourceCPU] = *resource.NewQuantity(int64(n), resource.DecimalSI)

@@ -1,4 +1,4 @@
-//go:build !k134
+//go:build !k134 && !k135 && !k136
 
 package main
 

@@ -3,7 +3,7 @@ protocol), and the node description one simulator profile gives both sides.
 
 The component runs the kubelet's own code (Topology Manager, CPU, memory and device managers
 with the kubelet's stub device plugins, pod manager, allocation manager and admit handlers,
-podresources server with its rate limiter) for one node, built for two releases::
+podresources server with its rate limiter) for one node, built for four releases::
 
     kubelet = RealKubelet.start("1.37")          # skips (or fails under CI=true) when not built
     node = kubelet.reset(node_description(spec))  # fresh managers, state, sockets and sysfs
@@ -41,7 +41,7 @@ from exporter.simulator.profile import NodeSpec, PodSpec
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO / ".tools" / "realkubelet"
-RELEASES = {"1.37": "1.37.2", "1.34": "1.34.4"}
+RELEASES = {"1.37": "1.37.2", "1.36": "1.36.3", "1.35": "1.35.4", "1.34": "1.34.4"}
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the feature gates of a profile that are the real kubelet's (the others describe the
 # simulator's podresources API, e.g. ListActivePodsOnly)
@@ -99,12 +99,37 @@ class Container:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """One merge of the Topology Manager during an admission (``mergepolicy.go``): the hint
+    lists' lengths and their product, how long it took, whether it was the policy's own loop
+    or its reduction (``reduced``), and, when both ran, whether they agreed."""
+
+    lists: tuple[int, ...]
+    permutations: float
+    seconds: float
+    reduced: bool
+    checked: bool
+    agreed: bool
+    hint: tuple[int, ...] | None
+    preferred: bool
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Merge:
+        return cls(tuple(data["lists"] or ()), float(data["permutations"]), data["seconds"],
+                   data["reduced"], data["checked"], data["agreed"],
+                   tuple(data["hint"]) if data["hint"] is not None else None,
+                   data["preferred"])
+
+
+@dataclass(frozen=True)
 class Admission:
     admitted: bool
     reason: str
     message: str
     uid: str
     containers: dict[str, Container] = field(default_factory=dict)
+    seconds: float = 0.0  # the admit handlers' time, in the component
+    merges: tuple[Merge, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,7 +212,9 @@ class RealKubelet:
     def admit(self, pod: dict[str, Any], timeout: float | None = None) -> Admission:
         result = self.call("admit", timeout=timeout, pod=pod)["result"]
         return Admission(result["admitted"], result["reason"], result["message"], result["uid"],
-                         {c["name"]: Container.of(c) for c in result["containers"] or ()})
+                         {c["name"]: Container.of(c) for c in result["containers"] or ()},
+                         result.get("seconds", 0.0),
+                         tuple(Merge.of(m) for m in result.get("merges") or ()))
 
     def containers(self, namespace: str, name: str) -> dict[str, Container]:
         """The pod's containers as the managers hold them now."""
@@ -317,15 +344,24 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
     """The ``KubeletConfiguration`` file of the component as ``description`` configures it
     (what a deployed exporter reads with ``--kubelet-config``): the Topology Manager's policy,
     scope and options, the CPU manager's policy and options, the memory manager's policy, the
-    reserved CPUs and memory, ``maxPods`` and the feature gates. JSON is YAML."""
+    reserved CPUs and memory, ``systemReserved``, ``kubeReserved`` and ``evictionHard`` (left
+    out when the description leaves it to the kubelet's default), ``maxPods`` and the feature
+    gates. JSON is YAML."""
     kubelet = description["kubelet"]
     reserved_memory: dict[int, dict[str, str]] = {}
     for entry in description["reserved_memory"]:
         reserved_memory.setdefault(entry["numa"], {})[entry["type"]] = str(entry["bytes"])
-    # the component's reservation (GetNodeAllocatableReservation) is the reserved CPUs and the
-    # reserved memory, with no eviction threshold: systemReserved holds the memory, and
-    # evictionHard is empty (no kubelet default of 100Mi)
+    # without systemReserved, kubeReserved or evictionHard in the description, the component's
+    # reservation (GetNodeAllocatableReservation) is the reserved CPUs and the reserved memory,
+    # with no eviction threshold: systemReserved holds the memory, and evictionHard is empty
+    # (no kubelet default of 100Mi)
     system_reserved = {"memory": str(sum(e["bytes"] for e in description["reserved_memory"]))}
+    kube_reserved: dict[str, str] = {}
+    eviction_hard: dict[str, str] | None = {}
+    if any(k in kubelet for k in ("system_reserved", "kube_reserved", "eviction_hard")):
+        system_reserved = dict(kubelet.get("system_reserved") or {})
+        kube_reserved = dict(kubelet.get("kube_reserved") or {})
+        eviction_hard = kubelet.get("eviction_hard")  # None: left out, the kubelet's default
     document: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "topologyManagerPolicy": kubelet["topology_manager_policy"],
@@ -338,10 +374,13 @@ def write_kubelet_config(description: dict[str, Any], path: str | Path) -> Path:
         "reservedMemory": [{"numaNode": numa, "limits": limits}
                            for numa, limits in sorted(reserved_memory.items())],
         "systemReserved": system_reserved,
-        "evictionHard": {},
+        "kubeReserved": kube_reserved,
+        "evictionHard": eviction_hard,
         "maxPods": kubelet["max_pods"],
         "featureGates": kubelet["feature_gates"],
     }
+    if eviction_hard is None:
+        del document["evictionHard"]
     path = Path(path)
     path.write_text(json.dumps(document, indent=1))
     return path

@@ -20,7 +20,7 @@ from .devicemanager.manager import DeviceState
 from .memorymanager.state import MemoryNode
 from .topologymanager.topology_manager import NumaSet
 
-DEVICE_NODES_MINOR = 37  # kubernetes#138244: device hints over the devices' NUMA nodes
+DEVICE_NODES_MINOR = 36  # kubernetes#138244: device hints over the devices' NUMA nodes
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class ManagersState:
     kubelet_minor: int | None = None
 
     def device_hints_on_device_nodes(self) -> bool:
-        """Since 1.37 the device manager builds a resource's hints over the NUMA nodes its
+        """Since 1.36 the device manager builds a resource's hints over the NUMA nodes its
         devices sit on only (``generateDeviceTopologyHints``: ``deviceNUMANodes``); before,
         over every NUMA node of the machine."""
         return self.kubelet_minor is None or self.kubelet_minor >= DEVICE_NODES_MINOR

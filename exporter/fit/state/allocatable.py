@@ -17,6 +17,7 @@ policies is nothing.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,6 +28,14 @@ from ..kubelet.podshape import CPU, MEMORY, is_memory_resource
 
 DEFAULT_EVICTION_MEMORY = "100Mi"  # KubeletConfiguration's default evictionHard memory.available
 MEMORY_AVAILABLE = "memory.available"
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to a float32: ``eviction/helpers.go`` ``parsePercentage`` parses a
+    percentage with ``ParseFloat(…, 32)`` and divides as float32, so 5% is 0.0500000007, and
+    ``GetThresholdQuantity`` multiplies the capacity by that (26 bytes more of 32Gi)."""
+    packed: float = struct.unpack("f", struct.pack("f", value))[0]
+    return packed
 
 
 class ReservationError(ValueError):
@@ -90,7 +99,7 @@ def parse_reservation(document: Mapping[str, object]) -> Reservation:
     absolute, fraction = 0, 0.0
     try:
         if threshold.endswith("%"):
-            fraction = float(threshold[:-1]) / 100
+            fraction = _float32(_float32(float(threshold[:-1])) / 100)
             if not 0 <= fraction <= 1 or math.isnan(fraction):
                 raise ValueError(threshold)
         else:

@@ -107,6 +107,9 @@ class KubeletState:
     devices: DeviceEntries | None = None
     registered: Registered | None = None
     memory: MemoryManagerState | None = None
+    # cpus inferred from pod context (init_cpus.py), not read; decided: for every pod
+    cpus_inferred: bool = False
+    cpus_decided: bool = True
 
 
 def _payload(text: str) -> dict[str, Any]:

@@ -270,7 +270,9 @@ class Hidden:
 def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
                     context: NodeContext | None) -> Hidden:
     """What the state files hold beyond ``List``. A pod UID the pod context does not know as
-    active is stale: the next admission's ``removeStaleState`` frees it. Without pod context
+    active is stale: the next admission's ``removeStaleState`` frees it, but for a pod-level CPU
+    set alone (seen on 1.37 with ``PodLevelResourceManagers`` on, after a rejected pod's first
+    container failed: every later admission finds those CPUs taken). Without pod context
     every UID counts (a stale one lasts until the CPU manager's next reconcile, 10 s)."""
     if kubelet is None:
         return Hidden()
@@ -285,7 +287,10 @@ def hidden_holdings(snapshot: KubeletSnapshot, kubelet: KubeletState | None,
                                   for d in e.device_ids)
     cpus: set[int] = set()
     for uid, containers in (kubelet.cpus or {}).items():
-        if active is None or uid in active:
+        # removeStaleState removes container entries only, and the last one's removal frees
+        # the pod-level set (policy_static.go RemoveContainer): a stale pod-level set with no
+        # container entry (a pod rejected before any container got CPUs) is never freed
+        if active is None or uid in active or set(containers) == {POD_LEVEL}:
             for held in containers.values():
                 cpus.update(held)
     devices: dict[tuple[str, str], frozenset[int]] = {}
@@ -339,12 +344,17 @@ def _listed_requests(snapshot: KubeletSnapshot) -> dict[str, int]:
 
 
 def listed_pod_requests(pod: PodAssignment) -> list[tuple[str, int]]:
-    """What one listed pod is taken to request: its exclusive CPUs, devices and memory."""
+    """What one listed pod is taken to request: its exclusive CPUs, devices and memory. A
+    device is counted once: ``List`` names it once per NUMA node of its topology
+    (``container_manager.go`` ``containerDevicesFromResourceDeviceInstances``)."""
     found: list[tuple[str, int]] = []
     cpus = set(pod.cpu_ids)
     for container in pod.containers:
         cpus.update(container.cpu_ids)
-        found.extend((entry.resource, len(entry.device_ids)) for entry in container.devices)
+        devices: dict[str, set[str]] = {}
+        for entry in container.devices:
+            devices.setdefault(entry.resource, set()).update(entry.device_ids)
+        found.extend((resource, len(ids)) for resource, ids in devices.items())
     if cpus:
         found.append((CPU, 1000 * len(cpus)))
     found.extend((block.memory_type, block.size) for block in pod_blocks(pod))

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..realkubelet import RealKubelet
+from ..realkubelet import RELEASES, RealKubelet
 from .cases import draw_case
 from .classify import classify
 from .exceptions import EXCEPTIONS
@@ -21,17 +21,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=200, help="how many cases (from --first)")
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--case", type=int, help="replay this one case")
-    parser.add_argument("--version", default="1.37", choices=("1.37", "1.34"))
+    parser.add_argument("--version", default="1.37", choices=tuple(RELEASES))
+    parser.add_argument("--hidden-state", action="store_true",
+                        help="the exporter reads no state file (the default chart mounts none)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.case is not None:
-        return replay(args.seed, args.case, args.version, args.verbose)
-    summary = run_many(args.version, args.seed, args.cases, args.first)
+        return replay(args.seed, args.case, args.version, args.verbose, not args.hidden_state)
+    summary = run_many(args.version, args.seed, args.cases, args.first,
+                       state_files=not args.hidden_state)
     print("\n".join(summary.lines(each=True)))
     return 0 if not summary.disagreements else 1
 
 
-def replay(seed: int, index: int, release: str, verbose: bool) -> int:
+def replay(seed: int, index: int, release: str, verbose: bool, state_files: bool = True) -> int:
     case = draw_case(seed, index)
     print(case.describe())
     if verbose:
@@ -41,7 +44,7 @@ def replay(seed: int, index: int, release: str, verbose: bool) -> int:
                   json.dumps(pod.shape(), sort_keys=True))
         print("candidate:", json.dumps(case.candidate.shape(), sort_keys=True))
     with RealKubelet.start(release) as kubelet:
-        outcome = run_case(kubelet, case, workdir())
+        outcome = run_case(kubelet, case, workdir(), state_files)
     if outcome.skipped:
         print("the kubelet refuses this node:", outcome.skipped)
         return 0
@@ -62,6 +65,10 @@ def replay(seed: int, index: int, release: str, verbose: bool) -> int:
                   f"{sorted(placement.cpus)}, memory {sorted(placement.memory)}, devices "
                   f"{ {r: sorted(n) for r, n in placement.devices.items()} }")
         print("unlisted holdings:", outcome.held)
+        print("assumes:", ", ".join(fit.assumptions) or "nothing")
+        for seconds, merges in outcome.timing.admissions:
+            print(f"  admission: {seconds:.3f}s in the kubelet, merges (permutations, seconds, "
+                  f"reduced): {list(merges)}")
     if outcome.exception:
         print(f"named exception [{outcome.exception}]: {EXCEPTIONS[outcome.exception]}; "
               + "; ".join(outcome.excepted))

@@ -13,11 +13,12 @@ Nothing here knows what the answer should be: the real kubelet says that.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporter.simulator.profile import NodeSpec, parse_profile
 
+from .kubeletconfig import KubeletDraw, draw_kubelet
 from .layouts import draw_layout
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -41,6 +42,8 @@ class PodDraw:
     qos: str
     containers: tuple[ContainerDraw, ...]  # init containers (and sidecars) in order, then apps
     start: bool = True  # started after admission (else left Pending)
+    # pod-level resources (.spec.resources, requests equal to limits): kubeletconfig.py
+    pod_level: dict[str, str] = field(default_factory=dict)
 
     def manifest(self, name: str | None = None, namespace: str = "default") -> dict[str, Any]:
         """The pod as the API server hands it to the kubelet."""
@@ -51,9 +54,12 @@ class PodDraw:
             if c.kind == "sidecar":
                 entry["restartPolicy"] = "Always"
             (app if c.kind == "app" else init).append(entry)
+        spec: dict[str, Any] = {"containers": app, "initContainers": init}
+        if self.pod_level:
+            spec["resources"] = {"requests": dict(self.pod_level),
+                                 "limits": dict(self.pod_level)}
         return {"metadata": {"name": name or self.name, "namespace": namespace},
-                "spec": {"containers": app, "initContainers": init},
-                "status": {"phase": "Pending"}}
+                "spec": spec, "status": {"phase": "Pending"}}
 
     def shape(self) -> dict[str, Any]:
         """The same pod as a ``--fit-shapes`` shape."""
@@ -106,6 +112,7 @@ class Case:
     profile: dict[str, Any]  # a simulator profile: the node and the kubelet configuration
     pods: tuple[PodDraw, ...]  # admitted (or refused) in order before the question
     candidate: PodDraw
+    kubelet: KubeletDraw = field(default_factory=KubeletDraw)  # kubeletconfig.py
 
     @property
     def spec(self) -> NodeSpec:
@@ -135,7 +142,8 @@ def draw_case(seed: int, index: int) -> Case:
     pods = tuple(_pod(rng, f"pod-{i}", resources, hugepage_types, profile)
                  for i in range(rng.choice((0, 1, 2, 3, 4, 5, 6, 8))))
     candidate = _pod(rng, "candidate", resources, hugepage_types, profile, start=False)
-    return Case(seed, index, profile, pods, candidate)
+    profile, kubelet, pods = draw_kubelet(seed, index, profile, pods)
+    return Case(seed, index, profile, pods, candidate, kubelet)
 
 
 def _node(rng: random.Random) -> dict[str, Any]:

@@ -42,8 +42,10 @@ class Exact:
 
 
 def compare_exact(real: Admission, verdict: Verdict, description: dict[str, Any],
-                  before: dict[str, Any], after: dict[str, Any] | None) -> Exact:
-    """``before``/``after``: the component's dumps around the pod's admission."""
+                  before: dict[str, Any], after: dict[str, Any] | None,
+                  nodes: bool = True) -> Exact:
+    """``before``/``after``: the component's dumps around the pod's admission; ``nodes``
+    False: the NUMA nodes' memory after it is not compared."""
     found = Exact()
     placed = {p.container: p for p in verdict.placements}
     devices = _Devices(description, before)
@@ -79,7 +81,8 @@ def compare_exact(real: Admission, verdict: Verdict, description: dict[str, Any]
             if picked != engine:
                 found.details.append(f"{resource} of {name}: kubelet {_sets(picked)}, fit "
                                      f"engine {_sets(engine)}")
-    if after is not None and verdict.state is not None and verdict.state.memory is not None:
+    if nodes and after is not None and verdict.state is not None \
+            and verdict.state.memory is not None:
         _compare_nodes(after, verdict, found)
     return found
 

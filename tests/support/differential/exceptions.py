@@ -1,8 +1,9 @@
 """Named exceptions: the few disagreements that come from what the kubelet knows and no source
 the exporter reads shows. Each is excluded by a narrow rule that names the kubelet function and
-proves itself on the case: the fit engine, told what it could not see, must then agree with the
-kubelet; otherwise the disagreement stands. docs/fit.md has a sentence for each, and
-tests/integration/test_differential_exceptions.py a test."""
+proves itself on the case: the exporter's answer must say what it assumed (its
+``podresources_shape_assumption_info`` label), and the fit engine, told what it could not see,
+must then agree with the kubelet; otherwise the disagreement stands. docs/fit.md has a sentence
+for each, and tests/integration/test_differential_exceptions.py a test."""
 
 from __future__ import annotations
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from exporter.commands.snapshot import read_once
 from exporter.fit.answers import CAPACITY_CAP, ShapeAnswer, answer, where
+from exporter.fit.assumptions import UNSEEN_UNHEALTHY_DEVICES
 from exporter.fit.kubelet.admission.errors import ADMISSION_STALLED
 from exporter.fit.kubelet.allocation.allocation_manager import admit
 from exporter.fit.kubelet.config import Rules
@@ -54,11 +56,23 @@ from ..realkubelet import (
 from .cases import Case
 from .exact import Exact, compare_exact
 from .exceptions import UNSEEN_UNHEALTHY_DEVICE, told, unseen_unhealthy_devices
+from .timing import HANG_SECONDS, MERGE_LIMIT, CaseTiming
 
-# The Topology Manager merges every permutation of its providers' hints: with 8 NUMA nodes and
-# four aligned resources one admission can take minutes (policy.go mergePermutation). A case
-# whose admission takes longer than this is counted as slow, not judged.
-ADMISSION_SECONDS = 3.0
+# a copy the fit engine says never finishes (AdmissionStalled) is waited for this long: every
+# other admission in the component ends within seconds (its merges are reduced: timing.py)
+STALL_SECONDS = 10.0
+
+# the release a drawn feature gate first appears in: an older kubelet refuses a configuration
+# naming it ("unrecognized feature gate"), so the case runs there without it
+GATES_SINCE = {"PodLevelResourceManagers": 36}
+
+# reads of the exporter that failed for a reason other than the kubelet's rate limit, tried
+# again before the case fails (a failure here is the machine's, not a judgement)
+FAILED_READS = 8
+
+
+def _minor(release: str) -> int:
+    return int(release.split(".")[1])
 
 
 @dataclass
@@ -74,7 +88,8 @@ class Outcome:
     details: list[str] = field(default_factory=list)
     held: dict[str, Any] = field(default_factory=dict)  # what the managers hold unlisted
     skipped: str = ""  # the node cannot be built as drawn (the kubelet refuses the config)
-    slow: str = ""  # an admission took longer than ADMISSION_SECONDS
+    slow: str = ""  # an admission still ran after HANG_SECONDS: not judged
+    timing: CaseTiming = field(default_factory=CaseTiming)
     seconds: float = 0.0
     exception: str = ""  # the named exception the differences were excluded by (exceptions.py)
     excepted: list[str] = field(default_factory=list)  # their details
@@ -82,6 +97,10 @@ class Outcome:
     dumps: tuple[dict[str, Any], dict[str, Any] | None] | None = None
     exact: Exact | None = None  # the first copy compared container by container
     stalled: bool = False  # a copy the kubelet never answers, as the fit engine says
+    # the NUMA nodes' memory after the first copy is compared: not where the exporter read no
+    # memory_manager_state and the memory manager holds memory List does not show (a node
+    # figure the hidden-state mode knows blind, not the shape's answer)
+    nodes_compared: bool = True
 
 
 def real_numa(container: Container, cpu_numa: dict[int, int],
@@ -116,29 +135,34 @@ class FitRead:
 
 
 async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: str,
-                     kube_environ: dict[str, str] | None) -> FitRead:
+                     kube_environ: dict[str, str] | None, timing: CaseTiming | None = None,
+                     state_files: bool = True) -> FitRead:
     """The candidate answered as a deployed exporter answers it: one read of everything it
     reads, then the shape. ``kube_environ``: the environment of the Kubernetes-API view (its
     ``KUBECONFIG``), where the release serves no Pods API."""
     kube_api = kube_environ is not None
     settings = Settings(socket=node.socket, sysfs_root=node.sysfs_root, node_name=node_name,
-                        kubelet_config=config_file, watch_path=node.root_dir,
+                        kubelet_config=config_file,
+                        watch_path=node.root_dir if state_files else "",
                         pods_api=node.pods_api_socket is not None,
                         pods_api_socket=node.pods_api_socket or "", kube_api=kube_api)
     environ = kube_environ or {}
-    # The kubelet's rate limit is shared: wait for a token. A Pods API read that failed (on a
-    # machine loaded enough to time a connection out) is tried again, a few times.
-    pods_api_tries = 3
+    started = time.perf_counter()
+    # The kubelet's rate limit is shared: wait for a token. A read that failed otherwise (the
+    # kubelet's or the Pods API's socket timing a connection out on a machine loaded many times
+    # over) is tried again, up to FAILED_READS times, waiting longer each time.
+    failed = 0
     for _ in range(50):
         refresher, _pods = await read_once(settings, kube_environ=environ)
         error = refresher.last_error
         context = refresher.fit.context if refresher.fit is not None else None
         if error is not None and error.kind == ErrorKind.RATE_LIMITED:
             await asyncio.sleep(0.05)
-        elif not kube_api and (context is None or context.source != "pods-api") \
-                and pods_api_tries > 1:
-            pods_api_tries -= 1
-            await asyncio.sleep(0.5)
+        elif (error is not None or refresher.fit is None or (
+                not kube_api and (context is None or context.source != "pods-api"))
+              ) and failed < FAILED_READS:
+            failed += 1
+            await asyncio.sleep(0.5 * failed)
         else:
             break
     fit = refresher.fit
@@ -150,7 +174,12 @@ async def fit_answer(case: Case, node: NodeHandle, node_name: str, config_file: 
         raise RuntimeError("no pod context from the kubelet's Pods API")
     shape = build_shape(case.candidate.name, case.candidate.shape())
     rules = fit.config.rules()
-    return FitRead(fit.answer(shape, rules), fit.state, rules)
+    answered = time.perf_counter()
+    shape_answer = fit.answer(shape, rules)
+    if timing is not None:
+        timing.exporter_read = answered - started
+        timing.exporter_answer = time.perf_counter() - answered
+    return FitRead(shape_answer, fit.state, rules)
 
 
 def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
@@ -172,18 +201,31 @@ def unlisted_holdings(dump: dict[str, Any]) -> dict[str, Any]:
     return held
 
 
-def run_case(kubelet: RealKubelet, case: Case, workdir: Path) -> Outcome:
+def run_case(kubelet: RealKubelet, case: Case, workdir: Path,
+             state_files: bool = True) -> Outcome:
+    """One case; ``state_files`` False: the exporter reads no state file (the default chart
+    mounts none), as the hidden-state mode asks it."""
     outcome = Outcome(case)
     try:
-        _run(kubelet, case, workdir, outcome)
+        _run(kubelet, case, workdir, outcome, state_files)
     except RealKubeletTimeout as error:
         outcome.slow = str(error)
     return outcome
 
 
-def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> None:
+def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome,
+         state_files: bool = True) -> None:
     spec = case.spec
-    description = node_description(spec)
+    description = node_description(spec, max_pods=case.kubelet.max_pods)
+    description["kubelet"].update(case.kubelet.description())
+    description["kubelet"]["feature_gates"].update(
+        (gate, on) for gate, on in case.kubelet.feature_gates.items()
+        if _minor(kubelet.release) >= GATES_SINCE.get(gate, 0))
+    # merges above MERGE_LIMIT permutations by their reduction, every one below checked
+    # against it (tests/realkubelet/mergepolicy.go, timing.py)
+    description["kubelet"].update(merge_limit=MERGE_LIMIT, merge_check=MERGE_LIMIT)
+    timing = outcome.timing
+    started = time.perf_counter()
     try:
         node = kubelet.reset(description)
     except RealKubeletTimeout:
@@ -191,26 +233,35 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
     except RealKubeletError as error:
         outcome.skipped = str(error)
         return
-    # no Pods API (1.34): the pods come from the API server, as on a cluster
+    timing.reset = time.perf_counter() - started
+    # no Pods API (1.34 to 1.36 here): the pods come from the API server, as on a cluster
     api: Publisher | None = publisher() if node.pods_api_socket is None else None
     manifests = [pod.manifest() for pod in case.pods]
     if api is not None:
         manifests = api.create_pods(manifests, description["name"])
     for pod, manifest in zip(case.pods, manifests, strict=True):
-        verdict = kubelet.admit(manifest, timeout=ADMISSION_SECONDS)
+        verdict = kubelet.admit(manifest, timeout=HANG_SECONDS)
+        timing.add(verdict)
         if verdict.admitted and pod.start:
             kubelet.start_containers("default", pod.name)
     dump = kubelet.dump()
     outcome.held = unlisted_holdings(dump)
+    outcome.nodes_compared = state_files or not (outcome.held["init_memory"]
+                                                 or outcome.held["inactive_memory"])
     config_file = str(write_kubelet_config(description, workdir / "kubelet-config.yaml"))
     node_name, kube_environ = description["name"], None
     if api is not None:
         node_name = api.publish(*kubelet.api_objects())
         kube_environ = {"KUBECONFIG": api.kubeconfig}
-    read = asyncio.run(fit_answer(case, node, node_name, config_file, kube_environ))
+    timing.pods = time.perf_counter() - started - timing.reset
+    read = asyncio.run(fit_answer(case, node, node_name, config_file, kube_environ, timing,
+                                  state_files))
     outcome.fit = read.answer
 
-    first = admit_copy(kubelet, case, read, 0, outcome)
+    started = time.perf_counter()
+    stall = engine_stall(read)
+    first = admit_copy(kubelet, case, 0, stall, outcome)
+    timing.add(first, first=True)
     outcome.real = first
     outcome.dumps = (dump, kubelet.dump() if first.admitted else None)
     admitted = 0
@@ -219,32 +270,44 @@ def _run(kubelet: RealKubelet, case: Case, workdir: Path, outcome: Outcome) -> N
         admitted += 1
         if admitted == CAPACITY_CAP:
             break
-        last = admit_copy(kubelet, case, read, admitted, outcome)
+        last = admit_copy(kubelet, case, admitted, stall, outcome)
+        timing.add(last)
+    timing.candidate = time.perf_counter() - started
     outcome.real_capacity = admitted
     outcome.stop_reason = "" if last.admitted else last.reason
     compare(outcome, description)
     if outcome.differences:
         except_unseen(outcome, description, dump, read)
+    if timing.mismatched:  # never excused: the reduction must be the kubelet's loop
+        outcome.differences.append("merge")
+        outcome.details.append(f"merge: the reduction differed from the kubelet's loop on "
+                               f"{timing.mismatched} of {timing.checked} merges")
 
 
-def admit_copy(kubelet: RealKubelet, case: Case, read: FitRead, index: int,
-               outcome: Outcome) -> Admission:
-    """Copy ``index`` of the candidate admitted by the real kubelet. One it does not answer
-    is a stall (not a slow merge) when the fit engine, placing the copies before it, says the
-    CPU manager never finishes this one (``AdmissionStalled``): both sides then agree that the
-    kubelet admits no more; else the timeout stands (the case is not judged)."""
-    try:
-        return kubelet.admit(case.candidate.manifest(f"copy-{index}"),
-                             timeout=ADMISSION_SECONDS)
-    except RealKubeletTimeout:
-        state = read.state
-        for _ in range(index):
-            placed = admit(read.answer.shape, state, read.rules)
-            if placed.state is None:
-                raise
-            state = placed.state
+def engine_stall(read: FitRead) -> int | None:
+    """The copy of the candidate the fit engine says the kubelet's CPU manager never finishes
+    admitting (``AdmissionStalled``, kubernetes#140730), placing the copies before it; None
+    when it says every copy is answered."""
+    state = read.state
+    for index in range(CAPACITY_CAP):
         verdict = admit(read.answer.shape, state, read.rules)
-        if verdict.reason != ADMISSION_STALLED:
+        if verdict.state is None:
+            return index if verdict.reason == ADMISSION_STALLED else None
+        state = verdict.state
+    return None
+
+
+def admit_copy(kubelet: RealKubelet, case: Case, index: int, stall: int | None,
+               outcome: Outcome) -> Admission:
+    """Copy ``index`` of the candidate admitted by the real kubelet. The copy the fit engine
+    says stalls (``stall``) is given STALL_SECONDS: unanswered, both sides agree that the
+    kubelet admits no more. Any other copy is given HANG_SECONDS (the component reduces the
+    merges that would keep it longer); unanswered, the case is not judged."""
+    timeout = STALL_SECONDS if index == stall else HANG_SECONDS
+    try:
+        return kubelet.admit(case.candidate.manifest(f"copy-{index}"), timeout=timeout)
+    except RealKubeletTimeout:
+        if index != stall:
             raise
         outcome.stalled = True
         return Admission(False, ADMISSION_STALLED, "the kubelet did not answer", "")
@@ -253,10 +316,12 @@ def admit_copy(kubelet: RealKubelet, case: Case, read: FitRead, index: int,
 def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],
                   read: FitRead) -> None:
     """The named exception ``unseen-unhealthy-device``: the candidate asks for a resource with
-    unhealthy devices no container holds, and the fit engine told of them agrees."""
+    unhealthy devices no container holds, the exporter's answer says it assumes there are none
+    (``unseen_unhealthy_devices``: an operator is told), and the fit engine told of them
+    agrees."""
     asked = {r for c in outcome.case.candidate.containers for r in c.devices}
     unseen = unseen_unhealthy_devices(dump, asked)
-    if not unseen:
+    if not unseen or UNSEEN_UNHEALTHY_DEVICES not in read.answer.assumptions:
         return
     trial = replace(outcome, fit=answer(read.answer.shape, told(read.state, unseen),
                                         read.rules), differences=[], details=[])
@@ -298,7 +363,8 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
                                        f"engine {_nodes(theirs)}")
                 break
         if outcome.dumps is not None:
-            outcome.exact = compare_exact(real, verdict, description, *outcome.dumps)
+            outcome.exact = compare_exact(real, verdict, description, *outcome.dumps,
+                                          nodes=outcome.nodes_compared)
             if outcome.exact.details:
                 outcome.differences.append("exact")
                 outcome.details.extend(outcome.exact.details)

@@ -43,14 +43,15 @@ def test_reserved_cpus_replace_the_cpu_part_and_eviction_defaults_to_100mi():
 
 def test_cpu_reserved_in_millicores_and_a_percentage_threshold():
     """No reservedSystemCPUs: systemReserved 500m + kubeReserved 250m, 8000 - 750 = 7250.
-    evictionHard memory.available 5% of the 32Gi capacity (1717986918 bytes, rounded down as
-    the kubelet's int64 conversion does); it replaces the default (no 100Mi)."""
+    evictionHard memory.available 5% of the 32Gi capacity: the kubelet parses the percentage
+    as a float32 (parsePercentage), 0.0500000007, so 1717986944 bytes (not 1717986918.4),
+    rounded down as its int64 conversion does; it replaces the default (no 100Mi)."""
     reservation = parse_reservation({
         "systemReserved": {"cpu": "500m"}, "kubeReserved": {"cpu": "250m"},
         "evictionHard": {"memory.available": "5%"}})
     allocatable = derived_allocatable(NOTHING_LISTED, SYSFS, None, reservation)
     assert allocatable["cpu"] == 7250
-    assert allocatable["memory"] == 32 * GiB - 1717986918 - 2 * GiB
+    assert allocatable["memory"] == 32 * GiB - 1717986944 - 2 * GiB
     assert "pods" not in allocatable  # no maxPods given: the pod count is not checked
 
 

@@ -116,6 +116,27 @@ def test_state_of_a_pod_the_context_does_not_know_as_active_is_free():
     assert seen is not None and seen.cpu is not None and 0 in seen.cpu.free
 
 
+def test_a_stale_pod_level_cpu_set_without_container_entries_is_never_freed():
+    """removeStaleState walks container entries only; the last one's RemoveContainer frees the
+    pod-level set. The real 1.37 kubelet with PodLevelResourceManagers on keeps a rejected
+    pod's pod-level set (CPUs 2, 3) with no container entry: no later admission gets them.
+    With a container entry beside it, the next admission frees both."""
+    other = PodContext("ns", "p", "uid-other", "Guaranteed", "Running")
+    alone = ('{"policyName":"static","defaultCpuSet":"0-1,4-7","podEntries":{"uid-gone":'
+             '{"cpuSet":"2-3"}},"checksum":1}')
+    seen = node_state(snapshot(), TWO_BY_FOUR, True, False, context(other),
+                      KubeletState(parse_cpu_manager_state(alone)))
+    assert seen is not None and seen.cpu is not None and sorted(seen.cpu.free) == [
+        0, 1, 4, 5, 6, 7]
+    assert where(admit(THREE_CPUS, seen, SNN).placements[0]) == {1}
+    with_container = ('{"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"uid-gone":'
+                      '{"app":"2"}},"podEntries":{"uid-gone":{"cpuSet":"2-3"}},"checksum":1}')
+    freed = node_state(snapshot(), TWO_BY_FOUR, True, False, context(other),
+                       KubeletState(parse_cpu_manager_state(with_container)))
+    assert freed is not None and freed.cpu is not None and sorted(freed.cpu.free) == list(
+        range(8))
+
+
 # ---- a pod rejected at admission holds nothing for the next one -----------------------------
 
 def test_a_listed_pod_the_context_knows_as_rejected_holds_nothing():

@@ -119,11 +119,12 @@ def test_a_resource_with_no_healthy_device_fails_in_the_device_manager_not_the_p
     assert answer(shape, blind, Rules("restricted")).verdict.reason == "OutOfexample.com/dev"
 
 
-# ---- 1.37: device hints over the NUMA nodes the devices sit on --------------------------------
+# ---- 1.36 on: device hints over the NUMA nodes the devices sit on -----------------------------
 
-def test_device_hints_span_only_the_nodes_with_devices_since_1_37():
-    """Two GPUs on NUMA node 1 and one on node 3, of four NUMA nodes; 3 asked. 1.37
-    (generateDeviceTopologyHints over deviceNUMANodes = {1, 3}): the only mask is {1,3},
+def test_device_hints_span_only_the_nodes_with_devices_since_1_36():
+    """Two GPUs on NUMA node 1 and one on node 3, of four NUMA nodes; 3 asked. 1.36 and 1.37
+    (generateDeviceTopologyHints over deviceNUMANodes = {1, 3}; every 1.36 patch release has
+    it, 1.35's have not): the only mask is {1,3},
     preferred (the narrowest of those nodes' masks holding 3). 1.34 (every NUMA node): {1,3}
     preferred and {0,1,3}, {1,2,3}, {0,1,2,3} not preferred."""
     gpus = DeviceState({frozenset({1}): 2, frozenset({3}): 1}, {frozenset({1}): 2,
@@ -138,8 +139,8 @@ def test_device_hints_span_only_the_nodes_with_devices_since_1_37():
 def test_a_non_preferred_merge_never_reaches_a_node_without_the_devices():
     """The same GPUs, and 3Gi of memory every node holds alone (memory hints: each single node
     preferred, every wider set not). best-effort, scope pod: no preferred merge; the widest of
-    the narrowest hints is 2 (the GPUs'). 1.37: the GPUs' one hint {1,3} with memory {1,3}
-    gives {1,3}. 1.34: GPU {0,1,3} AND memory {0,1} gives {0,1}, as wide and lower: {0,1}."""
+    the narrowest hints is 2 (the GPUs'). 1.36 on: the GPUs' one hint {1,3} with memory {1,3}
+    gives {1,3}. 1.35, 1.34: GPU {0,1,3} AND memory {0,1} gives {0,1}, as wide and lower."""
     gpus = DeviceState({frozenset({1}): 2, frozenset({3}): 1}, {frozenset({1}): 2,
                                                                   frozenset({3}): 1})
     memory = {n: MemoryNode({"memory": 6 * GiB}, {"memory": 6 * GiB}, frozenset({n}))
@@ -149,7 +150,8 @@ def test_a_non_preferred_merge_never_reaches_a_node_without_the_devices():
                                                 "example.com/gpu": 3}),))
     rules = Rules("best-effort", "pod", managers=Managers(cpu_static=False))
     assert admit(pod, node, rules).placements[0].hint == {1, 3}
-    assert admit(pod, replace(node, kubelet_minor=34), rules).placements[0].hint == {0, 1}
+    assert admit(pod, replace(node, kubelet_minor=36), rules).placements[0].hint == {1, 3}
+    assert admit(pod, replace(node, kubelet_minor=35), rules).placements[0].hint == {0, 1}
 
 
 def test_the_kubelet_version_comes_from_the_node():

@@ -2,7 +2,7 @@
 
 :func:`device_hints` is ``generateDeviceTopologyHints``: per NUMA set the free devices meeting
 it (plus the pod's reusable ones) against the request, preferred when the set is as narrow as
-the fewest nodes whose registered devices could hold it; since 1.37 only over the NUMA nodes
+the fewest nodes whose registered devices could hold it; since 1.36 only over the NUMA nodes
 the resource's devices sit on (``deviceNUMANodes``).
 """
 
@@ -36,7 +36,7 @@ def device_hints(numa_ids: Sequence[int], devices: DeviceState, request: int,
     """``generateDeviceTopologyHints``. ``None`` for a resource none of whose devices has
     topology; ``[]`` when fewer devices are free (plus reusable) than requested node-wide. A
     device counts for a mask its NUMA nodes intersect; a topology-less one for none; every
-    reusable device with topology must meet the mask. ``on_device_nodes`` (1.37): the masks
+    reusable device with topology must meet the mask. ``on_device_nodes`` (1.36 on): the masks
     are those of the NUMA nodes the resource's devices sit on (``deviceNUMANodes``), so a
     mask never holds a node without one of its devices; else every NUMA node's. ``single``:
     only the single-node hints (see :func:`single_node_hints`)."""

@@ -85,7 +85,7 @@ func (n *node) startPlugins() error {
 	}
 	kubeletSocket := filepath.Join(n.socketDir("device-plugins"), "kubelet.sock")
 	for i, resource := range order {
-		devices := pluginDevices(byResource[resource])
+		devices := n.pluginDevicesNow(resource, byResource[resource]) // restart.go
 		socket := filepath.Join(n.socketDir("device-plugins"), fmt.Sprintf("plugin-%d.sock", i))
 		stub := newStub(devices, socket, resource)
 		if !defaultAllocate(byResource[resource]) {

@@ -4,9 +4,10 @@ restarted.
 
 ``List`` is asked every refresh, under v1 when served (v1alpha1 otherwise, probed again for v1
 every ``--allocatable-interval``). ``GetAllocatableResources`` is asked every
-``--allocatable-interval`` and whenever ``List`` names a device resource the allocatable view
-lacks. ``Get`` is probed once per kubelet. A re-created socket or a lost kubelet makes all of it
-detected again: the kubelet may come back as another version. What is found out is written to
+``--allocatable-interval``, whenever ``List`` names a device resource the allocatable view
+lacks, and when the device manager's healthy devices changed (:meth:`devices_changed`, from its
+checkpoint). ``Get`` is probed once per kubelet. A re-created socket or a lost kubelet makes all
+of it detected again: the kubelet may come back as another version. What is found out is written to
 :class:`~exporter.kubelet.status.KubeletStatus` and each change logged once.
 """
 
@@ -199,6 +200,11 @@ class KubeletReader:
                               if d.resource)
             self._named = (pods, ids, named)
         return named
+
+    def devices_changed(self) -> None:
+        """The device manager's healthy devices changed: ask for allocatable resources at
+        the next refresh."""
+        self._allocatable_at = float("-inf")
 
     def kubelet_changed(self) -> None:
         """The kubelet may come back as another version: detect everything again."""

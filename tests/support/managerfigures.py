@@ -99,3 +99,61 @@ def metrics_figures(scrape: Scrape) -> dict[str, dict[tuple, int]]:
         found = scrape.by(f"podresources_{kind}", *names)
         figures[kind] = {(k,) if len(names) == 1 else k: int(v) for k, v in found.items()}
     return figures
+
+
+def active_holdings(dump: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every container of the active pods, init containers included: what the managers hold
+    for pods that are not stale (a rejected, ended or deleted pod's leftovers go at the next
+    admission's removeStaleState, and count as free)."""
+    for pod in dump["pods"] or ():
+        if pod["active"]:
+            yield from pod["containers"] or ()
+
+
+def expected_numa_free(dump: dict[str, Any], node: dict[str, Any]) -> dict[tuple, int]:
+    """``podresources_numa_free`` as SPEC 7.3 defines it, for the managers' state: per NUMA
+    node, the allocatable CPUs no active pod's container holds; each memory type's allocatable
+    less the active pods' blocks on that node (left out when an active pod holds a block
+    spanning nodes: the group rule then decides); each device resource's healthy devices no
+    active pod's container holds, on every NUMA node they are local to, or under ``unknown``
+    for a resource none of whose devices has a NUMA node. Devices whose topology names no NUMA
+    node are in no podresources reply and count nowhere."""
+    cpu_numa = {cpu["id"]: cpu["numa"] for cpu in node["cpus"]}
+    numa_ids = sorted({n["id"] for n in node["numa_nodes"]})
+    free: dict[tuple, int] = {}
+    containers = list(active_holdings(dump))
+    if dump["cpu_manager"]["policy"] == "static":
+        held = {c for container in containers for c in container["cpus"]}
+        for numa in numa_ids:
+            free[(str(numa), "cpu")] = sum(1 for c in dump["cpu_manager"]["allocatable"]
+                                           if cpu_numa[c] == numa and c not in held)
+    blocks = [b for container in containers for b in container["memory"]]
+    if dump["memory_manager"]["policy"] == "Static" and all(len(b["numa"]) == 1
+                                                           for b in blocks):
+        machine = dump["memory_manager"]["machine_state"]
+        types = {t for state in machine.values() for t in state["memory"]}
+        for numa in numa_ids:
+            tables = machine[str(numa)]["memory"]
+            for memory_type in types:
+                used = sum(b["size"] for b in blocks
+                           if b["type"] == memory_type and b["numa"] == [numa])
+                allocatable = tables.get(memory_type, {}).get("allocatable", 0)
+                free[(str(numa), memory_type)] = max(0, allocatable - used)
+    held_devices = {(r, d) for container in containers
+                    for r, ids in container["devices"].items() for d in ids}
+    for resource, devices in dump["device_manager"]["registered"].items():
+        seen = {d: device for d, device in devices.items()
+                if device["numa"] != [] and (device["healthy"] or (resource, d) in held_devices)}
+        unheld = [device["numa"] for d, device in seen.items()
+                  if device["healthy"] and (resource, d) not in held_devices]
+        if not seen or any(device["numa"] for device in seen.values()):
+            for numa in numa_ids:
+                free[(str(numa), resource)] = sum(1 for n in unheld if n and numa in n)
+        else:
+            free[("unknown", resource)] = len(unheld)
+    return free
+
+
+def metrics_numa_free(scrape: Scrape) -> dict[tuple, int]:
+    return {k: int(v) for k, v in scrape.by("podresources_numa_free", "numa_node",
+                                             "resource").items()}

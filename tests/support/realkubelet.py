@@ -180,6 +180,10 @@ class RealKubelet:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def call(self, op: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         """One request; the reply without ``ok``, or :class:`RealKubeletError`
         (:class:`RealKubeletTimeout` after ``timeout`` seconds)."""

@@ -8,7 +8,8 @@ the managers' dump, and every shape answer (verdict, reason, each container's NU
 capacity) agrees with the real kubelet's. The counts are printed: sequences, steps of each
 kind, shape answers compared, disagreements (each with the command that replays its
 sequence), run time. ``PODRESOURCES_DIFFERENTIAL_SEQUENCES=N`` runs N per release instead (a
-quick local run).
+quick local run). A sequence whose admissions take the real kubelet too long (an 8-NUMA node
+under best-effort or restricted) is stopped and not judged, and the next one drawn instead.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ def test_running_exporter_agrees_with_the_real_kubelet_step_by_step(
         release: str, capsys: pytest.CaptureFixture[str]) -> None:
     require(release)
     count = int(os.environ.get("PODRESOURCES_DIFFERENTIAL_SEQUENCES", SEQUENCES[release]))
-    summary = run_sequences(release, SEED, count)
+    summary = run_sequences(release, SEED, count, judged=True)
     with capsys.disabled():
         print("\n" + "\n".join(summary.lines(each=False)))
-    judged = summary.judged
-    # the kubelet refuses a drawn node only for a configuration it does not start with
-    assert len(judged) >= count * 9 // 10, [r.skipped for r in summary.results if r.skipped]
-    assert all(len(r.steps) == STEPS and r.restarts >= 1 for r in judged)
+    # the next sequences are drawn until as many were judged as asked; those left out are few
+    # (a node the kubelet does not start with; an 8-NUMA node where admissions take seconds)
+    assert len(summary.slow) <= max(1, count // 20), "over one sequence in twenty was slow"
+    assert len(summary.results) - len(summary.slow) - len(summary.judged) <= count // 10
+    assert all(len(r.steps) == STEPS and r.restarts >= 1 for r in summary.judged)
     assert summary.disagreeing == [], "\n".join(summary.lines(each=True))

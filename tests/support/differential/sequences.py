@@ -59,19 +59,42 @@ from ..realkubelet import (
     Admission,
     RealKubelet,
     RealKubeletError,
+    RealKubeletTimeout,
     node_description,
     write_kubelet_config,
 )
 from .cases import Case, PodDraw
 from .classify import classify
 from .exceptions import PLUGIN_NOT_REGISTERED, told_unregistered, unregistered_resources
-from .runner import FitRead, Outcome, compare, except_if_told, except_unseen, workdir
-from .serving import INTERVAL, RunningExporter, wait_caught_up
-from .steps import NAMESPACE, STEPS, Sequence, draw_sequence, set_devices, take_step
+from .runner import (
+    FitRead,
+    Outcome,
+    compare,
+    except_if_told,
+    except_unseen,
+    workdir,
+)
+from .serving import INTERVAL, MAX_REFRESH_RATE, RunningExporter, wait_caught_up
+from .steps import (
+    NAMESPACE,
+    SLOW_ADMISSION_SECONDS,
+    STEPS,
+    Sequence,
+    draw_sequence,
+    set_devices,
+    take_step,
+)
 
 # a sequence waits more than it computes (the exporter's refresh interval, its back-off of a
 # second after a refresh that met a restarting kubelet): more workers than cores
 WORKERS = int(os.environ.get("PODRESOURCES_SEQUENCE_WORKERS", "4"))
+# On 6 and 8 NUMA nodes under best-effort or restricted, with several aligned resources, the
+# Topology Manager merging every permutation of its providers' hints takes the real kubelet
+# up to seconds of CPU per admission (policy.go HintMerger.Merge), hundreds of them in a
+# sequence: a sequence whose kubelet has spent this much CPU (not wall time, which a loaded
+# machine stretches), or one admission longer than SLOW_ADMISSION_SECONDS, is stopped,
+# counted as slow, and not judged. Most sequences' kubelet spends under a second.
+SEQUENCE_KUBELET_CPU_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +111,7 @@ class SequenceResult:
     seconds: float
     steps: tuple[str, ...] = ()
     skipped: str = ""
+    slow: str = ""  # stopped: the kubelet too slow (SEQUENCE_KUBELET_CPU_SECONDS)
     differences: tuple[Difference, ...] = ()
     exceptions: tuple[str, ...] = ()  # named exceptions, with their step
     restarts: int = 0
@@ -122,7 +146,7 @@ def probe(kubelet: RealKubelet, shape: PodDraw, tag: str) -> tuple[Admission, in
     while admitted < CAPACITY_CAP:
         name = f"{shape.name}-{tag}-{admitted}"
         names.append(name)
-        last = kubelet.admit(shape.manifest(name, NAMESPACE))
+        last = kubelet.admit(shape.manifest(name, NAMESPACE), timeout=SLOW_ADMISSION_SECONDS)
         first = first or last
         if not last.admitted:
             break
@@ -133,15 +157,19 @@ def probe(kubelet: RealKubelet, shape: PodDraw, tag: str) -> tuple[Admission, in
     return first, admitted, "" if last.admitted else last.reason
 
 
-def cpu_seconds(kubelet: RealKubelet) -> float:
-    """CPU time so far of this process (every thread: the exporter's loop and worker, the
-    driver) and of the kubelet's (from /proc; 0 where there is none)."""
+def kubelet_cpu_seconds(kubelet: RealKubelet) -> float:
+    """The kubelet process's CPU time so far (from /proc; 0 where there is none)."""
     try:
         fields = Path(f"/proc/{kubelet.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        theirs = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
-        theirs = 0.0
-    return time.process_time() + theirs
+        return 0.0
+
+
+def cpu_seconds(kubelet: RealKubelet) -> float:
+    """CPU time so far of this process (every thread: the exporter's loop and worker, the
+    driver) and of the kubelet's."""
+    return time.process_time() + kubelet_cpu_seconds(kubelet)
 
 
 async def run_sequence(kubelet: RealKubelet, seed: int, index: int,
@@ -167,7 +195,7 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
     argv = ["--socket", node.socket, "--sysfs-root", node.sysfs_root,
             "--watch-path", node.root_dir, "--kubelet-config", str(config),
             "--fit-shapes", str(shapes), "--node-name", description["name"],
-            "--interval", str(INTERVAL)]
+            "--interval", str(INTERVAL), "--max-refresh-rate", str(MAX_REFRESH_RATE)]
     server = None
     environ: dict[str, str] = {}
     if node.pods_api_socket is not None:
@@ -182,8 +210,14 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
     exceptions: list[str] = []
     probes = 0
     clock = Clock()
+    slow = ""
+    kubelet_cpu = kubelet_cpu_seconds(kubelet)
     try:
         for number in range(STEPS):
+            if kubelet_cpu_seconds(kubelet) - kubelet_cpu > SEQUENCE_KUBELET_CPU_SECONDS:
+                slow = (f"the kubelet spent over {SEQUENCE_KUBELET_CPU_SECONDS:g}s of CPU "
+                        f"before step {number}")
+                break
             with clock("steps"):
                 await asyncio.to_thread(take_step, kubelet, sequence, STEPS - number - 1)
                 moment = time.monotonic()
@@ -198,14 +232,17 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                     fresh = await fresh_opinion(sequence, exporter, environ, description,
                                                 kubelet)
                 differences.extend(Difference(d.step, d.kind, d.detail, fresh) for d in found)
+    except RealKubeletTimeout as error:  # the component was started again, with no node
+        slow = str(error)
     finally:
         await exporter.stop()
         if server is not None:
             await server.stop()
     return SequenceResult(index, time.perf_counter() - started,
-                          tuple(s.describe() for s in sequence.steps), "",
-                          tuple(differences), tuple(exceptions), sequence.restarts, probes,
-                          tuple(sorted(clock.spent.items())), cpu)
+                          tuple(s.describe() for s in sequence.steps), slow=slow,
+                          differences=tuple(differences), exceptions=tuple(exceptions),
+                          restarts=sequence.restarts, probes=probes,
+                          spent=tuple(sorted(clock.spent.items())), cpu=cpu)
 
 
 def sync_api_server(kubelet: RealKubelet, server: FakeApiServer) -> None:
@@ -253,7 +290,20 @@ async def judge_step(kubelet: RealKubelet, sequence: Sequence, number: int,
                                 f"{sorted(reported_free.items())}"))
     named: list[str] = []
     compared = 0
-    for shape in sequence.shapes:
+    for position, shape in enumerate(sequence.shapes):
+        if position:
+            # the probe before left the kubelet's state changed (its copies came and went,
+            # and not all of it comes back: a memory group a copy broke stays broken): the
+            # next shape is judged on the exporter's answer to that state
+            with clock("dumps"):
+                dump = await asyncio.to_thread(kubelet.dump)
+            with clock("exporter"):
+                answered, lag = await wait_caught_up(exporter, time.monotonic(), dump)
+            if answered is None:
+                found.append(Difference(number, "context",
+                                        f"the exporter did not catch up: {lag}"))
+                break
+            current = answered
         mine = current.answers.get(shape.name)
         if mine is None:
             found.append(Difference(number, "served", f"no answer for shape {shape.name}"))
@@ -276,7 +326,7 @@ async def judge_step(kubelet: RealKubelet, sequence: Sequence, number: int,
             named.append(f"step {number} {shape.name}: {outcome.exception}")
         for kind, detail in zip(outcome.differences, outcome.details, strict=True):
             found.append(Difference(number, kind, f"{shape.name} [{classify(outcome)}] "
-                                    f"{detail}"))
+                                    f"{detail}; {placements(first, mine, dump)}"))
     return found, named, compared
 
 
@@ -290,6 +340,24 @@ def except_unregistered(outcome: Outcome, description: dict[str, Any], dump: dic
     if outcome.differences and waiting:
         except_if_told(outcome, description, read, told_unregistered(read.state, waiting),
                        PLUGIN_NOT_REGISTERED)
+
+
+def placements(real: Admission, mine: Any, dump: dict[str, Any]) -> str:
+    """Both sides' placement of the first copy, and what the active pods hold: enough to
+    see a disagreement without replaying it (device picks are random in the kubelet)."""
+    kubelet = "; ".join(f"{c.name} {c.numa} preferred={c.preferred} cpus={list(c.cpus)} "
+                        f"memory={[(t, s, list(n)) for t, s, n in c.memory]} "
+                        f"devices={c.devices}" for c in real.containers.values())
+    fit = "; ".join(f"{p.container} hint={sorted(p.hint) if p.hint is not None else None} "
+                    f"cpus={sorted(p.cpu_ids)} "
+                    f"memory={[(t, s, sorted(n)) for t, s, n in p.memory_blocks]} "
+                    f"devices={ {r: dict(n) for r, n in p.device_sets.items()} }"
+                    for p in mine.verdict.placements)
+    held = "; ".join(f"{p['name']}/{c['name']} cpus={c['cpus']} devices={c['devices']} "
+                     f"memory={[(b['type'], b['size'], b['numa']) for b in c['memory']]}"
+                     for p in dump["pods"] or () if p["active"] for c in p["containers"] or ()
+                     if c["cpus"] or c["devices"] or c["memory"])
+    return f"kubelet: {kubelet} | fit engine: {fit} | held: {held}"
 
 
 def served_difference(scrape: Any, name: str, answer: Any) -> str:
@@ -350,11 +418,16 @@ class SequenceSummary:
 
     @property
     def judged(self) -> list[SequenceResult]:
-        return [r for r in self.results if not r.skipped]
+        return [r for r in self.results if not (r.skipped or r.slow)]
+
+    @property
+    def slow(self) -> list[SequenceResult]:
+        return [r for r in self.results if r.slow]
 
     @property
     def disagreeing(self) -> list[SequenceResult]:
-        return [r for r in self.judged if r.differences]
+        """Sequences with a disagreement, a slow one's up to where it stopped included."""
+        return [r for r in self.results if r.differences]
 
     @property
     def steps(self) -> int:
@@ -362,26 +435,33 @@ class SequenceSummary:
 
     def lines(self, each: bool = True) -> list[str]:
         judged = self.judged
-        kinds = Counter(d.kind for r in judged for d in r.differences)
+        kinds = Counter(d.kind for r in self.results for d in r.differences)
         ops = Counter(step.split()[0] for r in judged for step in r.steps)
-        named = sum(len(r.exceptions) for r in judged)
-        per_step = self.seconds / self.steps if self.steps else 0.0
+        named = sum(len(r.exceptions) for r in self.results)
         cpu = sum(r.cpu for r in self.results)
+        skipped = sum(1 for r in self.results if r.skipped)
+        slowest = max(self.results, key=lambda r: r.seconds, default=None)
         out = [f"differential sequences, real kubelet {self.release}, seed {self.seed}: "
                f"{len(judged)} sequences of {STEPS} steps judged ({len(self.results)} drawn, "
-               f"{len(self.results) - len(judged)} nodes the kubelet refused), {self.steps} steps "
-               f"({', '.join(f'{op} {n}' for op, n in sorted(ops.items()))}), "
-               f"{sum(r.probes for r in judged)} shape answers compared, "
-               f"{sum(len(r.differences) for r in judged)} disagreements in "
+               f"{skipped} nodes the kubelet refused, {len(self.slow)} slow), {self.steps} "
+               f"steps ({', '.join(f'{op} {n}' for op, n in sorted(ops.items()))}), "
+               f"{sum(r.probes for r in self.results)} shape answers compared, "
+               f"{sum(len(r.differences) for r in self.results)} disagreements in "
                f"{len(self.disagreeing)} sequences, {named} named exceptions; "
-               f"{self.seconds:.1f}s ({1000 * per_step:.0f} ms a step; CPU "
-               f"{cpu:.1f}s, {1000 * cpu / max(1, self.steps):.0f} ms a step)"]
+               f"{self.seconds:.1f}s, CPU {cpu:.1f}s ({1000 * cpu / max(1, self.steps):.0f} ms "
+               "a step)" + (f"; slowest: sequence {slowest.index}, {slowest.seconds:.1f}s"
+                            if slowest else "")]
         spent: Counter[str] = Counter()
-        for result in judged:
+        for result in self.results:
             spent.update(dict(result.spent))
         if spent:
             out.append("  time: " + ", ".join(f"{part} {seconds:.1f}s" for part, seconds
                                                in spent.most_common()))
+        if self.slow:
+            out.append(f"  not judged (the kubelet over {SEQUENCE_KUBELET_CPU_SECONDS:g}s of CPU "
+                       f"in the sequence or {SLOW_ADMISSION_SECONDS:g}s for one admission: "
+                       "the Topology Manager merging every permutation of its hints): "
+                       "sequences " + ", ".join(str(r.index) for r in self.slow))
         if kinds:
             out.append("  by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         if each:
@@ -416,21 +496,32 @@ async def _share(release: str, seed: int, indices: list[int]) -> list[SequenceRe
 
 
 def run_sequences(release: str, seed: int, count: int, first: int = 0,
-                  workers: int = WORKERS) -> SequenceSummary:
+                  workers: int = WORKERS, judged: bool = False) -> SequenceSummary:
+    """Sequences ``first`` … ``first + count - 1``; with ``judged``, more after them until
+    ``count`` were judged (neither refused by the kubelet nor slow)."""
     summary = SequenceSummary(release, seed)
     started = time.perf_counter()
-    indices = list(range(first, first + count))
-    workers = max(1, min(workers, count))
-    if workers == 1:
-        results = run_share(release, seed, indices)
-    else:  # spawned, not forked: gRPC threads
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            shares = [indices[w::workers] for w in range(workers)]
-            results = [r for share in pool.map(run_share, [release] * workers,
-                                               [seed] * workers, shares) for r in share]
+    results = run_indices(release, seed, list(range(first, first + count)), workers)
+    end = first + count
+    while judged and (missing := count - sum(1 for r in results
+                                             if not (r.skipped or r.slow))) > 0:
+        results += run_indices(release, seed, list(range(end, end + missing)), workers)
+        end += missing
     summary.results = sorted(results, key=lambda r: r.index)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def run_indices(release: str, seed: int, indices: list[int],
+                workers: int) -> list[SequenceResult]:
+    workers = max(1, min(workers, len(indices)))
+    if workers == 1:
+        return run_share(release, seed, indices)
+    # spawned, not forked: gRPC threads
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        shares = [indices[w::workers] for w in range(workers)]
+        return [r for share in pool.map(run_share, [release] * workers, [seed] * workers,
+                                        shares) for r in share]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,11 +4,11 @@ against one node of the real kubelet, its refresh loop and kept state (the fit a
 ``NodeStateCache``, the ledger, the decoders' caches) living from the first step of a
 sequence to the last, across the kubelet's restarts.
 
-Nothing of it is replaced: the test only watches it. Each refresh attempt is noted when it
-ends (the refresher's ``refresh_once`` wrapped), so a step's comparison waits for a successful
-refresh that *started* after the step, and for pod context (the Pods API's watch, or the
-Kubernetes-API view's) that has seen the step; the loop itself runs on its own interval, as
-deployed, and keeps refreshing while the kubelet is probed.
+Nothing of it is replaced: the test wakes it and watches it. Each refresh attempt is noted
+when it ends (the refresher's ``refresh_once`` wrapped), so a step's comparison waits for a
+successful refresh that *started* after the step, and for pod context (the Pods API's watch,
+or the Kubernetes-API view's) that has seen the step. The loop is woken after a step as the
+state-file watcher wakes it; it refreshes on its own besides, every second.
 """
 
 from __future__ import annotations
@@ -29,9 +29,12 @@ from exporter.refresh.loop import Refresher
 
 from ..harness import Scrape
 
-# the refresh loop's interval: short, so that a step's refresh starts soon (a deployed
-# exporter refreshes every 10 s, or on a state file's change)
-INTERVAL = 0.05
+# The refresh loop runs on its own every INTERVAL (a deployed exporter: every 10 s), and is
+# woken after each step as the state-file watcher wakes it when a file changes
+# (:meth:`RunningExporter.kick`), at most MAX_REFRESH_RATE times a second (--max-refresh-rate;
+# a deployment's is 1): a refresh after every step, and none in between.
+INTERVAL = 1.0
+MAX_REFRESH_RATE = 50.0
 CATCH_UP_SECONDS = 10.0
 
 
@@ -100,6 +103,12 @@ class RunningExporter:
         if self._session is not None:
             await self._session.close()
 
+    def kick(self) -> None:
+        """Wake the refresh loop as the state-file watcher does when a file changed (it
+        refreshes after the watcher's debounce, 0.1 s)."""
+        if self.refresher is not None:
+            self.refresher.watcher.changed.set()
+
     async def refreshed_after(self, moment: float, timeout: float = CATCH_UP_SECONDS) -> bool:
         """Whether a refresh that started after ``moment`` (monotonic) succeeded within
         ``timeout`` seconds."""
@@ -165,6 +174,7 @@ async def wait_caught_up(exporter: RunningExporter, moment: float,
     deadline = time.monotonic() + CATCH_UP_SECONDS
     lag = "no successful refresh"
     while time.monotonic() < deadline:
+        exporter.kick()
         if not await exporter.refreshed_after(moment, deadline - time.monotonic()):
             break
         current = await exporter.answers()

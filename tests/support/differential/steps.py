@@ -38,6 +38,8 @@ NAMESPACE = "default"
 WEIGHTS = {"admit": 4.0, "start": 2.0, "finish": 2.0, "resume": 2.0, "end": 1.0,
            "remove": 1.5, "health": 1.0, "restart": 0.3, "plugins": 6.0}
 PLUGINS_LATE = 0.25
+# an admission the real kubelet takes longer than this for stops the sequence (sequences.py)
+SLOW_ADMISSION_SECONDS = 10.0
 
 
 @dataclass
@@ -150,7 +152,7 @@ def _admit(kubelet: RealKubelet, sequence: Sequence, _: None) -> Step:
     name = f"pod-{sequence._next_pod}"
     sequence._next_pod += 1
     draw = draw_pod(rng, name, sequence.resources, sequence.hugepage_types, sequence.profile)
-    verdict = kubelet.admit(draw.manifest())
+    verdict = kubelet.admit(draw.manifest(), timeout=SLOW_ADMISSION_SECONDS)
     life = PodLife(draw, "pending" if verdict.admitted else "rejected")
     sequence.pods[name] = life
     if not verdict.admitted:

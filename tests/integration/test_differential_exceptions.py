@@ -25,8 +25,8 @@ from pathlib import Path
 
 from ..support.differential.cases import Case, ContainerDraw, PodDraw
 from ..support.differential.exceptions import PLUGIN_NOT_REGISTERED, UNSEEN_UNHEALTHY_DEVICE
+from ..support.differential.judging import except_unregistered, probe
 from ..support.differential.runner import Outcome, compare, fit_answer, run_case, workdir
-from ..support.differential.sequences import except_unregistered, probe
 from ..support.realkubelet import RealKubelet, node_description, write_kubelet_config
 
 PROFILE = {

@@ -212,7 +212,7 @@ class SequenceSummary:
         judged = self.judged
         kinds = Counter(d.kind for r in self.results for d in r.differences)
         ops = Counter(step.split()[0] for r in judged for step in r.steps)
-        named = sum(len(r.exceptions) for r in self.results)
+        named = Counter(e.rsplit(": ", 1)[1] for r in self.results for e in r.exceptions)
         cpu = sum(r.cpu for r in self.results)
         skipped = sum(1 for r in self.results if r.skipped)
         slowest = max(self.results, key=lambda r: r.seconds, default=None)
@@ -222,7 +222,8 @@ class SequenceSummary:
                f"steps ({', '.join(f'{op} {n}' for op, n in sorted(ops.items()))}), "
                f"{sum(r.probes for r in self.results)} shape answers compared, "
                f"{sum(len(r.differences) for r in self.results)} disagreements in "
-               f"{len(self.disagreeing)} sequences, {named} named exceptions; "
+               f"{len(self.disagreeing)} sequences, {sum(named.values())} named exceptions"
+               + "".join(f" ({n} {name})" for name, n in sorted(named.items())) + "; "
                f"{self.seconds:.1f}s, CPU {cpu:.1f}s ({1000 * cpu / max(1, self.steps):.0f} ms "
                "a step)" + (f"; slowest: sequence {slowest.index}, {slowest.seconds:.1f}s"
                             if slowest else "")]

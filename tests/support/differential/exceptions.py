@@ -76,7 +76,7 @@ def unregistered_resources(dump: dict[str, Any], resources: set[str]) -> set[str
             if resource in resources and devices and not capacity.get(resource)}
 
 
-def told_unregistered(state: NodeState, resources: set[str]) -> NodeState:
+def told_unregistered(state: ManagersState, resources: set[str]) -> ManagersState:
     """``state`` with those resources holding no device at all (so not NUMA-aware)."""
     devices = dict(state.devices)
     for resource in resources:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from exporter.simulator.apiserver import FakeApiServer
 from exporter.simulator.profile import parse_profile
 
+from ..fakeapiserver.server import FakeApiServer
 from ..realkubelet import (
     RealKubelet,
     RealKubeletError,

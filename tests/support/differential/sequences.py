@@ -149,6 +149,9 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                 differences.extend(Difference(d.step, d.kind, d.detail, fresh) for d in found)
     except RealKubeletTimeout as error:  # the component was started again, with no node
         slow = str(error)
+    except RealKubeletError as error:  # a step the component refused: this sequence fails
+        differences.append(Difference(len(sequence.steps), "kubelet",
+                                      f"the real kubelet refused a step: {error}"))
     finally:
         await exporter.stop()
         if server is not None:
@@ -245,7 +248,8 @@ class SequenceSummary:
                 out.append(f"  sequence {result.index}: "
                            + replay_command(self.seed, result.index, self.release))
                 for d in result.differences[:6]:
-                    out.append(f"    step {d.step} ({result.steps[d.step]}) {d.kind}: {d.detail}"
+                    step = result.steps[d.step] if d.step < len(result.steps) else "refused"
+                    out.append(f"    step {d.step} ({step}) {d.kind}: {d.detail}"
                                + (f" — {d.fresh}" if d.fresh else ""))
         return out
 

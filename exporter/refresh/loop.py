@@ -47,7 +47,6 @@ from .worker import Worker
 
 if TYPE_CHECKING:
     from ..fit.fitview import FitView
-    from ..fit.state.checkpoints import Registered
     from ..kubeapi.view import KubeView
     from ..nodemap.build import MapInputs
     from ..podsapi.sources import PodSources
@@ -98,7 +97,6 @@ class Refresher:
                                settings.max_message_bytes, settings.timeout, log)
         self._issue_log = IssueLog(log)
         self._last_started = float("-inf")
-        self._registered: Registered | None = None  # the device checkpoint's, as last read
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
@@ -144,7 +142,9 @@ class Refresher:
         data: Section | None = None
         try:
             self.topology = self._sysfs.current()
-            self._notice_device_registry()
+            files = self.fit.state_files if self.fit is not None else None
+            if files is not None:  # --watch-path: the device checkpoint's healthy devices
+                self.reader.notice_healthy_devices(files.current().registered)
             replies = await self.reader.read()
             terminated: frozenset[Hashable] = frozenset()
             dra = requests = None
@@ -180,30 +180,6 @@ class Refresher:
         self.sections.update(data, fit)
         self.attempted = True
         return delay
-
-    def _notice_device_registry(self) -> None:
-        """A device turning unhealthy or healthy again, or a device plugin registering (after
-        a kubelet restart), makes the device manager write its checkpoint with each resource's
-        healthy devices (``genericDeviceUpdateCallback``, ``writeCheckpoint``). When a new
-        checkpoint's healthy devices are not those ``GetAllocatableResources`` last listed, it
-        is asked again at once, not at the next ``--allocatable-interval``. Only with the
-        state files (``--watch-path``)."""
-        files = self.fit.state_files if self.fit is not None else None
-        if files is None:
-            return
-        registered = files.current().registered
-        if registered is None or registered is self._registered:
-            return  # the same checkpoint as last time (the file is parsed once per change)
-        self._registered = registered
-        allocatable = self.reader.allocatable
-        if allocatable is None:
-            return
-        listed: dict[str, set[str]] = {}
-        for entry in allocatable.devices:
-            listed.setdefault(entry.resource, set()).update(entry.device_ids)
-        if any(registered.get(resource, frozenset()) != listed.get(resource, set())
-               for resource in registered.keys() | listed.keys()):
-            self.reader.devices_changed()
 
     async def _wait(self, delay: float) -> None:
         deadline = time.monotonic() + delay

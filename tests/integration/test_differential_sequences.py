@@ -38,5 +38,7 @@ def test_running_exporter_agrees_with_the_real_kubelet_step_by_step(
     # (a node the kubelet does not start with; an 8-NUMA node where admissions take seconds)
     assert len(summary.slow) <= max(1, count // 20), "over one sequence in twenty was slow"
     assert len(summary.results) - len(summary.slow) - len(summary.judged) <= count // 10
-    assert all(len(r.steps) == STEPS and r.restarts >= 1 for r in summary.judged)
+    # every sequence restarts the kubelet, but where its node never let it (restart_refused)
+    assert all(len(r.steps) == STEPS and (r.restarts >= 1 or r.refused_restarts >= 1)
+               for r in summary.judged)
     assert summary.disagreeing == [], "\n".join(summary.lines(each=True))

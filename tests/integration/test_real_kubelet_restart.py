@@ -22,8 +22,15 @@ from typing import Any
 import pytest
 
 from ..support.differential.serving import RunningExporter, wait_caught_up
+from ..support.differential.steps import restart_refused
 from ..support.managerfigures import expected_figures, metrics_figures
-from ..support.realkubelet import RELEASES, NodeHandle, RealKubelet, write_kubelet_config
+from ..support.realkubelet import (
+    RELEASES,
+    NodeHandle,
+    RealKubelet,
+    RealKubeletError,
+    write_kubelet_config,
+)
 from .test_real_kubelet_facts import pod, two_numa_node
 
 GiB, MiB = 1 << 30, 1 << 20
@@ -157,3 +164,29 @@ async def test_the_running_exporter_follows_a_restart_and_a_health_change(
                             resource="example.com/gpu") == 1
     finally:
         await exporter.stop()
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict-cpu-reservation"])
+def test_every_unreserved_cpu_assigned_stops_a_restart_only_under_strict_reservation(
+        kubelet: RealKubelet, strict: bool) -> None:
+    """Every CPU but the reserved CPU 0 assigned exclusively: ``a`` 7 CPUs on node 0 (1-7),
+    ``b`` 8 on node 1 (8-15). The CPU manager's default set keeps CPU 0, and the kubelet
+    restarts; with ``strict-cpu-reservation`` the reserved CPUs are not in it, so it is empty,
+    and the restarted kubelet refuses to start (policy_static.go validateState: "default
+    cpuset cannot be empty" while assignments exist). The sequences do not take a restart
+    then (steps.restart_refused, which this checks)."""
+    options = {"strict-cpu-reservation": "true"} if strict else {}
+    kubelet.reset(two_numa_node(cpu_manager_policy_options=options))
+    a = kubelet.admit(pod("a", {"name": "c", "cpu": 7, "memory": "1Gi"}))
+    b = kubelet.admit(pod("b", {"name": "c", "cpu": 8, "memory": "1Gi"}))
+    assert a.containers["c"].cpus == (1, 2, 3, 4, 5, 6, 7)
+    assert b.containers["c"].cpus == tuple(range(8, 16))
+    before = kubelet.dump()["cpu_manager"]
+    assert before["default_cpu_set"] == ([] if strict else [0])
+    assert restart_refused(kubelet) is strict
+    if strict:
+        with pytest.raises(RealKubeletError, match="default cpuset cannot be empty"):
+            kubelet.restart()
+    else:
+        kubelet.restart()
+        assert kubelet.dump()["cpu_manager"] == before

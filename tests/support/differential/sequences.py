@@ -67,6 +67,7 @@ class SequenceResult:
     differences: tuple[Difference, ...] = ()
     exceptions: tuple[str, ...] = ()  # named exceptions, with their step
     restarts: int = 0
+    refused_restarts: int = 0  # restarts not taken: the kubelet would refuse to start
     probes: int = 0  # shape answers compared
     spent: tuple[tuple[str, float], ...] = ()  # seconds by part (Clock)
     cpu: float = 0.0  # CPU seconds: this process (the exporter, the driver) and the kubelet's
@@ -159,7 +160,8 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
     return SequenceResult(index, time.perf_counter() - started,
                           tuple(s.describe() for s in sequence.steps), slow=slow,
                           differences=tuple(differences), exceptions=tuple(exceptions),
-                          restarts=sequence.restarts, probes=probes,
+                          restarts=sequence.restarts,
+                          refused_restarts=sequence.refused_restarts, probes=probes,
                           spent=tuple(sorted(clock.spent.items())), cpu=cpu)
 
 
@@ -241,6 +243,11 @@ class SequenceSummary:
                        f"in the sequence or {SLOW_ADMISSION_SECONDS:g}s for one admission: "
                        "the Topology Manager merging every permutation of its hints): "
                        "sequences " + ", ".join(str(r.index) for r in self.slow))
+        refused = [r for r in judged if r.refused_restarts]
+        out.append(f"  kubelet restarts: {sum(r.restarts for r in judged)} taken, "
+                   f"{sum(r.refused_restarts for r in refused)} not taken in {len(refused)} "
+                   "sequences (the kubelet would refuse to start: strict-cpu-reservation, every "
+                   "other CPU assigned, validateState's \"default cpuset cannot be empty\")")
         if kinds:
             out.append("  by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         if each:

@@ -20,7 +20,10 @@ its two numbers on the same release. Each step is one of:
   device plugins registering again at once or, one time in four, only at a later ``plugins``
   step.
 
-Every sequence restarts the kubelet at least once.
+Every sequence restarts the kubelet at least once, unless its node never allows it: with
+``strict-cpu-reservation`` and every unreserved CPU assigned exclusively, the CPU manager's
+default set is empty, and a restarted kubelet refuses to start (:func:`restart_refused`); a
+restart drawn then is not taken, and counted.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Sequence:
     devices: dict[tuple[str, str], bool] = field(default_factory=dict)  # health now
     plugins_late: bool = False  # a restart left the plugins unregistered
     restarts: int = 0
+    refused_restarts: int = 0  # restarts drawn while the kubelet would refuse to start
     _next_pod: int = 0
 
     @property
@@ -139,6 +143,11 @@ def take_step(kubelet: RealKubelet, sequence: Sequence, remaining: int) -> Step:
     if sequence.restarts == 0 and remaining < 3 and "restart" in options:
         op = "restart"
     else:
+        ops = sorted(options)
+        op = rng.choices(ops, [WEIGHTS[o] for o in ops])[0]
+    if op == "restart" and restart_refused(kubelet):
+        sequence.refused_restarts += 1
+        del options["restart"]
         ops = sorted(options)
         op = rng.choices(ops, [WEIGHTS[o] for o in ops])[0]
     target = rng.choice(options[op])
@@ -250,6 +259,18 @@ def _restart(kubelet: RealKubelet, sequence: Sequence, _: None) -> Step:
     rejected = _rejected_at_restart(kubelet, sequence)
     return Step("restart", "", ("device plugins not registered yet" if late else "")
                 + (f"; rejected again: {', '.join(rejected)}" if rejected else ""))
+
+
+def restart_refused(kubelet: RealKubelet) -> bool:
+    """Whether the kubelet, restarted now, would refuse to start: the static CPU manager's
+    state holds exclusive assignments and an empty default set (``strict-cpu-reservation``,
+    which keeps the reserved CPUs out of it, with every other CPU assigned), and
+    ``validateState`` refuses it ("default cpuset cannot be empty", policy_static.go: the
+    kubelet logs "invalid state, please drain node and remove policy state file" and exits).
+    Checked against the real kubelet by test_real_kubelet_restart."""
+    cpus = kubelet.dump()["cpu_manager"]
+    return cpus["policy"] == "static" and not cpus["default_cpu_set"] \
+        and any(cpus["assignments"].values())
 
 
 def _rejected_at_restart(kubelet: RealKubelet, sequence: Sequence) -> list[str]:

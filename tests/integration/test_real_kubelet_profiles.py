@@ -4,9 +4,9 @@ per-container figure of ``snapshot --format json`` equal to what the managers' d
 
 The expected figures are worked out from the dump with plain counting (which CPU sits on
 which NUMA node comes from the node description; tests/support/managerfigures.py), never from
-the exporter's accounting. DRA is
-outside the real component: the profiles' DRA claims are not there, and a device plugin
-resource the scheduler served through DRA is left to DRA (1.37) as the kubelet does.
+the exporter's accounting. DRA is outside the real component: the profiles' DRA claims are not
+there, and a device plugin resource the scheduler served through DRA is left to DRA (1.37) as
+the kubelet does.
 
 The simulator admits the same pods by the fit engine's rules: the real kubelet rejects the
 pods it rejects, with the same reasons, and places every other pod's containers where it

@@ -79,7 +79,7 @@ def test_a_device_plugin_not_registered_again_after_a_restart_is_a_named_excepti
         config = str(write_kubelet_config(description, tmp_path / "kubelet-config.yaml"))
         read = asyncio.run(fit_answer(case, node, description["name"], config, None, tmp_path))
         dump = kubelet.dump()
-        first, capacity, stop = probe(kubelet, CANDIDATE, "t")
+        first, capacity, stop, _ = probe(kubelet, CANDIDATE, "t")
     assert (first.admitted, first.reason) == (False, "UnexpectedAdmissionError")
     assert "no healthy devices present" in first.message
     assert (read.answer.verdict.admitted, read.answer.verdict.reason) == (

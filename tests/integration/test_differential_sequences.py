@@ -5,7 +5,8 @@ health changes, kubelet restarts (the managers built again from their checkpoint
 plugins registering again, the pods admitted again) — with one ``serve`` reading the node from
 the first step to the last. After every step the per-NUMA figures of its /metrics page equal
 the managers' dump, and every shape answer (verdict, reason, each container's NUMA set,
-capacity) agrees with the real kubelet's. The counts are printed: sequences, steps of each
+capacity; the first copy's CPU ids, memory blocks and determined devices exactly) agrees with
+the real kubelet's. The counts are printed: sequences, steps of each
 kind, shape answers compared, disagreements (each with the command that replays its
 sequence), run time. ``PODRESOURCES_DIFFERENTIAL_SEQUENCES=N`` runs N per release instead (a
 quick local run). A sequence whose admissions take the real kubelet too long (an 8-NUMA node

@@ -5,7 +5,8 @@
   (:mod:`tests.support.managerfigures`);
 - the /metrics shape series say what the fit answers say (admitted, reason, capacity);
 - each shape's answer agrees with the real kubelet, compared as the differential compares a
-  case (:func:`.runner.compare`: verdict, reason, each container's NUMA set, capacity): copies
+  case (:func:`.runner.compare`: verdict, reason, each container's NUMA set, capacity, and the
+  first copy exactly, :mod:`.exact`: CPU ids, memory blocks, devices where determined): copies
   of the shape are admitted one after another until the kubelet refuses one, then deleted
   (:func:`probe`; what they leave in the managers' state goes at the next admission's
   ``removeStaleState``, as any deleted pod's does, and a memory group a copy broke stays
@@ -70,32 +71,38 @@ class Clock:
             self.spent[part] += time.perf_counter() - started
 
 
-def probe(kubelet: RealKubelet, shape: PodDraw, tag: str) -> tuple[Admission, int, str]:
+def probe(kubelet: RealKubelet, shape: PodDraw,
+          tag: str) -> tuple[Admission, int, str, dict[str, Any] | None]:
     """The kubelet's answer for one more pod of ``shape``: the first copy's admission, how
     many copies it admits one after another (up to the fit engine's cap), why it refused the
-    next; every copy is deleted again."""
+    next, and the managers' dump just after the first copy (None when it was refused: what
+    exact.py compares); every copy is deleted again."""
     names = []
-    first = last = None
+    first = last = after = None
     admitted = 0
     while admitted < CAPACITY_CAP:
         name = f"{shape.name}-{tag}-{admitted}"
         names.append(name)
         last = kubelet.admit(shape.manifest(name, NAMESPACE), timeout=SLOW_ADMISSION_SECONDS)
-        first = first or last
+        if first is None:
+            first = last
+            after = kubelet.dump() if last.admitted else None
         if not last.admitted:
             break
         admitted += 1
     for name in names:
         kubelet.remove(NAMESPACE, name)
     assert first is not None and last is not None
-    return first, admitted, "" if last.admitted else last.reason
+    return first, admitted, "" if last.admitted else last.reason, after
 
 
 async def judge_step(kubelet: RealKubelet, sequence: Sequence, number: int,
                      description: dict[str, Any], exporter: RunningExporter,
-                     moment: float, clock: Clock) -> tuple[list[Difference], list[str], int]:
+                     moment: float, clock: Clock,
+                     exact: Counter[str]) -> tuple[list[Difference], list[str], int]:
     """One step's comparisons (``moment``: when the step was applied): (differences, named
-    exceptions, shape answers compared)."""
+    exceptions, shape answers compared); what was compared exactly is counted in ``exact``
+    (exact.py's kinds, and ``random_devices``: device picks of the kubelet's map order)."""
     with clock("dumps"):
         dump = await asyncio.to_thread(kubelet.dump)
     with clock("exporter"):
@@ -137,22 +144,39 @@ async def judge_step(kubelet: RealKubelet, sequence: Sequence, number: int,
         if served:
             found.append(Difference(number, "served", served))
         with clock("probes"):
-            first, capacity, stop = await asyncio.to_thread(probe, kubelet, shape,
-                                                            f"s{number}")
+            first, capacity, stop, after = await asyncio.to_thread(probe, kubelet, shape,
+                                                                   f"s{number}")
         case = Case(sequence.seed, sequence.index, sequence.profile, (), shape)
-        outcome = Outcome(case, real=first, real_capacity=capacity, stop_reason=stop, fit=mine)
-        compare(outcome, description)
+        # with the dumps, compare() checks the first copy exactly (exact.py): its CPU ids,
+        # memory blocks, each NUMA node's memory after it, devices where determined
+        outcome = Outcome(case, real=first, real_capacity=capacity, stop_reason=stop, fit=mine,
+                          dumps=(dump, after))
+        now = health_now(description, dump)
+        compare(outcome, now)
         if outcome.differences:
             read = FitRead(mine, current.state, current.rules)
-            except_unseen(outcome, description, dump, read)
-            except_unregistered(outcome, description, dump, read)
+            except_unseen(outcome, now, dump, read)
+            except_unregistered(outcome, now, dump, read)
         compared += 1
+        if outcome.exact is not None:
+            exact.update(outcome.exact.compared)
+            exact["random_devices"] += outcome.exact.random_devices
         if outcome.exception:
             named.append(f"step {number} {shape.name}: {outcome.exception}")
         for kind, detail in zip(outcome.differences, outcome.details, strict=True):
             found.append(Difference(number, kind, f"{shape.name} [{classify(outcome)}] "
                                     f"{detail}; {placements(first, mine, dump)}"))
     return found, named, compared
+
+
+def health_now(description: dict[str, Any], dump: dict[str, Any]) -> dict[str, Any]:
+    """``description`` with each device healthy as the device manager has it now (a
+    ``health`` step, a plugin not registered again yet), not as the node was reset: the exact
+    comparison's device tiers take the healthy devices (exact.py)."""
+    registered = dump["device_manager"]["registered"] or {}
+    devices = [{**d, "healthy": registered.get(d["resource"], {}).get(d["id"], {})
+                .get("healthy", d["healthy"])} for d in description["devices"]]
+    return {**description, "devices": devices}
 
 
 def except_unregistered(outcome: Outcome, description: dict[str, Any], dump: dict[str, Any],

@@ -69,6 +69,7 @@ class SequenceResult:
     restarts: int = 0
     refused_restarts: int = 0  # restarts not taken: the kubelet would refuse to start
     probes: int = 0  # shape answers compared
+    exact: tuple[tuple[str, int], ...] = ()  # what the first copies' exact comparison covered
     spent: tuple[tuple[str, float], ...] = ()  # seconds by part (Clock)
     cpu: float = 0.0  # CPU seconds: this process (the exporter, the driver) and the kubelet's
 
@@ -126,6 +127,7 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
     exceptions: list[str] = []
     probes = 0
     clock = Clock()
+    exact: Counter[str] = Counter()
     slow = ""
     kubelet_cpu = kubelet_cpu_seconds(kubelet)
     try:
@@ -140,7 +142,7 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                 if server is not None:
                     await asyncio.to_thread(sync_api_server, kubelet, server)
             found, named, compared = await judge_step(kubelet, sequence, number, description,
-                                                      exporter, moment, clock)
+                                                      exporter, moment, clock, exact)
             probes += compared
             exceptions.extend(named)
             if found:
@@ -162,6 +164,7 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                           differences=tuple(differences), exceptions=tuple(exceptions),
                           restarts=sequence.restarts,
                           refused_restarts=sequence.refused_restarts, probes=probes,
+                          exact=tuple(sorted(exact.items())),
                           spent=tuple(sorted(clock.spent.items())), cpu=cpu)
 
 
@@ -243,6 +246,13 @@ class SequenceSummary:
                        f"in the sequence or {SLOW_ADMISSION_SECONDS:g}s for one admission: "
                        "the Topology Manager merging every permutation of its hints): "
                        "sequences " + ", ".join(str(r.index) for r in self.slow))
+        exact: Counter[str] = Counter()
+        for result in self.results:
+            exact.update(dict(result.exact))
+        out.append(f"  exactly compared (the first copy of each shape answer admitted): "
+                   f"{exact['cpus']} containers' CPU ids and memory blocks, {exact['nodes']} "
+                   f"NUMA nodes' memory after it, {exact['devices']} device picks "
+                   f"({exact['random_devices']} more the kubelet's map order, counted only)")
         refused = [r for r in judged if r.refused_restarts]
         out.append(f"  kubelet restarts: {sum(r.restarts for r in judged)} taken, "
                    f"{sum(r.refused_restarts for r in refused)} not taken in {len(refused)} "

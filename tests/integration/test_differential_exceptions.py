@@ -77,7 +77,7 @@ def test_a_device_plugin_not_registered_again_after_a_restart_is_a_named_excepti
         node = kubelet.reset(description)
         kubelet.restart(plugins_late=True)
         config = str(write_kubelet_config(description, tmp_path / "kubelet-config.yaml"))
-        read = asyncio.run(fit_answer(case, node, description["name"], config, None, tmp_path))
+        read = asyncio.run(fit_answer(case, node, description["name"], config, None))
         dump = kubelet.dump()
         first, capacity, stop, _ = probe(kubelet, CANDIDATE, "t")
     assert (first.admitted, first.reason) == (False, "UnexpectedAdmissionError")

@@ -34,6 +34,7 @@ from exporter.simulator.profile import parse_profile
 
 from ..fakeapiserver.server import FakeApiServer
 from ..realkubelet import (
+    RELEASES,
     RealKubelet,
     RealKubeletError,
     RealKubeletTimeout,
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequences", type=int, default=20)
     parser.add_argument("--first", type=int, default=0)
     parser.add_argument("--sequence", type=int, help="replay this one sequence")
-    parser.add_argument("--version", default="1.37", choices=("1.37", "1.34"))
+    parser.add_argument("--version", default="1.37", choices=sorted(RELEASES))
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.sequence is not None:

@@ -25,6 +25,7 @@ Changing ...                              run (besides ``pytest tests/unit``)
   exporter/kubelet/reader.py               tests/integration/test_faults.py
   exporter/refresh/                        tests/integration/test_faults.py test_watch.py
                                            test_refresh_worker.py test_integration.py
+                                           test_real_kubelet_restart.py
   exporter/exposition/, catalog.py         tests/integration/test_exposition.py test_http.py
                                            tests/deploy/test_metrics_contract.py, docs/metrics.md
   exporter/fit/, podspec.py                tests/unit/fit/ (the layers: pytest tests/unit/fit)
@@ -33,6 +34,7 @@ Changing ...                              run (besides ``pytest tests/unit``)
                                            test_rejections.py test_differential_fit.py
   tests/realkubelet/ (the real kubelet)    tests/integration/test_real_kubelet_*.py
                                            test_differential_fit.py
+                                           test_differential_sequences.py
   exporter/web/                            tests/integration/test_http.py test_http_fuzz.py
                                            test_listener.py test_webconfig*.py
                                            test_basicauth.py

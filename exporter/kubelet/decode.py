@@ -305,6 +305,7 @@ class AllocatableDecoder:
 
     def __init__(self) -> None:
         self._key: bytes | None = None  # the digest of the last reply's order-free key
+        self._sorted: bytes | None = None  # and of its entries sorted, CPU ids included
         self._value: Allocatable | None = None
 
     def decode(self, raw: bytes) -> Allocatable:
@@ -316,9 +317,18 @@ class AllocatableDecoder:
         except (DecodeError, ValueError, RecursionError) as error:
             raise invalid_reply("GetAllocatableResources", error) from None
         if allocatable_exceeds_limits(reply):
-            self._key, self._value = None, capped_allocatable_from_v1(reply)
+            self._key, self._sorted, self._value = None, None, capped_allocatable_from_v1(reply)
             return self._value
-        self._key, self._value = key, allocatable_from_v1(reply)
+        # the kubelet lists its allocatable CPUs in a set's order, another at every call
+        # (GetAllocatableCPUs().UnsortedList()), which the byte key sees as another reply: the
+        # same entries with the CPU ids in another order are the same allocatable
+        ordered = digest((tuple(sorted(reply.cpu_ids)), len(reply.memory)),
+                         [*sorted(m.SerializeToString(deterministic=True) for m in reply.memory),
+                          *sorted(d.SerializeToString(deterministic=True) for d in reply.devices)])
+        if ordered == self._sorted and self._value is not None:
+            self._key = key
+            return self._value
+        self._key, self._sorted, self._value = key, ordered, allocatable_from_v1(reply)
         return self._value
 
 

@@ -4,9 +4,11 @@ restarted.
 
 ``List`` is asked every refresh, under v1 when served (v1alpha1 otherwise, probed again for v1
 every ``--allocatable-interval``). ``GetAllocatableResources`` is asked every
-``--allocatable-interval`` and whenever ``List`` names a device resource the allocatable view
-lacks. ``Get`` is probed once per kubelet. A re-created socket or a lost kubelet makes all of it
-detected again: the kubelet may come back as another version. What is found out is written to
+``--allocatable-interval``, whenever ``List`` names a device resource the allocatable view
+lacks, and when the device manager's healthy devices changed
+(:meth:`~KubeletReader.notice_healthy_devices`, from its checkpoint). ``Get`` is probed once
+per kubelet. A re-created socket or a lost kubelet makes all of it detected again: the kubelet
+may come back as another version. What is found out is written to
 :class:`~exporter.kubelet.status.KubeletStatus` and each change logged once.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 from google.protobuf.message import DecodeError
@@ -55,6 +58,7 @@ class KubeletReader:
         self._allocatable_read = False  # in this refresh
         self._pods: tuple[PodAssignment, ...] = ()  # as of the last refresh
         self._missing_wait = interval  # re-read delay while a resource stays missing
+        self._registered: Mapping[str, frozenset[str]] | None = None  # as last noticed
         # the last listing, its pods' ids and the device resources they hold
         self._named: tuple[tuple[PodAssignment, ...], frozenset[int], frozenset[str]] = (
             (), frozenset(), frozenset())
@@ -199,6 +203,25 @@ class KubeletReader:
                               if d.resource)
             self._named = (pods, ids, named)
         return named
+
+    def notice_healthy_devices(self, registered: Mapping[str, frozenset[str]] | None) -> None:
+        """The device checkpoint's healthy devices by resource (``registered``; None without
+        the state files). A device turning unhealthy or healthy again, or a plugin registering
+        after a kubelet restart, makes the device manager write its checkpoint
+        (``genericDeviceUpdateCallback``, ``writeCheckpoint``); when a new one's healthy
+        devices are not those ``GetAllocatableResources`` last listed, allocatable resources
+        are asked again at the next refresh, not at the next ``--allocatable-interval``."""
+        if registered is None or registered is self._registered:
+            return  # the same checkpoint as last time (the file is parsed once per change)
+        self._registered = registered
+        if self.allocatable is None:
+            return
+        listed: dict[str, set[str]] = {}
+        for entry in self.allocatable.devices:
+            listed.setdefault(entry.resource, set()).update(entry.device_ids)
+        if any(registered.get(resource, frozenset()) != listed.get(resource, set())
+               for resource in registered.keys() | listed.keys()):
+            self._allocatable_at = float("-inf")
 
     def kubelet_changed(self) -> None:
         """The kubelet may come back as another version: detect everything again."""

@@ -142,6 +142,9 @@ class Refresher:
         data: Section | None = None
         try:
             self.topology = self._sysfs.current()
+            files = self.fit.state_files if self.fit is not None else None
+            if files is not None:  # --watch-path: the device checkpoint's healthy devices
+                self.reader.notice_healthy_devices(files.current().registered)
             replies = await self.reader.read()
             terminated: frozenset[Hashable] = frozenset()
             dra = requests = None
@@ -195,7 +198,7 @@ class Refresher:
             if self._stop.is_set():
                 return
             if changed.is_set():
-                await self.watcher.settle(self._last_started, self._stop)
+                await self.watcher.settle(self._last_started, self._stop, deadline)
                 return
 
     # ---- outcomes ------------------------------------------------------------------------

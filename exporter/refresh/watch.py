@@ -43,12 +43,16 @@ class StateFileWatcher:
             if stamp.changed():
                 self.changed.set()
 
-    async def settle(self, last_started: float, stop: asyncio.Event) -> None:
+    async def settle(self, last_started: float, stop: asyncio.Event,
+                     due: float = float("inf")) -> None:
         """Wait out the debounce and the rate cap (``last_started``: monotonic time of the last
-        refresh), or until ``stop``; changes meanwhile are covered by the next refresh."""
+        refresh), but never past ``due``, when the next refresh is due anyway (a change must
+        not postpone it), or until ``stop``; changes meanwhile are covered by the next
+        refresh."""
         self.changed.clear()
         earliest = last_started + 1.0 / self.max_refresh_rate
-        pause = max(WATCH_DEBOUNCE_SECONDS, earliest - time.monotonic())
+        now = time.monotonic()
+        pause = min(max(WATCH_DEBOUNCE_SECONDS, earliest - now), max(0.0, due - now))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=pause)
         self.changed.clear()

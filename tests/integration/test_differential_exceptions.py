@@ -14,14 +14,20 @@ n-0, so the exporter sees a NIC resource without topology, which "does not care"
 and its answer says what it assumed (``unseen_unhealthy_devices``: with the Pods API alone
 nothing rules such a device out). Told of n-0, the fit engine rejects with
 TopologyAffinityError too.
+
+``plugin-not-registered-yet`` (the sequences' kubelet restarts): its test below.
 """
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from ..support.differential.cases import Case, ContainerDraw, PodDraw
-from ..support.differential.exceptions import UNSEEN_UNHEALTHY_DEVICE
-from ..support.differential.runner import run_case, workdir
-from ..support.realkubelet import RealKubelet
+from ..support.differential.exceptions import PLUGIN_NOT_REGISTERED, UNSEEN_UNHEALTHY_DEVICE
+from ..support.differential.judging import except_unregistered, probe
+from ..support.differential.runner import Outcome, compare, fit_answer, run_case, workdir
+from ..support.realkubelet import RealKubelet, node_description, write_kubelet_config
 
 PROFILE = {
     "name": "differential", "node_name": "differential-node", "kubernetes_version": "1.37",
@@ -52,3 +58,36 @@ def test_an_unseen_unhealthy_device_is_a_named_exception() -> None:
     assert outcome.excepted == [
         "verdict: kubelet rejects (TopologyAffinityError: Resources cannot be allocated with "
         "Topology locality), fit engine admits", "capacity: kubelet 0, fit engine 1.0"]
+
+
+def test_a_device_plugin_not_registered_again_after_a_restart_is_a_named_exception(
+        tmp_path: Path) -> None:
+    """``plugin-not-registered-yet``: the same node under ``restricted``, but its NICs one on
+    each NUMA node, all healthy; the kubelet restarts and the NIC plugin has not registered
+    again. The device manager has example.com/nic from its checkpoint with no device at all:
+    no hint (it does not care), then Allocate fails: UnexpectedAdmissionError ("no healthy
+    devices present"). The exporter sees the resource registered and no NIC in either
+    podresources API, as when every NIC is unhealthy, and says TopologyAffinityError. Told
+    that the resource has no device, the fit engine says UnexpectedAdmissionError too."""
+    profile = {**PROFILE, "devices": [{"resource": "example.com/nic", "id_prefix": "n-",
+                                       "per_numa": {"0": 1, "1": 1}}]}
+    case = Case(0, 0, profile, (), CANDIDATE)
+    description = node_description(case.spec)
+    with RealKubelet.start("1.37") as kubelet:
+        node = kubelet.reset(description)
+        kubelet.restart(plugins_late=True)
+        config = str(write_kubelet_config(description, tmp_path / "kubelet-config.yaml"))
+        read = asyncio.run(fit_answer(case, node, description["name"], config, None))
+        dump = kubelet.dump()
+        first, capacity, stop, _ = probe(kubelet, CANDIDATE, "t")
+    assert (first.admitted, first.reason) == (False, "UnexpectedAdmissionError")
+    assert "no healthy devices present" in first.message
+    assert (read.answer.verdict.admitted, read.answer.verdict.reason) == (
+        False, "TopologyAffinityError")
+    outcome = Outcome(case, real=first, real_capacity=capacity, stop_reason=stop,
+                      fit=read.answer)
+    compare(outcome, description)
+    assert outcome.differences == ["reason"]
+    except_unregistered(outcome, description, dump, read)
+    assert outcome.exception == PLUGIN_NOT_REGISTERED
+    assert outcome.differences == []

@@ -50,6 +50,7 @@ type node struct {
 	pods        kubepod.Manager
 	allocations allocation.Manager
 	plugins     []*devicePlugin
+	stopped     []*devicePlugin // the plugins of the kubelet before a restart, until they register again
 	services    []service
 	merges      *countingPolicy // the Topology Manager's policy, counted (mergepolicy.go)
 
@@ -121,6 +122,21 @@ func (n *node) build() error {
 	if n.machine, err = buildMachineInfo(&n.desc, n.SysfsRoot()); err != nil {
 		return err
 	}
+	if err := n.buildManagers(containermap.NewContainerMap(), sets.New[string]()); err != nil {
+		return err
+	}
+	if err := n.startPlugins(); err != nil {
+		return err
+	}
+	return n.startServices()
+}
+
+// buildManagers builds the Topology Manager, the device, CPU and memory managers (each
+// restoring its checkpoint under the root directory when there is one), the pod manager and
+// the allocation manager with the admit handlers, and starts the managers with the
+// containers the runtime has (containers) and those of them running (running): empty on a
+// fresh node, what the runtime still runs on a restart (restart.go).
+func (n *node) buildManagers(containers containermap.ContainerMap, running sets.Set[string]) error {
 	period, err := n.desc.reconcilePeriod()
 	if err != nil {
 		return fmt.Errorf("cpu_manager_reconcile_period: %w", err)
@@ -152,13 +168,7 @@ func (n *node) build() error {
 	n.allocations = newAllocationManager(n.ctx, n.activePods, n.pods.GetPodByUID)
 	addAdmitHandlers(n)
 
-	if err := startManagers(n, containermap.NewContainerMap(), sets.New[string]()); err != nil {
-		return err
-	}
-	if err := n.startPlugins(); err != nil {
-		return err
-	}
-	return n.startServices()
+	return startManagers(n, containers, running)
 }
 
 func (n *node) close() {
@@ -261,7 +271,7 @@ func (fakeRuntime) UpdateContainerResources(context.Context, string, *runtimeapi
 type sourcesReady struct{}
 
 func (sourcesReady) AddSource(string) {}
-func (sourcesReady) AllReady() bool   { return true }
+func (sourcesReady) AllReady() bool   { return !replayingPods.Load() } // restart.go
 
 // ---- admission (kubelet.go HandlePodAdditions, rejectPod) ----
 

@@ -30,6 +30,7 @@ type request struct {
 	Phase       string           `json:"phase,omitempty"`
 	Terminating bool             `json:"terminating,omitempty"`
 	Merge       *mergeRequest    `json:"merge,omitempty"` // mergeop.go
+	PluginsLate bool             `json:"plugins_late,omitempty"`
 }
 
 type reply map[string]any
@@ -154,6 +155,10 @@ func handle(current *node, req *request) (*node, reply, error) {
 		return current, reply{}, current.remove(req.Namespace, req.Name)
 	case "health":
 		return current, reply{}, current.setHealth(req.Resource, req.Device, req.Healthy)
+	case "restart": // restart.go
+		return current, reply{}, current.restart(req.PluginsLate)
+	case "plugins":
+		return current, reply{}, current.registerLatePlugins()
 	case "pod":
 		pod, err := current.pod(req.Namespace, req.Name)
 		if err != nil {

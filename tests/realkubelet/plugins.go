@@ -5,7 +5,9 @@ package main
 // registers, serving ListAndWatch (health changes included) and Allocate.
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -85,7 +87,7 @@ func (n *node) startPlugins() error {
 	}
 	kubeletSocket := filepath.Join(n.socketDir("device-plugins"), "kubelet.sock")
 	for i, resource := range order {
-		devices := pluginDevices(byResource[resource])
+		devices := n.pluginDevicesNow(resource, byResource[resource]) // restart.go
 		socket := filepath.Join(n.socketDir("device-plugins"), fmt.Sprintf("plugin-%d.sock", i))
 		stub := newStub(devices, socket, resource)
 		if !defaultAllocate(byResource[resource]) {
@@ -104,11 +106,14 @@ func (n *node) startPlugins() error {
 }
 
 // waitForDevices polls the device manager until each resource's capacity and allocatable
-// count match what its plugin last sent.
+// count match what its plugin last sent, and its checkpoint says so too: the device manager
+// writes it after taking the list (genericDeviceUpdateCallback), and a reader of the state
+// files (the exporter, --watch-path) must find it written when the op returns.
 func (n *node) waitForDevices() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		capacity, allocatable, _ := deviceCapacity(n.ctx, n.devices)
+		written := n.checkpointedHealthy()
 		settled := true
 		for _, p := range n.plugins {
 			healthy := 0
@@ -119,7 +124,8 @@ func (n *node) waitForDevices() error {
 				}
 			}
 			c, a := capacity[v1ResourceName(p.resource)], allocatable[v1ResourceName(p.resource)]
-			if c.Value() != int64(len(devices)) || a.Value() != int64(healthy) {
+			if c.Value() != int64(len(devices)) || a.Value() != int64(healthy) ||
+				written[p.resource] != healthy {
 				settled = false
 			}
 		}
@@ -131,6 +137,28 @@ func (n *node) waitForDevices() error {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// checkpointedHealthy is how many healthy devices of each resource the device manager's
+// checkpoint lists (its RegisteredDevices), -1 each when it cannot be read.
+func (n *node) checkpointedHealthy() map[string]int {
+	counts := map[string]int{}
+	raw, err := os.ReadFile(filepath.Join(n.socketDir("device-plugins"), "kubelet_internal_checkpoint"))
+	var checkpoint struct {
+		Data struct {
+			RegisteredDevices map[string][]string
+		}
+	}
+	if err != nil || json.Unmarshal(raw, &checkpoint) != nil {
+		for _, p := range n.plugins {
+			counts[p.resource] = -1
+		}
+		return counts
+	}
+	for resource, ids := range checkpoint.Data.RegisteredDevices {
+		counts[resource] = len(ids)
+	}
+	return counts
 }
 
 // setHealth sends the plugin's device list again with one device's health changed, as a plugin

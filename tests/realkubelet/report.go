@@ -198,7 +198,7 @@ func (n *node) dump() (*dump, error) {
 			healthy[resource][id] = true
 		}
 	}
-	for _, plugin := range n.plugins {
+	for _, plugin := range append(n.plugins, n.stopped...) { // stopped: not registered again yet
 		d.Devices.Registered[plugin.resource] = map[string]deviceState{}
 		for _, dev := range plugin.current() {
 			entry := deviceState{Healthy: healthy[plugin.resource][dev.ID]}

@@ -11,6 +11,7 @@ podresources server with its rate limiter) for one node, built for four releases
     verdict.admitted, verdict.reason, verdict.containers["app"].cpus / .numa / .devices
     kubelet.start_containers("ns", "pod")        # the kubelet's container starts (AddContainer)
     kubelet.remove("ns", "pod"); kubelet.set_health("vendor.com/gpu", "gpu-0", False)
+    kubelet.restart()                            # managers from their checkpoints, pods again
     kubelet.dump()                               # the managers' own state, as JSON
     kubelet.close()
 
@@ -179,6 +180,10 @@ class RealKubelet:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def call(self, op: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         """One request; the reply without ``ok``, or :class:`RealKubeletError`
         (:class:`RealKubeletTimeout` after ``timeout`` seconds)."""
@@ -239,6 +244,15 @@ class RealKubelet:
 
     def set_health(self, resource: str, device_id: str, healthy: bool) -> None:
         self.call("health", resource=resource, device=device_id, healthy=healthy)
+
+    def restart(self, plugins_late: bool = False) -> None:
+        """The kubelet restarted on the same root directory: its managers built again from
+        their checkpoints, its sockets made again, the node's pods admitted again; its device
+        plugins registered again, or with ``plugins_late`` only at :meth:`register_plugins`."""
+        self.call("restart", plugins_late=plugins_late)
+
+    def register_plugins(self) -> None:
+        self.call("plugins")
 
     def api_objects(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The Node and the pods as the API server holds them for this node (the kubelet's

@@ -60,6 +60,11 @@ def test_allocatable_in_another_order_is_the_same_object():
     again = decoder.decode(v1.AllocatableResourcesResponse(devices=devices[::-1],
                                                            cpu_ids=[1, 2]).SerializeToString())
     assert again is first
+    # the kubelet lists its allocatable CPUs in a set's order, another at every call
+    # (GetAllocatableCPUs().UnsortedList())
+    shuffled = decoder.decode(v1.AllocatableResourcesResponse(devices=devices,
+                                                              cpu_ids=[2, 1]).SerializeToString())
+    assert shuffled is first
     other = decoder.decode(v1.AllocatableResourcesResponse(devices=devices[:4],
                                                            cpu_ids=[1, 2]).SerializeToString())
     assert other is not first and len(other.devices) == 4

@@ -15,6 +15,7 @@ from exporter.fit.kubelet.managers_state import ManagersState
 from exporter.fit.kubelet.topologymanager.topology_manager import NumaSet
 
 UNSEEN_UNHEALTHY_DEVICE = "unseen-unhealthy-device"
+PLUGIN_NOT_REGISTERED = "plugin-not-registered-yet"
 EXCEPTIONS = {
     UNSEEN_UNHEALTHY_DEVICE:
         "an unhealthy device no container holds is in neither podresources API nor the "
@@ -22,6 +23,15 @@ EXCEPTIONS = {
         "it: deviceHasTopologyAlignment, deviceNUMANodes and the minimum width read "
         "allDevices, unhealthy devices included (devicemanager/topology_hints.go), so its NUMA "
         "nodes decide whether a resource aligns at all and which NUMA sets its hints span",
+    PLUGIN_NOT_REGISTERED:
+        "after a kubelet restart, until a resource's device plugin registers again, the "
+        "device manager has the resource from its checkpoint with no device at all "
+        "(readCheckpoint: empty healthy and unhealthy sets): deviceHasTopologyAlignment finds "
+        "no device, so the resource gives no hint and the pod fails in Allocate (\"no healthy "
+        "devices present\", UnexpectedAdmissionError); both podresources APIs and the "
+        "checkpoint read the same as for a resource whose every device is unhealthy, whose "
+        "devices keep their NUMA nodes (no hint under restricted and single-numa-node: "
+        "TopologyAffinityError)",
 }
 
 
@@ -54,4 +64,24 @@ def told(state: ManagersState, unseen: dict[str, dict[NumaSet, int]]) -> Manager
         for numa, count in counts.items():
             registered[numa] = registered.get(numa, 0) + count
         devices[resource] = replace(known, registered=registered, registered_unseen=False)
+    return replace(state, devices=devices)
+
+
+def unregistered_resources(dump: dict[str, Any], resources: set[str]) -> set[str]:
+    """The requested resources whose device plugin has not registered with the restarted
+    kubelet yet: the device manager counts none of their devices (capacity 0) while the
+    plugin has some."""
+    capacity = dump["device_manager"]["capacity"]
+    return {resource for resource, devices in dump["device_manager"]["registered"].items()
+            if resource in resources and devices and not capacity.get(resource)}
+
+
+def told_unregistered(state: ManagersState, resources: set[str]) -> ManagersState:
+    """``state`` with those resources holding no device at all (so not NUMA-aware)."""
+    devices = dict(state.devices)
+    for resource in resources:
+        known = devices.get(resource)
+        if known is not None:
+            devices[resource] = replace(known, registered={}, free={}, healthy=0,
+                                        registered_unseen=False)
     return replace(state, devices=devices)

@@ -323,11 +323,19 @@ def except_unseen(outcome: Outcome, description: dict[str, Any], dump: dict[str,
     unseen = unseen_unhealthy_devices(dump, asked)
     if not unseen or UNSEEN_UNHEALTHY_DEVICES not in read.answer.assumptions:
         return
-    trial = replace(outcome, fit=answer(read.answer.shape, told(read.state, unseen),
-                                        read.rules), differences=[], details=[])
+    except_if_told(outcome, description, read, told(read.state, unseen),
+                   UNSEEN_UNHEALTHY_DEVICE)
+
+
+def except_if_told(outcome: Outcome, description: dict[str, Any], read: FitRead,
+                   state: ManagersState, exception: str) -> None:
+    """``outcome``'s differences excluded as the named ``exception`` when the fit engine,
+    answering on ``state`` (``read``'s state told what it could not see), agrees."""
+    trial = replace(outcome, fit=answer(read.answer.shape, state, read.rules), differences=[],
+                    details=[])
     compare(trial, description)
     if not trial.differences:
-        outcome.exception = UNSEEN_UNHEALTHY_DEVICE
+        outcome.exception = exception
         outcome.excepted, outcome.differences, outcome.details = outcome.details, [], []
 
 

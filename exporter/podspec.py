@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 Amounts = dict[str, float]  # extended resource name -> amount
+N = TypeVar("N", int, float)
 
 
 
@@ -77,12 +78,6 @@ def add_amounts(total: Amounts, more: Mapping[str, float]) -> None:
         total[name] = total.get(name, 0) + amount
 
 
-def _raise_to(peak: Amounts, other: Amounts) -> None:
-    for name, amount in other.items():
-        if amount > peak.get(name, 0):
-            peak[name] = amount
-
-
 def _container_requests(container: dict[str, Any]) -> Amounts:
     return extended_amounts((container.get("resources") or {}).get("requests"))
 
@@ -102,22 +97,31 @@ def held_at_once(spec: dict[str, Any],
     """What a pod holds at its peak, by the Kubernetes rule: app containers plus sidecars
     (restartable init containers), or a regular init container plus the sidecars started
     before it if that is more."""
-    total: Amounts = {}
-    for container in spec.get("containers") or ():
-        add_amounts(total, amounts_of(container))
-    sidecars: Amounts = {}
-    init_peak: Amounts = {}
-    for container in spec.get("initContainers") or ():
-        requests = amounts_of(container)
-        if container.get("restartPolicy") == "Always":
-            add_amounts(total, requests)
-            add_amounts(sidecars, requests)
-            _raise_to(init_peak, sidecars)
+    return _held_at_peak(
+        (amounts_of(container) for container in spec.get("containers") or ()),
+        ((amounts_of(container), container.get("restartPolicy") == "Always")
+         for container in spec.get("initContainers") or ()))
+
+
+def _held_at_peak(containers: Iterable[Mapping[str, N]],
+                  init_containers: Iterable[tuple[Mapping[str, N], bool]]) -> dict[str, N]:
+    """The one peak rule of :func:`held_at_once` and :func:`effective_requests`:
+    ``init_containers`` in spec order, each with whether it is a sidecar."""
+    total: dict[str, N] = {}
+    for requests in containers:
+        _add(total, requests)
+    sidecars: dict[str, N] = {}
+    peak: dict[str, N] = {}
+    for requests, sidecar in init_containers:
+        if sidecar:
+            _add(total, requests)
+            _add(sidecars, requests)
+            _raise(peak, sidecars)
         else:
             running = dict(sidecars)
-            add_amounts(running, requests)
-            _raise_to(init_peak, running)
-    _raise_to(total, init_peak)
+            _add(running, requests)
+            _raise(peak, running)
+    _raise(total, peak)
     return total
 
 
@@ -284,21 +288,7 @@ def effective_requests(containers: Iterable[Mapping[str, int]],
     and the largest regular init container plus the sidecars started before it
     (``init_containers`` in spec order, each with whether it is a sidecar); pod-level requests
     instead for CPU and memory when set; plus the overhead."""
-    total: dict[str, int] = {}
-    for requests in containers:
-        _add(total, requests)
-    sidecars: dict[str, int] = {}
-    peak: dict[str, int] = {}
-    for requests, sidecar in init_containers:
-        if sidecar:
-            _add(total, requests)
-            _add(sidecars, requests)
-            _raise(peak, sidecars)
-        else:
-            running = dict(sidecars)
-            _add(running, requests)
-            _raise(peak, running)
-    _raise(total, peak)
+    total = _held_at_peak(containers, init_containers)
     for resource in ("cpu", "memory"):
         if pod_requests and resource in pod_requests:
             total[resource] = pod_requests[resource]
@@ -306,12 +296,12 @@ def effective_requests(containers: Iterable[Mapping[str, int]],
     return total
 
 
-def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
+def _add(total: dict[str, N], more: Mapping[str, N]) -> None:
     for name, amount in more.items():
         total[name] = total.get(name, 0) + amount
 
 
-def _raise(peak: dict[str, int], other: Mapping[str, int]) -> None:
+def _raise(peak: dict[str, N], other: Mapping[str, N]) -> None:
     for name, amount in other.items():
         if amount > peak.get(name, 0):
             peak[name] = amount

@@ -101,12 +101,21 @@ def draw_kubelet(seed: int, index: int, profile: dict[str, Any], pods: tuple[Pod
 
 def _pod_level(pod: PodDraw) -> PodDraw:
     """``pod`` with pod-level CPU and memory, requests equal to limits (Guaranteed), as large
-    as its containers' effective request, the CPU rounded up to whole CPUs (the pod's own
-    pool of exclusive CPUs under PodLevelResourceManagers)."""
+    as its containers' aggregate request, the CPU rounded up to whole CPUs (the pod's own
+    pool of exclusive CPUs under PodLevelResourceManagers). The API server refuses less
+    (``validatePodResourceConsistency``: ``resourcehelper.AggregateContainerRequests``, where a
+    regular init container counts with the sidecars started before it)."""
     def effective(amount: Callable[[ContainerDraw], int]) -> int:
-        apps = sum(amount(c) for c in pod.containers if c.kind in ("app", "sidecar"))
-        inits = max((amount(c) for c in pod.containers if c.kind == "init"), default=0)
-        return max(apps, inits)
+        total = sum(amount(c) for c in pod.containers if c.kind == "app")
+        sidecars = peak = 0
+        for c in pod.containers:
+            if c.kind == "sidecar":
+                total += amount(c)
+                sidecars += amount(c)
+                peak = max(peak, sidecars)
+            elif c.kind == "init":
+                peak = max(peak, sidecars + amount(c))
+        return max(total, peak)
     cpu = -(-effective(lambda c: c.cpu_millis) // 1000)
     memory = effective(lambda c: c.memory) or 256 * MiB
     return replace(pod, pod_level={"cpu": str(max(cpu, 1)), "memory": str(memory)})

@@ -144,7 +144,10 @@ def _root_logging_restored() -> Iterator[None]:
     """A test that runs the CLI in-process installs its log handler on the stderr pytest
     captured for that test; later tests would log to a closed stream ("Logging error")."""
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    before, level = set(root.handlers), root.level
     yield
-    root.handlers[:] = handlers
+    for handler in list(root.handlers):
+        # pytest's own capture handlers come and go with each phase: pytest removes them
+        if handler not in before and type(handler).__module__ != "_pytest.logging":
+            root.removeHandler(handler)
     root.setLevel(level)

@@ -142,10 +142,12 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 @pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
     """A test that runs the CLI in-process installs its log handler on the stderr pytest
-    captured for that test; later tests would log to a closed stream ("Logging error")."""
-    root = logging.getLogger()
-    before, level = set(root.handlers), root.level
+    captured for that test; later tests would log to a closed stream ("Logging error"). A
+    level a test sets on the product's logger would hide later tests' records."""
+    root, product = logging.getLogger(), logging.getLogger("exporter")
+    before, level, product_level = set(root.handlers), root.level, product.level
     yield
+    product.setLevel(product_level)
     for handler in list(root.handlers):
         # pytest's own capture handlers come and go with each phase: pytest removes them
         if handler not in before and type(handler).__module__ != "_pytest.logging":

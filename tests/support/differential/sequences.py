@@ -279,9 +279,15 @@ def replay_command(seed: int, index: int, release: str) -> str:
 
 def run_share(release: str, seed: int, indices: list[int]) -> list[SequenceResult]:
     """One worker's sequences, on its own real kubelet. The exporter's own log lines (a
-    kubelet restart, each rejection it judges) stay out, but for errors."""
-    logging.getLogger("exporter").setLevel(logging.ERROR)
-    return asyncio.run(_share(release, seed, indices))
+    kubelet restart, each rejection it judges) stay out, but for errors; the level is put
+    back, since with one worker this runs in the caller's process."""
+    logger = logging.getLogger("exporter")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return asyncio.run(_share(release, seed, indices))
+    finally:
+        logger.setLevel(level)
 
 
 async def _share(release: str, seed: int, indices: list[int]) -> list[SequenceResult]:

@@ -128,7 +128,24 @@ class Publisher:
                                           strict=True):
             held.stored, held.status = stored, status
             self.writes += 1
+        self._settle()
         return str(wanted_node["metadata"]["name"])
+
+    def _settle(self) -> None:
+        """Wait until the API server's watch caches hold every write above. The exporter's
+        view lists from the cache (``resourceVersion=0``, as client-go's reflector does), which
+        may lag etcd by a moment under load: a pod deleted for the previous case, or a status
+        not yet written, would then be read. A consistent list gives etcd's current revision;
+        a ``NotOlderThan`` list of each resource the view reads is served from its cache only
+        once the cache has reached it (``waitUntilFreshAndBlock``)."""
+        current = self.client.request("GET", "/api/v1/pods", query={"limit": "1"}).body
+        revision = str((current.get("metadata") or {}).get("resourceVersion") or "")
+        if not revision:
+            return
+        for path in ("/api/v1/pods", "/api/v1/nodes"):
+            self.client.request("GET", path, query={
+                "resourceVersion": revision, "resourceVersionMatch": "NotOlderThan",
+                "limit": "1"})
 
     # ---- the writes -------------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ nothing rules such a device out). Told of n-0, the fit engine rejects with
 TopologyAffinityError too.
 
 ``plugin-not-registered-yet`` (the sequences' kubelet restarts): its test below.
+
+Not an exception but a limit of the comparison, shown here too: a container whose hints follow
+a device pick the kubelet makes by map order (tests/support/differential/exact.py).
 """
 
 from __future__ import annotations
@@ -91,3 +94,31 @@ def test_a_device_plugin_not_registered_again_after_a_restart_is_a_named_excepti
     except_unregistered(outcome, description, dump, read)
     assert outcome.exception == PLUGIN_NOT_REGISTERED
     assert outcome.differences == []
+
+
+def test_a_container_placed_after_the_kubelets_draw_is_not_compared() -> None:
+    """Seed 2027's case 1558, reduced: one device on each of 2 NUMA nodes, ``best-effort``,
+    scope container. The init container takes both; the sidecar after it needs one of the two,
+    and the device manager takes it from the reusable set by Go map order (devicesToAllocate):
+    either. The app needs one: its only hint is the NUMA node of the device the sidecar left
+    (GetTopologyHints, generated before its Allocate), so its placement is the draw's; the
+    fit engine, which takes the lowest id, is right half of the time. The comparison leaves
+    the app out and counts it; the sidecar's own pick is counted as random."""
+    profile = {**PROFILE, "topology_manager_policy": "best-effort",
+               "devices": [{"resource": "example.com/dev", "id_prefix": "d-",
+                            "per_numa": {"0": 1, "1": 1}}]}
+    candidate = PodDraw("candidate", "Burstable", (
+        ContainerDraw("init-0", "init", 500, 0, {}, {"example.com/dev": 2}),
+        ContainerDraw("sidecar-1", "sidecar", 500, 0, {}, {"example.com/dev": 1}),
+        ContainerDraw("app-2", "app", 500, 0, {}, {"example.com/dev": 1})), start=False)
+    with RealKubelet.start("1.37") as kubelet:
+        outcome = run_case(kubelet, Case(0, 0, profile, (), candidate), workdir())
+    assert outcome.real is not None and outcome.real.admitted
+    sidecar = outcome.real.containers["sidecar-1"].devices["example.com/dev"]
+    app = outcome.real.containers["app-2"].devices["example.com/dev"]
+    assert {*sidecar, *app} == {"d-0", "d-1"} and len(sidecar) == len(app) == 1
+    assert outcome.real.containers["app-2"].numa == ((0,) if app == ("d-0",) else (1,))
+    assert outcome.exact is not None
+    assert outcome.exact.after_draw == ["app-2"]
+    assert outcome.exact.random_devices == 1  # the sidecar's
+    assert outcome.differences == [], outcome.details

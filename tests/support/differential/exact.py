@@ -16,6 +16,11 @@ kubelet's choice is determined by its state; and where it is not, why.
   compared as a multiset of NUMA sets (the fit engine counts devices per NUMA set); otherwise
   only their number is, and the choice is counted as random — as is every later pick of the
   same resource in the pod, which finds what that draw left (and reuses what it took).
+  Under the container scope a later container's hints are generated from what the draw
+  left (``GetTopologyHints`` runs before each container's ``Allocate``), so its NUMA
+  affinity, and with it its CPUs and memory, is the draw's too: such a container is left
+  out of every comparison and named in ``after_draw`` (the pod scope merges once, before any
+  pick; policy ``none`` has no hints).
 """
 
 from __future__ import annotations
@@ -36,16 +41,20 @@ NumaSet = frozenset[int]
 class Exact:
     """What one pod's exact comparison found."""
 
-    compared: Counter[str] = field(default_factory=Counter)  # cpus, memory, devices, nodes
+    compared: Counter[str] = field(default_factory=Counter)  # cpus, memory, devices, nodes,
+    # after_draw (containers not compared, see the module's docstring)
     random_devices: int = 0  # device choices the kubelet makes by map order
+    after_draw: list[str] = field(default_factory=list)  # containers placed after one
     details: list[str] = field(default_factory=list)
 
 
 def compare_exact(real: Admission, verdict: Verdict, description: dict[str, Any],
                   before: dict[str, Any], after: dict[str, Any] | None,
-                  nodes: bool = True) -> Exact:
+                  nodes: bool = True, hints_per_container: bool = True) -> Exact:
     """``before``/``after``: the component's dumps around the pod's admission; ``nodes``
-    False: the NUMA nodes' memory after it is not compared."""
+    False: the NUMA nodes' memory after it is not compared; ``hints_per_container``: the
+    Topology Manager merges each container's hints in turn (scope container, a policy other
+    than ``none``)."""
     found = Exact()
     placed = {p.container: p for p in verdict.placements}
     devices = _Devices(description, before)
@@ -53,6 +62,13 @@ def compare_exact(real: Admission, verdict: Verdict, description: dict[str, Any]
         placement = placed.get(name)
         if placement is None:
             found.details.append(f"{name}: the fit engine did not place it")
+            continue
+        if hints_per_container and devices.drawn:
+            found.after_draw.append(name)
+            found.compared["after_draw"] += 1
+            hint = frozenset(container.numa) if container.numa is not None else None
+            for resource, ids in sorted(container.devices.items()):
+                devices.allocate(container.kind, resource, ids, hint)
             continue
         found.compared["cpus"] += 1
         if frozenset(container.cpus) != placement.cpu_ids:
@@ -81,7 +97,7 @@ def compare_exact(real: Admission, verdict: Verdict, description: dict[str, Any]
             if picked != engine:
                 found.details.append(f"{resource} of {name}: kubelet {_sets(picked)}, fit "
                                      f"engine {_sets(engine)}")
-    if nodes and after is not None and verdict.state is not None \
+    if nodes and not found.after_draw and after is not None and verdict.state is not None \
             and verdict.state.memory is not None:
         _compare_nodes(after, verdict, found)
     return found

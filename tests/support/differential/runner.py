@@ -358,11 +358,20 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
         cpu_numa = {cpu["id"]: cpu["numa"] for cpu in description["cpus"]}
         # Under policy none nothing is aligned and the device manager takes any free devices
         # (a set's order): which NUMA nodes they sit on is chance, so only CPUs and memory count
-        aligned = outcome.case.profile["topology_manager_policy"] != "none"
+        profile = outcome.case.profile
+        aligned = profile["topology_manager_policy"] != "none"
+        if outcome.dumps is not None:
+            outcome.exact = compare_exact(
+                real, verdict, description, *outcome.dumps, nodes=outcome.nodes_compared,
+                hints_per_container=aligned and profile["topology_manager_scope"] == "container")
+        # a container whose hints came from what a device draw of the kubelet left (exact.py)
+        drawn = set(outcome.exact.after_draw) if outcome.exact is not None else set()
         device_numa = {(d["resource"], d["id"]): tuple(d["numa"] or ())
                        for d in description["devices"]} if aligned else None
         placed = {p.container: fit_numa(p, aligned) for p in verdict.placements}
         for name, container in real.containers.items():
+            if name in drawn:
+                continue
             mine = real_numa(container, cpu_numa, device_numa)
             theirs = placed.get(name)
             if mine != theirs:
@@ -370,12 +379,9 @@ def compare(outcome: Outcome, description: dict[str, Any]) -> None:
                 outcome.details.append(f"placement of {name}: kubelet {_nodes(mine)}, fit "
                                        f"engine {_nodes(theirs)}")
                 break
-        if outcome.dumps is not None:
-            outcome.exact = compare_exact(real, verdict, description, *outcome.dumps,
-                                          nodes=outcome.nodes_compared)
-            if outcome.exact.details:
-                outcome.differences.append("exact")
-                outcome.details.extend(outcome.exact.details)
+        if outcome.exact is not None and outcome.exact.details:
+            outcome.differences.append("exact")
+            outcome.details.extend(outcome.exact.details)
     capacity = min(fit.capacity, CAPACITY_CAP)
     if outcome.real_capacity != capacity:
         outcome.differences.append("capacity")

@@ -253,7 +253,8 @@ class SequenceSummary:
         out.append(f"  exactly compared (the first copy of each shape answer admitted): "
                    f"{exact['cpus']} containers' CPU ids and memory blocks, {exact['nodes']} "
                    f"NUMA nodes' memory after it, {exact['devices']} device picks "
-                   f"({exact['random_devices']} more the kubelet's map order, counted only)")
+                   f"({exact['random_devices']} more the kubelet's map order and "
+                   f"{exact['after_draw']} containers whose hints followed one, counted only)")
         refused = [r for r in judged if r.refused_restarts]
         out.append(f"  kubelet restarts: {sum(r.restarts for r in judged)} taken, "
                    f"{sum(r.refused_restarts for r in refused)} not taken in {len(refused)} "

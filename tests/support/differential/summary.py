@@ -190,6 +190,7 @@ class Summary:
                        f"{self.exact['nodes']} NUMA nodes' memory after it, "
                        f"{self.exact['devices']} device picks compared; "
                        f"{self.random_devices} device picks left to map order by the kubelet "
+                       f"and {self.exact['after_draw']} containers whose hints followed one "
                        "(counted only)")
         if self.stalled:
             out.append(f"  {self.stalled} cases where the kubelet never answers a copy (its CPU "

@@ -1,8 +1,10 @@
 """The real kubelet's pods and Node in the real API server, in the order a cluster makes them,
-for the exporter's Kubernetes-API view to read (the differential's 1.34 pod-context path):
+for the exporter's Kubernetes-API view to read (the differential's pod context where the
+release serves no Pods API, 1.34 to 1.36: its cases and its sequences):
 
 1. :meth:`Publisher.create_pods`: the pods created in the API server, bound to the node, before
-   the kubelet sees them; the kubelet admits the objects the server stored. The API server sets a
+   the kubelet sees them (or one by one, :meth:`Publisher.create_pod`, as a sequence admits
+   them); the kubelet admits the objects the server stored. The API server sets a
    pod's ``metadata.uid`` itself (``rest.FillObjectMetaSystemFields``, whatever the request
    says), and the kubelet keys its state files by that UID (``cpu_manager_state``,
    ``memory_manager_state``, the device manager's checkpoint): the exporter matches them to the
@@ -75,13 +77,7 @@ class Publisher:
         kubelet admits (each UID is the server's). Every other pod is deleted: a pod sent as
         before is kept, the rest go in one collection delete per namespace, and the new ones
         are created side by side."""
-        bodies: list[tuple[tuple[str, str], dict[str, Any]]] = []
-        for manifest in manifests:
-            body = _clean(manifest, "v1", "Pod")
-            body.pop("status", None)
-            body["spec"]["nodeName"] = node_name
-            meta = body["metadata"]
-            bodies.append(((meta.setdefault("namespace", "default"), meta["name"]), body))
+        bodies = [_pod_body(manifest, node_name) for manifest in manifests]
         kept = {key for key, body in bodies
                 if key in self.pods and self.pods[key].sent == body}
         self._delete_pods([key for key in self.pods if key not in kept])
@@ -94,6 +90,18 @@ class Publisher:
             self.pods[key] = Held(body, stored)
             self.writes += 1
         return [copy.deepcopy(self.pods[key].stored) for key, _ in bodies]
+
+    def create_pod(self, manifest: dict[str, Any], node_name: str) -> dict[str, Any]:
+        """One more pod, as :meth:`create_pods` makes each, the others kept (a sequence's
+        admission: tests/support/differential/steps.py)."""
+        key, body = _pod_body(manifest, node_name)
+        if key in self.pods:
+            self._delete_pods([key])
+        if key[0] not in self._accounts:
+            self._default_account(key[0])
+        self.pods[key] = Held(body, self.client.create(body, key[0]))
+        self.writes += 1
+        return copy.deepcopy(self.pods[key].stored)
 
     def publish(self, node: dict[str, Any], pods: list[dict[str, Any]]) -> str:
         """Make the server hold ``node`` and exactly ``pods`` with their statuses (written
@@ -204,6 +212,16 @@ class Publisher:
             if error.status != 409:
                 raise
         self._accounts.add(namespace)
+
+
+def _pod_body(manifest: dict[str, Any], node_name: str
+              ) -> tuple[tuple[str, str], dict[str, Any]]:
+    """The pod as it is sent, bound to the node; with its (namespace, name)."""
+    body = _clean(manifest, "v1", "Pod")
+    body.pop("status", None)
+    body["spec"]["nodeName"] = node_name
+    meta = body["metadata"]
+    return (meta.setdefault("namespace", "default"), meta["name"]), body
 
 
 def _without_status(obj: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ device health changes, kubelet restarts). One ``serve`` (:mod:`.serving`) runs a
 node from the first step to the last, reading what a deployed exporter reads: the real
 podresources socket, the node's sysfs, the kubelet's state files (``--watch-path``), its
 config file, the shapes file, and pod context from the kubelet's Pods API (1.37) or the
-Kubernetes-API view of an API server the test keeps in step with the kubelet (1.34). After
+Kubernetes-API view of the real API server (1.34 to 1.36, tests/controlplane, one per worker):
+each pod created there before the kubelet admits it, the Node and the pods' statuses written
+there after every step as the kubelet keeps them (:mod:`..controlplane_publish`). After
 every step, once the exporter has refreshed since, :mod:`.judging` compares its figures and
 every shape answer with the real kubelet's::
 
@@ -28,11 +30,10 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from exporter.simulator.profile import parse_profile
 
-from ..fakeapiserver.server import FakeApiServer
+from ..controlplane_publish import Publisher, publisher
 from ..realkubelet import (
     RELEASES,
     RealKubelet,
@@ -114,14 +115,16 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
             "--watch-path", node.root_dir, "--kubelet-config", str(config),
             "--fit-shapes", str(shapes), "--node-name", description["name"],
             "--interval", str(INTERVAL), "--max-refresh-rate", str(MAX_REFRESH_RATE)]
-    server = None
+    api: Publisher | None = None
     environ: dict[str, str] = {}
     if node.pods_api_socket is not None:
         argv += ["--pods-api-socket", node.pods_api_socket]
-    else:  # 1.34: no Pods API; the pods through the Kubernetes API
-        server = await FakeApiServer().start()
-        await asyncio.to_thread(sync_api_server, kubelet, server)
-        environ["KUBECONFIG"] = str(server.write_kubeconfig(directory / "kubeconfig"))
+    else:  # no Pods API: the pods through the Kubernetes API
+        api = publisher()
+        await asyncio.to_thread(api.create_pods, [], description["name"])  # the last ones go
+        sequence.create = lambda manifest: api.create_pod(manifest, description["name"])
+        await asyncio.to_thread(publish, kubelet, api)
+        environ["KUBECONFIG"] = api.kubeconfig
         argv += ["--kube-api", "--no-pods-api"]
     exporter = await RunningExporter(argv, environ).start()
     differences: list[Difference] = []
@@ -140,8 +143,8 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
             with clock("steps"):
                 await asyncio.to_thread(take_step, kubelet, sequence, STEPS - number - 1)
                 moment = time.monotonic()
-                if server is not None:
-                    await asyncio.to_thread(sync_api_server, kubelet, server)
+                if api is not None:
+                    await asyncio.to_thread(publish, kubelet, api)
             found, named, compared = await judge_step(kubelet, sequence, number, description,
                                                       exporter, moment, clock, exact)
             probes += compared
@@ -158,8 +161,6 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                                       f"the real kubelet refused a step: {error}"))
     finally:
         await exporter.stop()
-        if server is not None:
-            await server.stop()
     return SequenceResult(index, time.perf_counter() - started,
                           tuple(s.describe() for s in sequence.steps), slow=slow,
                           differences=tuple(differences), exceptions=tuple(exceptions),
@@ -169,25 +170,10 @@ async def _run_sequence(kubelet: RealKubelet, seed: int, index: int, directory: 
                           spent=tuple(sorted(clock.spent.items())), cpu=cpu)
 
 
-def sync_api_server(kubelet: RealKubelet, server: FakeApiServer) -> None:
+def publish(kubelet: RealKubelet, api: Publisher) -> None:
     """The API server's Node and pods as the kubelet keeps them there now: pods deleted from
-    the kubelet are deleted from it, the others put (a watcher sees only what changed)."""
-    node, pods = kubelet.api_objects()
-    server.put("nodes", node)
-    current = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
-    for namespace, name in [k for k in server.objects["pods"] if k not in current]:
-        server.delete("pods", name, namespace)
-    for pod in pods:
-        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-        stored = server.objects["pods"].get(key)
-        if stored is None or _without_version(stored) != _without_version(pod):
-            server.put("pods", pod)
-
-
-def _without_version(pod: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in pod["metadata"].items()
-            if k not in ("resourceVersion", "creationTimestamp")}
-    return {**pod, "metadata": meta}
+    the kubelet are deleted from it, changed statuses written."""
+    api.publish(*kubelet.api_objects())
 
 
 # ---- many sequences ------------------------------------------------------------------------

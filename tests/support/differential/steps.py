@@ -29,6 +29,7 @@ restart drawn then is not taken, and counted.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,9 @@ class Sequence:
     plugins_late: bool = False  # a restart left the plugins unregistered
     restarts: int = 0
     refused_restarts: int = 0  # restarts drawn while the kubelet would refuse to start
+    # where the release serves no Pods API: a new pod as the API server stores it (its UID
+    # the server's), created there before the kubelet admits it, as on a cluster
+    create: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     _next_pod: int = 0
 
     @property
@@ -161,7 +165,10 @@ def _admit(kubelet: RealKubelet, sequence: Sequence, _: None) -> Step:
     name = f"pod-{sequence._next_pod}"
     sequence._next_pod += 1
     draw = draw_pod(rng, name, sequence.resources, sequence.hugepage_types, sequence.profile)
-    verdict = kubelet.admit(draw.manifest(), timeout=SLOW_ADMISSION_SECONDS)
+    manifest = draw.manifest()
+    if sequence.create is not None:
+        manifest = sequence.create(manifest)
+    verdict = kubelet.admit(manifest, timeout=SLOW_ADMISSION_SECONDS)
     life = PodLife(draw, "pending" if verdict.admitted else "rejected")
     sequence.pods[name] = life
     if not verdict.admitted:

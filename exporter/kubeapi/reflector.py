@@ -110,7 +110,10 @@ class Reflector:
             await asyncio.gather(self.task, return_exceptions=True)
 
     async def list_once(self) -> None:
-        """One list, no watch (a one-off read); a failure is reported to the sink."""
+        """One list, no watch (a one-off read); a failure is reported to the sink. It lists
+        the current state, not the watch cache's: no watch follows to bring a lagging cache's
+        answer up to date, and one read per command costs the API server nothing."""
+        self.list_current = True
         try:
             await self._list()
         except _NotServed:

@@ -20,6 +20,8 @@ import sys
 
 import pytest
 
+from exporter.commands.snapshot import snapshot
+
 from ..support.docs import assert_live_matches_docs
 from ..support.harness import (
     REPO,
@@ -213,3 +215,19 @@ async def test_a_hanging_exec_plugin_does_not_hold_up_the_exit(api, control_plan
     # no credentials, no request: the API server heard from no one but the test's admin
     assert {e["user"]["username"] for e in control_plane.audit(api.mark)} <= {
         "kubernetes-admin"}
+
+
+async def test_a_one_off_snapshot_lists_the_current_state(api, capsys):
+    """``snapshot --kube-api --no-pods-api`` reads once and watches nothing: its lists ask for
+    the current state (no ``resourceVersion``), not the watch cache's, which may lag the
+    writes just made and has no later watch to catch up with them."""
+    cluster(api)
+    async with Node(kubelet_profile()) as kubelet:
+        settings = kubelet.settings(kube_api=True, pods_api=False)
+        assert await snapshot(settings, "json", "info") == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["node"] == NODE
+    lists = {path: query for path, query in api.requests
+             if path in ("/api/v1/pods", "/api/v1/nodes") and query.get("watch") != "true"}
+    assert sorted(lists) == ["/api/v1/nodes", "/api/v1/pods"]
+    assert [query.get("resourceVersion") for query in lists.values()] == [None, None]

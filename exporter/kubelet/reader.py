@@ -195,9 +195,12 @@ class KubeletReader:
     def _named_resources(self, pods: tuple[PodAssignment, ...]) -> frozenset[str]:
         """The device resources the pods hold, walked again only when the pods changed (the
         decoder hands back the same object for an unchanged pod; the previous listing is kept,
-        so an id seen there is still that pod's)."""
-        ids = frozenset(map(id, pods))
+        so an id seen there is still that pod's). The same listing (:meth:`noted`'s, asked
+        again by the next refresh) is not even compared."""
         listed, listed_ids, named = self._named
+        if pods is listed:
+            return named
+        ids = frozenset(map(id, pods))
         if ids != listed_ids or len(pods) != len(listed):
             named = frozenset(d.resource for p in pods for c in p.containers for d in c.devices
                               if d.resource)

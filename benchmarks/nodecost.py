@@ -13,10 +13,12 @@ the time from process start to the first complete scrape.
   Python threads (the refresh worker, ``grpc.aio``'s poller).
 * **the breakdown**, measured in this process on the same simulator: the ``List`` call over
   gRPC (this process's CPU, every thread, over calls spaced as the refresh spaces them, less
-  the same window idle), one hand-off to the refresh worker and back, the health section
-  rendered and deflated, the periodic sysfs re-read and ``GetAllocatableResources`` (per
-  refresh: one in six), and the idle rate over one interval; beside the in-process pipeline
-  of ``benchmarks.run`` (decode, accounting, rendering). What is left is the event loop's own
+  the same window idle), and a ``Get`` of one pod (a reply of a few hundred bytes: the share
+  of a call that does not grow with its reply), one hand-off to the refresh worker and back,
+  the health section rendered and deflated, the periodic sysfs re-read and
+  ``GetAllocatableResources`` (per refresh: one in six), and the idle rate over one
+  interval; beside the in-process pipeline of ``benchmarks.run`` (decode, accounting,
+  rendering). What is left is the event loop's own
   work (tasks, timers, the sections' assembly), unexplained by the pieces.
 * **first scrape**: process start (``exec``) to the first ``/metrics`` with
   ``podresources_up 1`` — with the four shapes, to the first one with their answers — polled
@@ -46,6 +48,7 @@ from exporter._proto.v1 import api_pb2 as v1
 from exporter.exposition.bodies import Section
 from exporter.exposition.health import Health
 from exporter.kubelet.client import KubeletClient
+from exporter.kubelet.reader import first_pod
 from exporter.kubelet.status import KubeletStatus
 from exporter.refresh.worker import Worker
 from exporter.topology import read_numa_nodes
@@ -192,11 +195,16 @@ async def pieces(profile: str, rounds: int) -> dict:
         client = KubeletClient(str(sim.socket))
         try:
             raw = (await client.list_pods()).raw
+            pod = first_pod(raw) or ("default", "none")
             figures = {
                 "bare decode": min(cpu_ms(lambda: v1.ListPodResourcesResponse.FromString(raw), 5)
                                    for _ in range(5)),
                 "List over gRPC": statistics.median(
                     [await cpu_per_call(client.list_pods, rounds, 0.05) for _ in range(3)]),
+                # a reply of one pod: what a call costs whatever the reply's size
+                "Get of one pod over gRPC (a call's fixed cost)": statistics.median(
+                    [await cpu_per_call(lambda: client.get_pod(*pod), rounds, 0.05)
+                     for _ in range(3)]),
                 "GetAllocatableResources over gRPC, per refresh": statistics.median(
                     [await cpu_per_call(client.get_allocatable, rounds // 2, 0.05)
                      for _ in range(3)]) * INTERVAL / ALLOCATABLE_INTERVAL,

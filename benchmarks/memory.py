@@ -68,7 +68,6 @@ IMPORT_STEPS = (
     ("grpc, grpc.aio", "import grpc, grpc.aio"),
     ("aiohttp (client side; no CA bundle: web/clienttls)", "import exporter.web.clienttls"),
     ("aiohttp.web", "import aiohttp.web"),
-    ("prometheus_client", "import prometheus_client"),
     ("the exporter's modules", "import exporter.cli, exporter.commands.serve, "
                                "exporter.refresh.loop, exporter.web.server"),
 )

@@ -11,5 +11,6 @@ Run from the repository root as modules, like ``dashboards``::
     python -m benchmarks.fit               the fit answers' cost per refresh
     python -m benchmarks.naive             the naive design, the baseline of the report
 
-``harness`` holds what they share: the simulator and exporter processes, scraping, /proc.
+``harness`` holds what they share: the simulator and exporter processes, scraping, /proc;
+``budgets`` the budgets ``run`` checks, and for one not met, the run's figures that say why.
 """

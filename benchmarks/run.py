@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -54,8 +53,9 @@ from exporter._proto.v1 import api_pb2 as v1
 from exporter.kubeapi.resourceslices import inventory, slice_record
 from exporter.model import DraInventory
 
+from .budgets import budget_lines
 from .fit import SHAPES_FILE
-from .fitkinds import KINDS, measure as measure_fitkinds, report as fitkinds_report
+from .fitkinds import measure as measure_fitkinds, report as fitkinds_report
 from .harness import (
     PROMETHEUS_HEADERS,
     REPO,
@@ -70,6 +70,7 @@ from .harness import (
     wait_up,
 )
 from .kube_api import published_slices
+from .memory import measure_imports
 from .naive import naive_refresh
 from .nodecost import measure as measure_nodecost, report as nodecost_report
 from .refreshcost import cpu_of, fit_view, refresh_cost, replies
@@ -286,45 +287,6 @@ async def measure_watch(profile: str, events: int) -> dict:
 
 # ---- report -------------------------------------------------------------------------------
 
-def _kind(name: str) -> Callable[[dict], float]:
-    return lambda r: r["fit_kinds"][name]["ratio"]
-
-
-BUDGETS = [
-    ("process CPU per steady refresh / bare decode (large, 4 shapes; benchmarks.nodecost)",
-     lambda r: r["nodecost"]["process_steady_shapes"]["cpu_ms"] / r["large"]["bare_decode_ms"],
-     5),
-    ("in-process refresh / bare decode (large, steady)",
-     lambda r: r["large"]["refresh_cpu_ratio"], 3),
-    ("the same with 4 shapes", lambda r: r["large"]["refresh_cpu_shapes_ratio"], 3),
-    ("a change's fit recompute / the accounting of the same change (large, 4 shapes)",
-     lambda r: r["large"]["churn_fit_over_accounting_shapes_x"], 1),
-    *((f"  the same, {name} (benchmarks.fitkinds)", _kind(name), 1)
-      for name in (kind.name for kind in KINDS)),
-    ("first complete /metrics s (large, 4 shapes, median of 3)",
-     lambda r: statistics.median(r["nodecost"]["first_scrape_shapes"]["first_scrape_s"]), 1.5),
-    ("RSS MiB (large, warm)", lambda r: r["large"]["rss_warm_mib"], 60),
-    ("RSS MiB (large, 4 shapes, after the churn phase)",
-     lambda r: r["large"].get("rss_after_churn_mib"), 60),
-    ("/metrics p99 ms, 320/s while refreshing every 0.5 s (large)",
-     lambda r: r["stress"]["large"]["this"]["p99_ms"], 2),
-    ("the same, p99 large / small", lambda r: r["stress"]["large"]["this"]["p99_ms"]
-     / r["stress"]["small"]["this"]["p99_ms"], 1.5),
-    ("/metrics p99 ms (large, 16 scrapers)", lambda r: r["large"]["scrape_p99_ms"], 5),
-    ("p99 large / small", lambda r: r["large"]["scrape_p99_ms"] / r["small"]["scrape_p99_ms"],
-     2),
-    ("kubelet calls per refresh (large)", lambda r: r["large"]["calls_per_refresh"], 1.2),
-    ("watch delay median s", lambda r: r["watch"]["watch_delay_median_s"], 1.5),
-    ("series (large)", lambda r: r["large"]["series"], 15000),
-    ("RSS / the peer's (large, same node)",
-     lambda r: r["peer"]["ours_rss_mib"] / r["peer"]["peer_rss_mib"], 1),
-    ("CPU per update / the peer's (large, same node)",
-     lambda r: r["peer"]["ours_cpu_ms_per_update"] / r["peer"]["peer_cpu_ms_per_update"], 1),
-    ("--kube-api adds RSS MiB (large)", lambda r: r["kube_api"]["rss_added_mib"], 10),
-    ("image's Python packages MB", lambda r: r["kube_api"]["installed_default_mb"], 60),
-]
-
-
 def report(results: dict) -> str:
     profiles = [p for p in PROFILES if p in results]
     rows = [
@@ -380,15 +342,7 @@ def report(results: dict) -> str:
         lines += ["", nodecost_report(results["nodecost"])]
     if "fit_kinds" in results:
         lines += ["", fitkinds_report(results["fit_kinds"])]
-    lines += ["", "Budgets (profile large):"]
-    for title, value_of, limit in BUDGETS:
-        try:
-            value = value_of(results)
-        except (KeyError, TypeError, ZeroDivisionError):
-            value = None
-        verdict = "n/a" if value is None else ("PASS" if value <= limit else "FAIL")
-        shown = "-" if value is None else f"{value:.3g}"
-        lines.append(f"  {verdict:4}  {title}: {shown} (budget <= {limit})")
+    lines += ["", *budget_lines(results)]
     return "\n".join(lines)
 
 
@@ -430,6 +384,7 @@ async def main() -> int:
     if "large" in args.profiles:  # what the node pays, the fit recompute per kind of shape
         results["nodecost"] = await measure_nodecost("large", 15 if quick else 30)
         results["fit_kinds"] = await measure_fitkinds(6 if quick else 15)
+        results["imports"] = measure_imports()  # the runtime's floor, for the RSS rows
     print(f"churn phase: {churn_minutes} min ...", file=sys.stderr)
     for profile, figures in (await measure_churn_memory(args.profiles, churn_minutes)).items():
         results[profile].update(figures)

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from exporter.podspec import effective_requests
+
 if TYPE_CHECKING:
     from .cases import ContainerDraw, PodDraw
 
@@ -106,16 +108,10 @@ def _pod_level(pod: PodDraw) -> PodDraw:
     (``validatePodResourceConsistency``: ``resourcehelper.AggregateContainerRequests``, where a
     regular init container counts with the sidecars started before it)."""
     def effective(amount: Callable[[ContainerDraw], int]) -> int:
-        total = sum(amount(c) for c in pod.containers if c.kind == "app")
-        sidecars = peak = 0
-        for c in pod.containers:
-            if c.kind == "sidecar":
-                total += amount(c)
-                sidecars += amount(c)
-                peak = max(peak, sidecars)
-            elif c.kind == "init":
-                peak = max(peak, sidecars + amount(c))
-        return max(total, peak)
+        apps = ({"r": amount(c)} for c in pod.containers if c.kind == "app")
+        inits = (({"r": amount(c)}, c.kind == "sidecar") for c in pod.containers
+                 if c.kind != "app")
+        return effective_requests(apps, inits).get("r", 0)
     cpu = -(-effective(lambda c: c.cpu_millis) // 1000)
     memory = effective(lambda c: c.memory) or 256 * MiB
     return replace(pod, pod_level={"cpu": str(max(cpu, 1)), "memory": str(memory)})

@@ -157,6 +157,18 @@ async def test_a_restarted_api_server_loses_nothing(control_plane, real_api):
     print(f"\nAPI server restart: {seconds:.2f} s")
 
 
+async def refusal_logged(caplog, refused: str, timeout: float) -> None:
+    """Wait until each resource's watch has logged the refusal."""
+    deadline = time.monotonic() + timeout
+    while True:
+        said = {r for r in RESOURCES for m in (rec.getMessage() for rec in caplog.records)
+                if m.startswith(f"Kubernetes API: {r} ") and refused in m}
+        if said == set(RESOURCES):
+            return
+        assert time.monotonic() < deadline, f"no refusal logged for {set(RESOURCES) - said}"
+        await asyncio.sleep(0.1)
+
+
 async def test_a_rotated_token_is_used_and_a_revoked_one_is_noticed(control_plane, identity,
                                                                     real_api, caplog):
     caplog.set_level(logging.INFO, logger="exporter.kubeapi")
@@ -183,6 +195,10 @@ async def test_a_rotated_token_is_used_and_a_revoked_one_is_noticed(control_plan
                                                                                     0),
             timeout=30, what="the view to notice the refused token")
         assert s.value("podresources_extended_resource_capacity", resource=DONGLE) == 4
+        # down is first said for the refused connections while the server restarts; every
+        # watch must meet the refused token before the new pod comes, or one that retries
+        # late goes straight back with the new token
+        await refusal_logged(caplog, "HTTP 401 Unauthorized: Unauthorized", timeout=30)
         # a new pod, a new token: back within one back-off delay
         identity.start_pod()
         await exporter.wait_for(synced, timeout=30, what="the view back with the new pod's token")

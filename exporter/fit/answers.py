@@ -174,6 +174,8 @@ def capacity(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict
     if ask.is_empty() and state.requests is None:
         return math.inf
     bound = capacity_bound(shape, state, ask)
+    if first.admitted and bound == 1:
+        return 1.0  # the first copy is the last the node-wide amounts or the predicate allow
     if counts is not None and first.admitted and bound > 0:
         replayed = replayed_copies(shape, state, rules, first, bound)
         if replayed is not None:

@@ -212,6 +212,8 @@ def take_packed(topology: CpuTopology, available: Iterable[int], count: int,
                 strategy: str = PACKED, uncore_cache: bool = False) -> frozenset[int]:
     """``takeByTopologyNUMAPacked`` (``uncore_cache``: ``preferAlignByUncoreCache``);
     :class:`CpuAssignmentError` when too few are free."""
+    if count == 0:  # the accumulator is satisfied before it looks at a CPU
+        return frozenset()
     acc = _Accumulator(topology, available, count, strategy)
     if acc.satisfied():
         return frozenset(acc.result)

@@ -12,8 +12,9 @@ the first that applies:
 
 * the copies replayed on the NUMA nodes' free amounts (:mod:`exporter.fit.replay`): wherever
   every container lands on one node, as under ``single-numa-node``, under ``restricted`` and
-  ``best-effort`` while one node's capacity holds each request, and under ``none``; checked
-  against the real admission of the first copy;
+  ``best-effort`` while one node's capacity holds each request (and under ``best-effort``
+  after, while the counts decide), and under ``none``; checked against the real admission of
+  the first copy;
 * node by node (:func:`per_node_unit`, :class:`NodeCounts`), for a memory-less shape whose
   CPUs are picked another way (``distribute-cpus-across-*``): each copy goes to the lowest
   node that holds it whole and changes no other node, so the nodes fill in id order and each
@@ -92,7 +93,8 @@ def capacity_by_placement(shape: PodShape, state: ManagersState, rules: Rules, f
     verdict = first
     while verdict.admitted and verdict.state is not None and count < bound:
         count += 1
-        verdict = admit(shape, verdict.state, rules)
+        if count < bound:  # the copy after the bound is never counted: not admitted
+            verdict = admit(shape, verdict.state, rules)
     return count
 
 

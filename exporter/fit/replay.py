@@ -16,36 +16,41 @@ amounts only, and the copies can be replayed on per-node counts instead (:class:
 * under policy ``none`` nothing is aligned: CPUs and devices come from anywhere, memory goes
   to the lowest node holding it (the memory manager's own best hint);
 * a container no node holds ends the copies (the pod is rejected) under ``single-numa-node``
-  and ``restricted``.
+  and ``restricted``; under ``best-effort`` it is admitted on its merged hint (the merge over
+  every NUMA set, on the counts): without memory the copies go on while CPUs and devices are
+  free node-wide, with memory each is taken on the counts while its CPUs go to one node, the
+  hint's; where CPU ids decide, the copies so far are materialized (their CPUs picked node by
+  node) and the rest admitted by the whole model (:class:`Handover`).
 
-The replay declines (``None``) whatever it does not model — regular init containers (their
-reusable resources depend on which CPUs were picked), other scopes' init containers, the CPU
-options that pick CPUs another way, memory spanning NUMA nodes, ``best-effort`` once no node
-holds a container — and checks itself against the real admission of the first copy: the first
-copy replayed must leave the very counts that admission left, else it declines too. The
-caller then places copies with the whole model.
+The replay declines (``None``) whatever it does not model (regular init containers, whose
+reusable resources depend on which CPUs were picked; other scopes' init containers; the CPU
+options that pick CPUs another way; memory spanning NUMA nodes) and checks itself against the
+real admission of the first copy: the first copy replayed must leave the very counts that
+admission left, else it declines too. The caller then places copies with the whole model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .kubelet.admission.errors import Failure
+from .kubelet.allocation.allocation_manager import admit
 from .kubelet.config import Rules
+from .kubelet.cpumanager.policy_static import pick_cpus
 from .kubelet.devicemanager.manager import DeviceState, allocate_devices
 from .kubelet.managers_state import ManagersState
 from .kubelet.memorymanager.policy_static import memory_hints, place_memory, take_memory
 from .kubelet.memorymanager.state import MemoryNode
-from .kubelet.podshape import Ask, PodShape, asks, pod_effective_ask, pod_scope_hint_ask
+from .kubelet.podshape import Ask, PodShape
 from .kubelet.topologymanager.policy_best_effort import BEST_EFFORT
 from .kubelet.topologymanager.policy_none import NONE
 from .kubelet.topologymanager.policy_restricted import RESTRICTED
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 from .kubelet.topologymanager.scope import Reuse, Verdict, merged_hint
 from .kubelet.topologymanager.topology_manager import TopologyHint
+from .replay_steps import Step, same_ask, steps_of, wanted_of
 
-POD_SCOPE = "pod"
 ANY = -1  # policy none: CPUs are counted node-wide
 
 
@@ -55,6 +60,11 @@ class Declined(Exception):
 
 class Spread(Declined):
     """``best-effort``: no node holds a container; the kubelet admits it on a wider set."""
+
+
+class Handover(Declined):
+    """``best-effort``: where the next copy's CPUs go turns on CPU ids; it and the rest are
+    placed by the whole model from the state the copies before it left."""
 
 
 @dataclass
@@ -118,99 +128,14 @@ def free_of(state: ManagersState, wanted: Ask, rules: Rules) -> Free:
     return Free(cpus, cores, reserved, memory, devices)
 
 
-@dataclass(frozen=True)
-class Step:
-    """One placement decision of a copy: it goes to the lowest node holding ``hint``, and is
-    admitted there when the node holds ``need`` too, which it then takes. The two differ for a
-    pod whose app container reuses an init container's CPUs or devices (pinned to its node:
-    ``hint`` the init container's request, ``need`` the pod's effective one)."""
-
-    hint: Ask
-    need: Ask
-    allocations: int = 1  # containers whose memory it allocates: each counts an assignment
-
-
-def _union(steps: list[Step]) -> Ask:
-    memory: dict[str, int] = {}
-    devices: dict[str, int] = {}
-    for step in steps:
-        for ask in (step.hint, step.need):
-            memory.update(dict.fromkeys(ask.memory, 1))
-            devices.update(dict.fromkeys(ask.devices, 1))
-    return Ask(max((s.need.cpus for s in steps), default=0), memory, devices)
-
-
-def _same(a: Ask, b: Ask) -> bool:
-    return (a.cpus, dict(a.memory), dict(a.devices)) == (b.cpus, dict(b.memory), dict(b.devices))
-
-
-def steps_of(shape: PodShape, rules: Rules) -> list[Step] | None:
-    """What each copy asks, one :class:`Step` per placement decision: each container with an
-    exclusive request in admission order (scope ``container``, policy ``none``), or the pod
-    (scope ``pod``); a regular init container and the one app container it pins to its node
-    (they reuse its CPUs or devices) as one step. None when the replay does not model the
-    shape: other init containers (what their reusable resources leave depends on which CPUs
-    were picked, and the next app container may go elsewhere once they are used up), the CPU
-    options that pick CPUs another way."""
-    if (rules.distribute_cpus_across_numa or rules.distribute_cpus_across_cores
-            or rules.align_by_socket or rules.prefer_align_by_uncore_cache):
-        return None
-    managers = rules.managers
-    effective = pod_effective_ask(shape, managers)
-    if rules.policy != NONE and rules.scope == POD_SCOPE:
-        hint = pod_scope_hint_ask(shape, managers)
-        if hint.hint_devices or not _same(hint, effective):
-            return None
-        if not shape.init_containers:
-            taken = [asks(shape, c, managers) for c in shape.containers]
-            total = Ask(sum(a.cpus for a in taken), _summed(a.memory for a in taken),
-                        _summed(a.devices for a in taken))
-            if not _same(hint, total):
-                return None
-        elif rules.full_pcpus_only or any(c.sidecar for c in shape.init_containers):
-            return None  # each container's whole-core check sees only the CPUs still free
-        with_memory = sum(1 for c, _ in shape.in_admission_order()
-                          if asks(shape, c, managers).memory)
-        return [] if hint.is_empty() else [Step(hint, hint, max(with_memory, 1))]
-    ordered = [(asks(shape, c, managers), regular_init)
-               for c, regular_init in shape.in_admission_order()]
-    if any(ask.hint_devices for ask, _ in ordered):
-        return None
-    ordered = [(ask, regular_init) for ask, regular_init in ordered if not ask.is_empty()]
-    inits = [ask for ask, regular_init in ordered if regular_init]
-    if not inits:
-        return [Step(ask, ask) for ask, _ in ordered]
-    # one regular init container first, and every app container it pins: one step
-    if (rules.policy == NONE or len(inits) > 1 or not ordered[0][1] or rules.full_pcpus_only
-            or any(c.sidecar for c in shape.init_containers)):
-        return None
-    init = inits[0]
-    # one app container, pinned: with more, the first may use up what the init container left
-    # reusable and the next go to a node of its own
-    if len(ordered) != 2 or not _pins(init, ordered[1][0]):
-        return None
-    return [Step(init, effective, max(sum(1 for ask, _ in ordered if ask.memory), 1))]
-
-
-def _pins(init: Ask, app: Ask) -> bool:
-    """The app container must contain the init container's reusable CPUs or devices
-    (``scope_container``'s pinning): it shares CPUs, or a device resource, with it."""
-    return bool((init.cpus and app.cpus) or any(init.devices.get(r) for r in app.devices))
-
-
-def _summed(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for part in parts:
-        for key, value in part.items():
-            total[key] = total.get(key, 0) + value
-    return total
-
-
 class Replay:
     """The replay of one shape's copies under ``rules`` on ``state``'s counts."""
 
     def __init__(self, shape: PodShape, state: ManagersState, rules: Rules, steps: list[Step]):
+        self.shape = shape
         self.state = state
+        # the CPUs each single-node take asked, per node in order (for materialized)
+        self.cpu_takes: dict[int, list[int]] = {}
         self.rules = rules
         self.steps = steps
         self.policy = rules.policy
@@ -218,7 +143,7 @@ class Replay:
         self.widest = max((len(c) for c in state.cpu.online.values()), default=0) \
             if state.cpu is not None else 0
         self.threads = max(state.cpu.threads_per_core, 1) if state.cpu is not None else 1
-        self.wanted = _union(steps)
+        self.wanted = wanted_of(steps)
         for step in steps:
             self._check_single_node(step.hint)
             self._check_single_node(step.need)
@@ -276,10 +201,10 @@ class Replay:
         return True
 
     def _take(self, free: Free, numa_id: int, step: Ask, hint: frozenset[int] | None,
-              cpu_node: int | None = None) -> bool:
+              cpu_node: int | None = None, units: int = 1) -> bool:
         """Take one container's request on ``numa_id`` (its CPUs on ``cpu_node`` when given;
-        ``hint``: what the managers get); False when the allocation fails (the pod is
-        rejected)."""
+        ``hint``: what the managers get), or ``units`` containers' at once; False when the
+        allocation fails (the pod is rejected)."""
         cpu_node = numa_id if cpu_node is None else cpu_node
         for resource, amount in step.devices.items():
             devices = free.devices.get(resource)
@@ -301,6 +226,8 @@ class Replay:
             if free.cpus.get(cpu_node, 0) < step.cpus:
                 return False
             free.cpus[cpu_node] -= step.cpus
+            if cpu_node != ANY:
+                self.cpu_takes.setdefault(cpu_node, []).extend([step.cpus // units] * units)
         if step.memory and self.state.memory is not None:
             placed = place_memory(free.memory, step.memory,
                                   TopologyHint(hint, hint is not None), {})
@@ -310,14 +237,12 @@ class Replay:
         return True
 
     def spread(self, free: Free, unit: Step) -> int | None:
-        """``best-effort`` once no node holds the unit (none will again: free
-        amounts only shrink): each copy is admitted on a wider set, its CPUs and devices taken
-        wherever they are free, so copies go on while they are free node-wide. None when
-        memory (the memory manager's own rules) or whole cores decide."""
+        """``best-effort`` once no node holds the unit, which asks no memory (none will
+        again: free amounts only shrink): each copy is admitted on a wider set, its CPUs and
+        devices taken wherever they are free, so copies go on while they are free node-wide.
+        None when whole cores decide."""
         step = unit.need
-        if self.rules.full_pcpus_only or not _same(unit.hint, step):
-            return None
-        if step.memory and self.state.memory is not None:
+        if self.rules.full_pcpus_only or not same_ask(unit.hint, step):
             return None
         more = []
         if step.cpus and free.cpus:
@@ -335,12 +260,9 @@ class Replay:
             resource in free.devices and free.devices[resource].topology_aware()
             for resource in step.devices))
 
-    def _spread_rejected(self, free: Free, step: Ask) -> bool:
-        """``best-effort``, no node holds ``step``: whether the kubelet rejects it all the
-        same. Its hint is the merge over every NUMA set, on the counts (hints read counts
-        only); then the devices and CPUs must be free node-wide and the memory manager must
-        place the memory on that hint or a set around it. True: rejected; False: admitted
-        (where its CPUs go is not replayed)."""
+    def _spread_hint(self, free: Free, step: Ask) -> TopologyHint:
+        """``best-effort``, no node holds ``step``: the merge over every NUMA set, on the
+        counts (hints read counts only)."""
         state = self.state
         cpu = state.cpu
         if cpu is not None and free.cpus:
@@ -350,9 +272,14 @@ class Replay:
             cpu = replace(cpu, free=frozenset(chosen))
         counted = replace(state, cpu=cpu, memory=free.memory or state.memory,
                           devices={**state.devices, **free.devices})
-        _, hint, _ = merged_hint(self.policy, counted, step, Reuse(),
-                                 state.distances if self.rules.prefer_closest_numa_nodes
-                                 else None)
+        distances = state.distances if self.rules.prefer_closest_numa_nodes else None
+        return merged_hint(self.policy, counted, step, Reuse(), distances)[1]
+
+    def _spread_rejected(self, free: Free, step: Ask, hint: TopologyHint) -> bool:
+        """``best-effort``, no node holds ``step``, ``hint`` its merged hint: whether the
+        kubelet rejects it all the same. The devices and CPUs must be free node-wide and the
+        memory manager must place the memory on that hint or a set around it. True: rejected;
+        False: admitted."""
         for resource, amount in step.devices.items():
             if resource in free.devices and free.devices[resource].free_total() < amount:
                 return True
@@ -363,9 +290,40 @@ class Replay:
                     step.cpus % self.threads
                     or step.cpus > sum(free.cpus.values()) - sum(free.reserved.values())):
                 return True
-        if step.memory and state.memory is not None:
+        if step.memory and self.state.memory is not None:
             return isinstance(place_memory(free.memory, step.memory, hint, {}), Failure)
         return False
+
+    def _spread_copy(self, free: Free, step: Step, hint: TopologyHint) -> None:
+        """``best-effort``, a container asking memory that no node holds, admitted on its
+        merged ``hint``: taken on the counts where they decide, that is where its CPUs are
+        taken on one node, the hint's, which holds them (else the CPU manager picks them, or
+        the rest of them, by CPU ids: :class:`Handover`), not as whole cores. The memory
+        manager places the memory on the hint or the set it extends it to, the device
+        manager takes the devices meeting the hint first."""
+        need = step.need
+        affinity = hint.affinity
+        if self.rules.full_pcpus_only or step.allocations != 1:
+            raise Declined
+        if need.cpus and free.cpus and (affinity is None or len(affinity) != 1
+                                        or free.cpus.get(min(affinity), 0) < need.cpus):
+            raise Handover
+        for resource, amount in need.devices.items():
+            devices = free.devices.get(resource)
+            if devices is not None:
+                done = allocate_devices(devices, amount, affinity, {})
+                if done is None:
+                    raise Declined  # free node-wide: cannot happen
+                free.devices[resource] = done[0]
+        if need.cpus and free.cpus:
+            assert affinity is not None
+            numa_id = min(affinity)
+            free.cpus[numa_id] -= need.cpus
+            self.cpu_takes.setdefault(numa_id, []).append(need.cpus)
+        placed = place_memory(free.memory, need.memory, hint, {})
+        if isinstance(placed, Failure):
+            raise Declined  # checked before: cannot happen
+        free.memory = take_memory(free.memory, need.memory, placed, {})
 
     def units_at_once(self, free: Free, unit: Step, most: int) -> int:
         """Units (a one-container pod, or one of a pod's identical containers) on the node the
@@ -411,7 +369,7 @@ class Replay:
         together = Ask(step.cpus * many, {t: a * many for t, a in step.memory.items()},
                        {r: a * many for r, a in step.devices.items()})
         hint = None if self.policy == NONE else one
-        if not self._take(free, numa_id, together, hint, cpu_node):
+        if not self._take(free, numa_id, together, hint, cpu_node, many):
             raise Declined  # the node held them: cannot happen
         self._assigned(free, numa_id, step, many * unit.allocations - 1)
         return many
@@ -429,11 +387,15 @@ class Replay:
                     break
             else:
                 if self.policy == BEST_EFFORT:
-                    if step.hint is not need and not _same(step.hint, need):
+                    if step.hint is not need and not same_ask(step.hint, need):
                         raise Declined
-                    if self._spread_rejected(free, need):
+                    merged = self._spread_hint(free, need)
+                    if self._spread_rejected(free, need, merged):
                         return False
-                    raise Spread
+                    if not (need.memory and self.state.memory is not None):
+                        raise Spread  # counted node-wide by the caller (spread)
+                    self._spread_copy(free, step, merged)
+                    continue
                 hint = step.hint
                 if (hint.memory and self.state.memory is not None
                         and memory_hints(free.memory, hint.memory) is None
@@ -450,6 +412,31 @@ class Replay:
                 return False
             self._assigned(free, numa_id, need, step.allocations - 1)
         return True
+
+    def materialized(self, free: Free) -> ManagersState | None:
+        """The state the copies replayed so far left (the Topology Manager's part: no
+        requests), their CPU ids picked as the CPU manager picks them: each single-node take
+        on its node alone (a copy on one node takes no other node's CPUs, so the nodes' takes
+        do not interleave). None if the picks leave other counts than the replay's."""
+        state = self.state
+        cpu = state.cpu
+        if cpu is not None and self.cpu_takes:
+            options = replace(self.rules.cpu_options(), kubelet_minor=state.kubelet_minor)
+            for numa_id, amounts in self.cpu_takes.items():
+                for amount in amounts:
+                    picked = pick_cpus(cpu, amount, frozenset((numa_id,)), frozenset(), options)
+                    if picked is None:
+                        return None
+                    cpu = replace(cpu, free=cpu.free - picked)
+        memory = state.memory
+        if memory is not None and free.memory:
+            memory = {n: replace(free.memory[n], free={**node.free, **free.memory[n].free})
+                      for n, node in memory.items()}
+        left = replace(state, cpu=cpu, memory=memory, devices={**state.devices, **free.devices},
+                       requests=None)
+        if free_of(left, self.wanted, self.rules).key() != free.key():
+            return None
+        return left
 
     def _assigned(self, free: Free, numa_id: int, need: Ask, more: int) -> None:
         """Count ``more`` memory assignments on the node (each container's allocation is
@@ -469,6 +456,8 @@ def replayed_copies(shape: PodShape, state: ManagersState, rules: Rules, first: 
     steps = steps_of(shape, rules)
     if steps is None or not first.admitted or first.state is None:
         return None
+    if rules.policy == BEST_EFFORT and any(len(p.cpus) > 1 for p in first.placements):
+        return None  # the first copy's CPUs spread already: so do the rest (by CPU ids)
     if not steps:
         return bound  # nothing exclusive: every copy is admitted, to the predicate's limit
     try:
@@ -505,6 +494,8 @@ def _units(replay: Replay, free: Free, unit: Step, per_pod: int, bound: int) -> 
         try:
             if not replay.copy(free, (unit,)):
                 break
+        except Handover:
+            return _handed_over(replay, free, units, bound) if per_pod == 1 else None
         except Spread:
             more = replay.spread(free, unit)
             if more is None:
@@ -513,6 +504,21 @@ def _units(replay: Replay, free: Free, unit: Step, per_pod: int, bound: int) -> 
             break
         units += 1
     return units // per_pod
+
+
+def _handed_over(replay: Replay, free: Free, count: int, bound: int) -> int | None:
+    """:class:`Handover` after ``count`` copies: the rest admitted one after another by the
+    whole model, from the state those copies left."""
+    state = replay.materialized(free)
+    if state is None:
+        return None
+    while count < bound:
+        verdict = admit(replay.shape, state, replay.rules)
+        if not verdict.admitted or verdict.state is None:
+            break
+        count += 1
+        state = verdict.state
+    return count
 
 
 def replayed_fits(shape: PodShape, state: ManagersState, rules: Rules

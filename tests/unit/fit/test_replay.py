@@ -58,6 +58,21 @@ def test_best_effort_spreads_once_no_node_holds_a_copy():
                   Rules("best-effort", "container")) == 3
 
 
+def test_best_effort_hands_the_copies_cpu_ids_decide_over_to_the_whole_model():
+    """1 CPU and 3 GiB a copy; node 0 has 4 free CPUs and 8 GiB, node 1 no free CPU and
+    8 GiB. Copies 1 and 2 go to node 0 (2 GiB left there). Copy 3: node 0 lacks the memory,
+    node 1 the CPU; the memory manager offers node 1 alone (node 0 holds single-node
+    allocations, so no set with it), the merge gives {1}, not preferred: the memory goes to
+    node 1, the CPU comes from node 0, picked by id. Copy 4 the same (2 GiB left on node 1,
+    node 0's last CPU); copy 5 finds no free CPU: four copies, the first two replayed on
+    counts, the rest admitted by the whole model."""
+    node = state(cpus(4, {0: 4, 1: 0}), memory({0: 8 * GiB, 1: 8 * GiB}))
+    shape = single_container("m", {"cpu": 1000, "memory": 3 * GiB})
+    best_effort = Rules("best-effort", "container")
+    assert copies(shape, node, best_effort) == 4
+    assert answer(shape, node, best_effort).capacity == 4
+
+
 def test_an_init_container_that_pins_its_app_is_one_step():
     """A 1-CPU init container and a 2-CPU app reusing its CPU: each pod takes 2 CPUs on the
     init container's node, two pods per 4-CPU node. An init container asking memory only pins
@@ -154,4 +169,32 @@ def shapes(draw: st.DrawFn) -> PodShape:
        taken=st.lists(st.integers(0, 31), max_size=6))
 def test_replayed_answers_equal_copy_by_copy(node, shape, rules, taken):  # type: ignore[no-untyped-def]
     """Capacity, fits and the verdict, before and after a change (some CPUs taken)."""
+    assert_kept_counts_answer_as_placed(shape, node, rules, taken)
+
+
+@st.composite
+def memory_shapes(draw: st.DrawFn) -> PodShape:
+    """Containers asking memory, some with CPUs and devices, some alike."""
+    apps = []
+    for i in range(draw(st.integers(1, 3))):
+        requests = {"memory": draw(st.integers(1, 6)) * GiB}
+        if draw(st.booleans()):
+            requests["cpu"] = draw(st.sampled_from([1000, 2000, 3000, 5000]))
+        if draw(st.booleans()):
+            requests["gpu"] = draw(st.integers(1, 2))
+        apps.append(ContainerShape(f"c{i}", requests))
+    if draw(st.booleans()):
+        apps = [replace(apps[0], name=f"c{i}") for i in range(len(apps))]
+    return PodShape("m", tuple(apps), ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(node=nodes(), shape=memory_shapes(),
+       rules=st.sampled_from([Rules("best-effort", "container"), Rules("best-effort", "pod"),
+                              Rules("best-effort", "container",
+                                    prefer_closest_numa_nodes=True)]),
+       taken=st.lists(st.integers(0, 31), max_size=6))
+def test_best_effort_spreads_with_memory_answer_as_placed(node, shape, rules, taken):  # type: ignore[no-untyped-def]
+    """Once no node holds a copy: the copies taken on counts on their merged hint, or handed
+    over to the whole model where CPU ids decide."""
     assert_kept_counts_answer_as_placed(shape, node, rules, taken)

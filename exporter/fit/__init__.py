@@ -12,7 +12,7 @@ In three layers, each importing only those below it (tests/unit/test_layers.py):
 - ``capacity``: how many more pods of a shape the kubelet would admit;
 - ``replay``: copies of a shape placed one after another on the NUMA nodes' free amounts, the
   same answer as placing them with the whole admission model, at the cost of counting;
-  ``replay_steps``: what each copy asks it, placement decision by decision;
+  ``replay_counts``: what it works on, the free amounts and what each copy asks;
 - ``assumptions``: what an answer assumes because the exporter cannot see it;
 - ``kubeletconfig``: ``--kubelet-config`` and the Topology Manager flags, as ``Rules``;
 - ``shapes``: ``--fit-shapes`` and ``snapshot --shape``;

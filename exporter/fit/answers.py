@@ -177,7 +177,7 @@ def capacity(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict
     if first.admitted and bound == 1:
         return 1.0  # the first copy is the last the node-wide amounts or the predicate allow
     if counts is not None and first.admitted and bound > 0:
-        replayed = replayed_copies(shape, state, rules, first, bound)
+        replayed = replayed_copies(shape, state, rules, first, bound, counts)
         if replayed is not None:
             return float(predicate_limit(shape, state, ask, replayed))
         unit = per_node_unit(shape, state, rules)

@@ -24,7 +24,7 @@ the first that applies:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .kubelet.allocation.allocation_manager import admit
@@ -188,6 +188,10 @@ class NodeCounts:
     _topology: tuple[object, object] | None = None
     _seen: set[Hashable] = field(default_factory=set)
     _statics: dict[Hashable, int] = field(default_factory=dict)
+    # a NUMA node's free CPUs after the replay's picks there (exporter.fit.replay), by the
+    # node's free CPUs before, the amounts and the CPU options
+    picks: dict[Hashable, frozenset[int] | None] = field(default_factory=dict)
+    _picked: set[Hashable] = field(default_factory=set)
 
     def static(self, state: ManagersState, unit: Unit, rules: Rules) -> int:
         """A small number for what every node's count reads besides the node (hashed once
@@ -201,7 +205,16 @@ class NodeCounts:
         if last is None or last[0] is not topology[0] or last[1] is not topology[1]:
             self.counts.clear()
             self._statics.clear()
+            self.picks.clear()
             self._topology = topology
+
+    def node_picks(self, key: Hashable, pick: Callable[[], frozenset[int] | None]
+                   ) -> frozenset[int] | None:
+        """``pick()``, kept under ``key`` while it is read (the topology the same)."""
+        self._picked.add(key)
+        if key not in self.picks:
+            self.picks[key] = pick()
+        return self.picks[key]
 
     def count(self, state: ManagersState, unit: Unit, rules: Rules, numa_id: int, limit: int,
               static: int) -> int:
@@ -230,6 +243,9 @@ class NodeCounts:
         for key in [k for k in self.counts if k not in self._seen]:
             del self.counts[key]
         self._seen.clear()
+        for key in [k for k in self.picks if k not in self._picked]:
+            del self.picks[key]
+        self._picked.clear()
         if len(self._statics) > 1024:  # shapes come and go with their file: start again
             self._statics.clear()
             self.counts.clear()

@@ -32,16 +32,19 @@ admission left, else it declines too. The caller then places copies with the who
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from functools import partial
 
+from .capacity import NodeCounts
 from .kubelet.admission.errors import Failure
 from .kubelet.allocation.allocation_manager import admit
 from .kubelet.config import Rules
+from .kubelet.cpumanager.policy_options import CpuOptions
 from .kubelet.cpumanager.policy_static import pick_cpus
-from .kubelet.devicemanager.manager import DeviceState, allocate_devices
+from .kubelet.cpumanager.state import CpuManagerState
+from .kubelet.devicemanager.manager import allocate_devices
 from .kubelet.managers_state import ManagersState
 from .kubelet.memorymanager.policy_static import memory_hints, place_memory, take_memory
-from .kubelet.memorymanager.state import MemoryNode
 from .kubelet.podshape import Ask, PodShape
 from .kubelet.topologymanager.policy_best_effort import BEST_EFFORT
 from .kubelet.topologymanager.policy_none import NONE
@@ -49,9 +52,7 @@ from .kubelet.topologymanager.policy_restricted import RESTRICTED
 from .kubelet.topologymanager.policy_single_numa_node import SINGLE_NUMA_NODE
 from .kubelet.topologymanager.scope import Reuse, Verdict, merged_hint
 from .kubelet.topologymanager.topology_manager import TopologyHint
-from .replay_steps import Step, same_ask, steps_of, wanted_of
-
-ANY = -1  # policy none: CPUs are counted node-wide
+from .replay_counts import ANY, Free, Step, free_of, same_ask, steps_of, wanted_of
 
 
 class Declined(Exception):
@@ -67,73 +68,14 @@ class Handover(Declined):
     placed by the whole model from the state the copies before it left."""
 
 
-@dataclass
-class Free:
-    """What the copies read and take, per NUMA node: free CPUs (under policy ``none`` one
-    node-wide count, under key -1), CPUs in whole free cores outside reserved ones
-    (``full-pcpus-only``), free memory per asked type, the asked device resources."""
-
-    cpus: dict[int, int]
-    cores: dict[int, int] | None
-    reserved: dict[int, int]  # free CPUs of reserved cores, which full-pcpus-only leaves out
-    memory: dict[int, MemoryNode]  # every node's, as the memory manager holds them
-    devices: dict[str, DeviceState]
-
-    def key(self) -> tuple[object, ...]:
-        return (tuple(sorted(self.cpus.items())),
-                tuple(sorted(self.cores.items())) if self.cores is not None else None,
-                tuple((n, tuple(sorted(m.free.items())), m.group, m.assignments)
-                      for n, m in sorted(self.memory.items())),
-                tuple((r, tuple(sorted(d.free.items()))) for r, d in sorted(self.devices.items())))
-
-    def alone(self, numa_id: int) -> Free:
-        """Nothing free outside ``numa_id`` (:func:`~exporter.fit.capacity.restrict`)."""
-        def only(counts: dict[int, int]) -> dict[int, int]:
-            return {n: c for n, c in counts.items() if n == numa_id}
-        devices = {r: d if not d.topology_aware() else replace(d, free={
-            numa: count for numa, count in d.free.items() if not numa or numa_id in numa})
-            for r, d in self.devices.items()}
-        memory = {n: m if n == numa_id else replace(m, free={})
-                  for n, m in self.memory.items()}
-        return Free(only(self.cpus), only(self.cores) if self.cores is not None else None,
-                    only(self.reserved), memory, devices)
-
-
-def free_of(state: ManagersState, wanted: Ask, rules: Rules) -> Free:
-    """The counts of ``state`` the replay reads, for the resources in ``wanted``."""
-    cpus: dict[int, int] = {}
-    cores: dict[int, int] | None = None
-    reserved: dict[int, int] = {}
-    cpu = state.cpu
-    if cpu is not None and wanted.cpus:
-        if rules.policy == NONE:
-            cpus = {ANY: len(cpu.free)}
-        else:
-            cpus = {n: cpu.free_per_node().get(n, 0) for n in state.numa_ids}
-        if rules.full_pcpus_only:
-            cores, reserved = dict.fromkeys(cpus, 0), dict.fromkeys(cpus, 0)
-            for c in cpu.free:
-                node = ANY if rules.policy == NONE else cpu.cpu_numa.get(c)
-                if node not in cores:
-                    continue
-                if c in cpu.reserved_cores:
-                    reserved[node] += 1
-                elif cpu.core_of(c) <= cpu.free:
-                    cores[node] += 1
-    memory: dict[int, MemoryNode] = {}
-    if state.memory is not None and wanted.memory:
-        memory = {n: replace(node, free={t: node.free.get(t, 0) for t in wanted.memory})
-                  for n, node in state.memory.items()}
-    devices = {r: state.devices[r] for r in wanted.devices if r in state.devices}
-    return Free(cpus, cores, reserved, memory, devices)
-
-
 class Replay:
     """The replay of one shape's copies under ``rules`` on ``state``'s counts."""
 
-    def __init__(self, shape: PodShape, state: ManagersState, rules: Rules, steps: list[Step]):
+    def __init__(self, shape: PodShape, state: ManagersState, rules: Rules, steps: list[Step],
+                 kept: NodeCounts | None = None):
         self.shape = shape
         self.state = state
+        self.kept = kept  # the refresh's kept counts, where the CPU picks are kept too
         # the CPUs each single-node take asked, per node in order (for materialized)
         self.cpu_takes: dict[int, list[int]] = {}
         self.rules = rules
@@ -422,12 +364,19 @@ class Replay:
         cpu = state.cpu
         if cpu is not None and self.cpu_takes:
             options = replace(self.rules.cpu_options(), kubelet_minor=state.kubelet_minor)
+            if self.kept is not None:
+                self.kept.same_topology(state)
+            free_cpus = set(cpu.free)
             for numa_id, amounts in self.cpu_takes.items():
-                for amount in amounts:
-                    picked = pick_cpus(cpu, amount, frozenset((numa_id,)), frozenset(), options)
-                    if picked is None:
-                        return None
-                    cpu = replace(cpu, free=cpu.free - picked)
+                # a pick with the node's hint reads the node's free CPUs only
+                before = cpu.free & cpu.online.get(numa_id, frozenset())
+                pick = partial(_picks, cpu, before, numa_id, tuple(amounts), options)
+                after = pick() if self.kept is None else self.kept.node_picks(
+                    (numa_id, before, tuple(amounts), options), pick)
+                if after is None:
+                    return None
+                free_cpus -= before - after
+            cpu = replace(cpu, free=frozenset(free_cpus))
         memory = state.memory
         if memory is not None and free.memory:
             memory = {n: replace(free.memory[n], free={**node.free, **free.memory[n].free})
@@ -446,8 +395,21 @@ class Replay:
             free.memory[numa_id] = replace(node, assignments=node.assignments + more)
 
 
+def _picks(cpu: CpuManagerState, free: frozenset[int], numa_id: int, amounts: tuple[int, ...],
+           options: CpuOptions) -> frozenset[int] | None:
+    """A node's free CPUs after the CPU manager's picks of ``amounts`` there, one after
+    another."""
+    node = replace(cpu, free=free)
+    for amount in amounts:
+        picked = pick_cpus(node, amount, frozenset((numa_id,)), frozenset(), options)
+        if picked is None:
+            return None
+        node = replace(node, free=node.free - picked)
+    return node.free
+
+
 def replayed_copies(shape: PodShape, state: ManagersState, rules: Rules, first: Verdict,
-                    bound: int) -> int | None:
+                    bound: int, kept: NodeCounts | None = None) -> int | None:
     """How many copies the Topology Manager and the managers admit one after another, at most
     ``bound`` (the predicate is the caller's), replayed on counts; None when the replay does
     not apply or disagrees with ``first``, the real admission of the first copy."""
@@ -461,7 +423,7 @@ def replayed_copies(shape: PodShape, state: ManagersState, rules: Rules, first: 
     if not steps:
         return bound  # nothing exclusive: every copy is admitted, to the predicate's limit
     try:
-        replay = Replay(shape, state, rules, steps)
+        replay = Replay(shape, state, rules, steps, kept)
         free = free_of(state, replay.wanted, rules)
         if not replay.copy(free) or free.key() != free_of(first.state, replay.wanted,
                                                           rules).key():

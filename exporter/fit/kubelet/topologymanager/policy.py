@@ -17,6 +17,7 @@ wider ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import product
 from typing import Protocol
 
@@ -157,8 +158,31 @@ def _key(mask: int, preferred: bool, best_count: int, distances: Distances | Non
     return (rank[0], rank[1], 0, distance, mask)
 
 
+# Below this many hints a merge costs less than its key: long lists (8 NUMA nodes give up to
+# 255 a resource) come back unchanged from one refresh or copy to the next, and are remembered.
+REMEMBERED_FROM_HINTS = 128
+
+
 def merge(lists: list[list[TopologyHint]], numa_ids: Sequence[int],
           distances: Distances | None = None) -> TopologyHint:
+    """``HintMerger.Merge`` (:func:`merge_lists`), the long ones remembered."""
+    if sum(len(hints) for hints in lists) < REMEMBERED_FROM_HINTS:
+        return merge_lists(lists, numa_ids, distances)
+    rows = None if distances is None else tuple(
+        (n, tuple(sorted(row.items()))) for n, row in sorted(distances.items()))
+    return _remembered(tuple(tuple(hints) for hints in lists), tuple(numa_ids), rows)
+
+
+@lru_cache(maxsize=64)
+def _remembered(lists: tuple[tuple[TopologyHint, ...], ...], numa_ids: tuple[int, ...],
+                distances: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] | None
+                ) -> TopologyHint:
+    return merge_lists([list(hints) for hints in lists], numa_ids,
+                       None if distances is None else {n: dict(row) for n, row in distances})
+
+
+def merge_lists(lists: list[list[TopologyHint]], numa_ids: Sequence[int],
+                distances: Distances | None = None) -> TopologyHint:
     """``HintMerger.Merge`` without enumerating permutations: a preferred outcome is a set M
     every list can agree on (a preferred hint of exactly M, or a preferred "any"); otherwise
     the reachable intersections are built list by list (at most 2^n of them). Then the best

@@ -1,19 +1,85 @@
-"""What each copy of a shape asks, as :mod:`exporter.fit.replay` places it: one
-:class:`Step` per placement decision (a container, the pod under scope ``pod``, or a regular
-init container with the app container it pins), or None for the shapes the replay does not
-model.
+"""What :mod:`exporter.fit.replay` works on: the NUMA nodes' free amounts it reads and takes
+(:class:`Free`, :func:`free_of`), and what each copy of a shape asks, one :class:`Step` per
+placement decision (a container, the pod under scope ``pod``, or a regular init container
+with the app container it pins; :func:`steps_of`, None for the shapes the replay does not
+model).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .kubelet.config import Rules
+from .kubelet.devicemanager.manager import DeviceState
+from .kubelet.managers_state import ManagersState
+from .kubelet.memorymanager.state import MemoryNode
 from .kubelet.podshape import Ask, PodShape, asks, pod_effective_ask, pod_scope_hint_ask
 from .kubelet.topologymanager.policy_none import NONE
 
 POD_SCOPE = "pod"
+ANY = -1  # policy none: CPUs are counted node-wide
+
+
+@dataclass
+class Free:
+    """What the copies read and take, per NUMA node: free CPUs (under policy ``none`` one
+    node-wide count, under key -1), CPUs in whole free cores outside reserved ones
+    (``full-pcpus-only``), free memory per asked type, the asked device resources."""
+
+    cpus: dict[int, int]
+    cores: dict[int, int] | None
+    reserved: dict[int, int]  # free CPUs of reserved cores, which full-pcpus-only leaves out
+    memory: dict[int, MemoryNode]  # every node's, as the memory manager holds them
+    devices: dict[str, DeviceState]
+
+    def key(self) -> tuple[object, ...]:
+        return (tuple(sorted(self.cpus.items())),
+                tuple(sorted(self.cores.items())) if self.cores is not None else None,
+                tuple((n, tuple(sorted(m.free.items())), m.group, m.assignments)
+                      for n, m in sorted(self.memory.items())),
+                tuple((r, tuple(sorted(d.free.items()))) for r, d in sorted(self.devices.items())))
+
+    def alone(self, numa_id: int) -> Free:
+        """Nothing free outside ``numa_id`` (:func:`~exporter.fit.capacity.restrict`)."""
+        def only(counts: dict[int, int]) -> dict[int, int]:
+            return {n: c for n, c in counts.items() if n == numa_id}
+        devices = {r: d if not d.topology_aware() else replace(d, free={
+            numa: count for numa, count in d.free.items() if not numa or numa_id in numa})
+            for r, d in self.devices.items()}
+        memory = {n: m if n == numa_id else replace(m, free={})
+                  for n, m in self.memory.items()}
+        return Free(only(self.cpus), only(self.cores) if self.cores is not None else None,
+                    only(self.reserved), memory, devices)
+
+
+def free_of(state: ManagersState, wanted: Ask, rules: Rules) -> Free:
+    """The counts of ``state`` the replay reads, for the resources in ``wanted``."""
+    cpus: dict[int, int] = {}
+    cores: dict[int, int] | None = None
+    reserved: dict[int, int] = {}
+    cpu = state.cpu
+    if cpu is not None and wanted.cpus:
+        if rules.policy == NONE:
+            cpus = {ANY: len(cpu.free)}
+        else:
+            cpus = {n: cpu.free_per_node().get(n, 0) for n in state.numa_ids}
+        if rules.full_pcpus_only:
+            cores, reserved = dict.fromkeys(cpus, 0), dict.fromkeys(cpus, 0)
+            for c in cpu.free:
+                node = ANY if rules.policy == NONE else cpu.cpu_numa.get(c)
+                if node not in cores:
+                    continue
+                if c in cpu.reserved_cores:
+                    reserved[node] += 1
+                elif cpu.core_of(c) <= cpu.free:
+                    cores[node] += 1
+    memory: dict[int, MemoryNode] = {}
+    if state.memory is not None and wanted.memory:
+        memory = {n: replace(node, free={t: node.free.get(t, 0) for t in wanted.memory})
+                  for n, node in state.memory.items()}
+    devices = {r: state.devices[r] for r in wanted.devices if r in state.devices}
+    return Free(cpus, cores, reserved, memory, devices)
 
 
 @dataclass(frozen=True)

@@ -51,3 +51,36 @@ def test_sparse_numa_ids_are_summed_set_by_set():
     assert [sums[b] for b in table.bits] == [3, 5, 8]
     meeting = meeting_sums(table, {frozenset({40}): 2, frozenset({0, 40}): 1, frozenset(): 4})
     assert [meeting[b] for b in table.bits] == [1, 3, 3]
+
+
+@st.composite
+def mask_families(draw: st.DrawFn) -> tuple[int, list[int], list[int]]:
+    """Up to 9 NUMA ids, some skipped (sysfs may), and two families of masks within them,
+    large enough to be taken as bitsets."""
+    ids = draw(st.sets(st.integers(0, 9), min_size=1, max_size=9))
+    full = sum(1 << n for n in ids)
+    within = st.integers(0, full).map(lambda m: m & full)
+    return (full, draw(st.lists(within, min_size=1, max_size=300)),
+            draw(st.lists(within, min_size=1, max_size=300)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mask_families())
+def test_intersections_as_bitsets_equal_pair_by_pair(families):
+    from exporter.fit.kubelet.topologymanager.bitmask import intersections
+    full, reachable, masks = families
+    assert intersections(reachable, masks, full) == {r & m for r in reachable for m in masks}
+
+
+def test_intersections_of_eight_nodes_masks_hold_every_narrower_set():
+    """Every non-empty set of 8 nodes (255) against every set of two or more nodes (247):
+    the bitset way, each set's intersections are every set, the empty one included (256)."""
+    from exporter.fit.kubelet.topologymanager.bitmask import (
+        PAIRWISE_INTERSECTIONS,
+        intersections,
+    )
+    every = list(range(1, 256))
+    wide = [m for m in every if bin(m).count("1") >= 2]
+    assert len(every) * len(wide) >= PAIRWISE_INTERSECTIONS
+    assert intersections(every, wide, 255) == set(range(256))
+    assert intersections([0b11], wide, 255) == {0, 1, 2, 3}

@@ -56,18 +56,26 @@ def memory_hints(memory: Mapping[int, MemoryNode], request: Mapping[str, int],
                    for r in wanted}
     free = {r: node_sums(table, {n: m.free.get(r, 0) for n, m in memory.items()})
             for r in wanted}
-    single_only = mask_bits(n for n, m in memory.items() if m.assignments > 0 and len(m.group) == 1)
-    grouped = {n: mask_bits(m.group) for n, m in memory.items() if m.assignments > 0}
+    # a multi-node mask is skipped when a member with assignments is in another group (a
+    # single-node one included): its members with assignments must all be grouped as it
+    assigned = mask_bits(n for n, m in memory.items() if m.assignments > 0)
+    grouped_as: dict[int, int] = {}
+    for n, m in memory.items():
+        if m.assignments > 0:
+            group = mask_bits(m.group)
+            grouped_as[group] = grouped_as.get(group, 0) | 1 << n
+    in_multi = mask_bits(n for n, m in memory.items() if len(m.group) > 1)
+    asked = list(wanted.items())
     min_width = len(table.numa_ids)
     found: list[int] = []
     for i, (numa, b) in enumerate(zip(table.sets, table.bits)):
-        if any(allocatable[r][b] < a for r, a in wanted.items()):
+        if any(allocatable[r][b] < a for r, a in asked):
             continue
         min_width = min(min_width, len(numa))
         if len(numa) == 1:
-            if len(memory[next(iter(numa))].group) > 1:
+            if b & in_multi:
                 continue
-        elif b & single_only or any(g != b for n, g in grouped.items() if b >> n & 1):
+        elif b & assigned & ~grouped_as.get(b, 0):
             continue
         again = (reusable or {}).get(numa, {})
         if all(free[r][b] + again.get(r, 0) >= a for r, a in wanted.items()):

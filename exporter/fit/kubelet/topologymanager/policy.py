@@ -21,6 +21,7 @@ from functools import lru_cache
 from itertools import product
 from typing import Protocol
 
+from .bitmask import intersections
 from .numa_info import Distances, average_distance
 from .topology_manager import NumaSet, ProviderAnswer, TopologyHint
 
@@ -52,6 +53,7 @@ def provider_lists(answers: Sequence[ProviderAnswer]) -> list[list[TopologyHint]
     return lists
 
 
+@lru_cache(maxsize=1024)  # a merge asks it for every hint of every list
 def _mask_value(mask: NumaSet) -> int:
     return sum(1 << n for n in mask)
 
@@ -193,12 +195,7 @@ def merge_lists(lists: list[list[TopologyHint]], numa_ids: Sequence[int],
     ids: dict[int, NumaSet] = {}
 
     def as_int(mask: NumaSet | None) -> int:
-        if mask is None:
-            return full
-        value = _mask_value(mask) & full
-        if value not in ids:
-            ids[value] = frozenset(n for n in mask if n in everything)
-        return value
+        return full if mask is None else _mask_value(mask) & full
 
     ids[full] = everything
     if any(not hints for hints in lists):
@@ -215,8 +212,7 @@ def merge_lists(lists: list[list[TopologyHint]], numa_ids: Sequence[int],
     if not outcomes:
         reachable = {full}
         for hints in lists:
-            masks = {as_int(h.affinity) for h in hints}
-            reachable = {r & m for r in reachable for m in masks}
+            reachable = intersections(reachable, {as_int(h.affinity) for h in hints}, full)
             reachable.discard(0)
             if not reachable:
                 break

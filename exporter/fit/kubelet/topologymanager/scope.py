@@ -64,12 +64,17 @@ def merged_hint(policy: str, state: ManagersState, ask: Ask, reuse: Reuse,
     (``mergePermutation``), so a one-node preferred outcome is one-node preferred hints of
     every provider, with ``align-by-socket`` too. The answers are the full ones whenever the
     pod is not admitted (they name the blocking resource)."""
+    memory: ProviderAnswer | _Unasked = UNASKED
     if policy in (RESTRICTED, BEST_EFFORT):
         single = provider_answers(state, ask, reuse, True, align_by_socket)
         hint = single_node_choice(single, distances)
         if hint is not None:
             return single, hint, True
-    answers = provider_answers(state, ask, reuse, policy == SINGLE_NUMA_NODE, align_by_socket)
+        if not any(len(h.affinity or ()) == 1 for hints in (single[2] or {}).values()
+                   for h in hints or ()):
+            memory = single[2]  # no node alone holds it: the memory manager's full answer
+    answers = provider_answers(state, ask, reuse, policy == SINGLE_NUMA_NODE, align_by_socket,
+                               memory)
     hint, admitted = policy_merge(policy, answers, state.numa_ids, distances)
     return answers, hint, admitted
 
@@ -169,12 +174,22 @@ def reuse_init_memory(placements: list[Placement], regular_init: list[bool]) -> 
             placements[index] = replace(placement, memory_blocks=tuple(blocks))
 
 
+class _Unasked:
+    """The memory manager's answer is still to be computed."""
+
+
+UNASKED = _Unasked()
+
+
 def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool = False,
-                     align_by_socket: bool = False) -> list[ProviderAnswer]:
+                     align_by_socket: bool = False,
+                     memory_answer: ProviderAnswer | _Unasked = UNASKED) -> list[ProviderAnswer]:
     """Device, CPU and memory managers' hints, in the order the kubelet registers them.
     ``single``: only what ``single-numa-node`` keeps of them (its merge filters every wider
     hint out), which costs one check per NUMA node instead of one per set of them;
-    ``align_by_socket``: the CPU manager's option of that name."""
+    ``align_by_socket``: the CPU manager's option of that name; ``memory_answer``: the memory
+    manager's, when already computed (without a node that holds the request alone, its
+    single-node answer is the full one)."""
     devices: dict[str, list[TopologyHint] | None] = {}
     for resource, amount in {**ask.hint_devices, **ask.devices}.items():
         known = state.devices.get(resource)
@@ -187,7 +202,9 @@ def provider_answers(state: ManagersState, ask: Ask, reuse: Reuse, single: bool 
     if state.cpu is not None and ask.cpus:
         cpu = {"cpu": cpu_hints(state.cpu, ask.cpus, reuse.cpus, single, align_by_socket)}
     memory: ProviderAnswer = None
-    if state.memory is not None and ask.memory:
+    if not isinstance(memory_answer, _Unasked):
+        memory = memory_answer
+    elif state.memory is not None and ask.memory:
         memory = memory_hints(state.memory, ask.memory, reuse.memory, single)
     return [devices or None, cpu, memory]
 

@@ -26,10 +26,14 @@ class Budget:
 def _call_cost(r: Results) -> str:
     decode = r["large"]["bare_decode_ms"]
     call = r["nodecost"]["pieces_ms"][GET_ONE_POD]
+    steady = r["nodecost"]["process_steady_shapes"]
+    grpc_threads = steady["threads_ms"]["gRPC's own threads"]
     return (f"one gRPC call of a one-pod reply costs {call:.2f} ms = {call / decode:.1f} x the "
-            f"bare decode, more than the whole budget ({5 * decode:.2f} ms): grpcio's work per "
-            "call, not the reply's size; next lever: a client with less work per call than "
-            "grpcio (the project keeps grpcio, so the target stays open)")
+            f"bare decode, {100 * call / (5 * decode):.0f} % of the whole budget "
+            f"({5 * decode:.2f} ms), and gRPC's own threads use {grpc_threads:.2f} ms per "
+            "refresh: grpcio's work per call, not the reply's size; next lever: a client with "
+            "less work per call than grpcio (the project keeps grpcio, so the target stays "
+            "open)")
 
 
 def _rss_floor(key: str) -> Callable[[Results], str]:
@@ -52,9 +56,11 @@ def _kind_cost(name: str) -> Callable[[Results], str]:
         row = r["fit_kinds"][name]
         cause = f"{row['fit_ms']:.2f} ms against {row['accounting_ms']:.2f} ms"
         if "best-effort" in name:
-            return (cause + ": once no NUMA node holds a copy with its memory, the copies are "
-                    "placed one by one (capacity.py); next lever: replay the memory manager's "
-                    "groups after a spread")
+            return (cause + ": a copy no single NUMA node holds (big's first, cpu4-8g's "
+                    "33rd) is admitted over every set of NUMA nodes: each provider's hints for "
+                    "all 255 sets of 8 nodes and their merge, about 1 ms a copy where "
+                    "single-numa-node asks 8 nodes; next lever: the providers' masks as "
+                    "bitsets, as the merge's intersections are")
         return (cause + f", {100 * (row['ratio'] - 1):.0f} % over: the kind's recompute is "
                 "already incremental, and its figure moves this much between runs; next "
                 "lever: profile it (python -m benchmarks.fitkinds)")

@@ -5,7 +5,8 @@ once per set of NUMA ids; the hint providers sum free and allocatable amounts ov
 of it at once (:func:`node_sums`, :func:`meeting_sums`, kept while their inputs stay the same:
 :func:`kept_sums`) and turn the masks that hold a request into hints
 (:func:`preferred_hints`: preferred when as narrow as the capacity allows; for
-``single-numa-node``, :func:`single_node_hints`).
+``single-numa-node``, :func:`single_node_hints`). The merger's reachable intersections of
+long hint lists are taken as bitsets (:func:`intersections`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 # paths=./v1/. output:crd:dir=...`): controller-gen (sigs.k8s.io/controller-tools) and the types
 # module (github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring) are pinned by
 # tests/tools/operatorcrds/go.mod and go.sum. The Operator's root module (its own build of the
-# CRDs) is not served by the Go module proxy; its types module is.
+# CRDs) is not served by the Go module proxy; its types module is. Building controller-gen
+# resolves the types module without fetching its files: it is downloaded before its directory
+# is asked for (an empty module cache has none).
 #
 # Output: .tools/operatorcrds/crds/monitoring.coreos.com_<plural>.yaml, rebuilt only when the
 # pin or this script changes (stamp file). A failure leaves .tools/operatorcrds/build.log: the
@@ -31,7 +33,8 @@ types=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring
 if (cd "$MODULE" && export GOFLAGS="-mod=readonly -buildvcs=false" GOTOOLCHAIN=local \
       && "$GO" build -trimpath -ldflags="-s -w" -o "$OUT/controller-gen" \
            sigs.k8s.io/controller-tools/cmd/controller-gen \
-      && dir="$("$GO" list -m -f '{{.Dir}}' "$types")" \
+      && "$GO" mod download "$types" \
+      && dir="$("$GO" list -m -f '{{.Dir}}' "$types")" && [ -n "$dir" ] \
       && cd "$dir" && "$OUT/controller-gen" crd:crdVersions=v1 paths=./v1/. \
            output:crd:dir="$OUT/crds.part") >"$OUT/build.log" 2>&1 \
    && [ -s "$OUT/crds.part/monitoring.coreos.com_servicemonitors.yaml" ]; then

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 
-from .capacity import NodeCounts
+from .capacity import NodeCounts, capacity_by_placement
 from .kubelet.admission.errors import Failure
 from .kubelet.allocation.allocation_manager import admit
 from .kubelet.config import Rules
@@ -474,13 +474,8 @@ def _handed_over(replay: Replay, free: Free, count: int, bound: int) -> int | No
     state = replay.materialized(free)
     if state is None:
         return None
-    while count < bound:
-        verdict = admit(replay.shape, state, replay.rules)
-        if not verdict.admitted or verdict.state is None:
-            break
-        count += 1
-        state = verdict.state
-    return count
+    rest = admit(replay.shape, state, replay.rules)
+    return count + capacity_by_placement(replay.shape, state, replay.rules, rest, bound - count)
 
 
 def replayed_fits(shape: PodShape, state: ManagersState, rules: Rules
